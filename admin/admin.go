@@ -1,0 +1,62 @@
+// Package admin owns the control plane: the chi router behind admin_listen with
+// health, readiness and metrics (and, as they arrive, feedback, episodes and rollouts).
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Check is one readiness condition.
+type Check struct {
+	Name string
+	Fn   func(ctx context.Context) error
+}
+
+// Options are the control plane's dependencies.
+type Options struct {
+	Logger   *slog.Logger
+	Gatherer prometheus.Gatherer
+	Ready    []Check
+}
+
+// New returns the admin router.
+func New(o Options) http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Get("/readyz", func(w http.ResponseWriter, req *http.Request) {
+		ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
+		defer cancel()
+		failed := map[string]string{}
+		for _, c := range o.Ready {
+			if err := c.Fn(ctx); err != nil {
+				failed[c.Name] = err.Error()
+			}
+		}
+		if len(failed) > 0 {
+			o.Logger.Warn("not ready", "failed", failed)
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "failed": failed})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn)}))
+	return r
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

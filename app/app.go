@@ -1,0 +1,233 @@
+// Package app assembles one camproxy process from its config: Redis clients, augmenters,
+// cache, episode store, experiment policy, the data plane and the admin plane, and runs
+// them until shutdown.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/camproxy/camproxy/admin"
+	"github.com/camproxy/camproxy/augment"
+	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/metrics"
+	"github.com/camproxy/camproxy/policies"
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/proxy"
+)
+
+// App is one running camproxy.
+type App struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	Registry *prometheus.Registry
+	Metrics  *metrics.Metrics
+	Proxy    *proxy.Server
+	Episodes episode.Store
+	Cache    *augment.Cache
+	admin    *http.Server
+	redis    []redis.UniversalClient
+
+	dataLn, adminLn net.Listener
+	serveErr        chan error
+	closeOnce       sync.Once
+}
+
+// Options tune what a caller (tests, benchmarks) may replace.
+type Options struct {
+	Logger    *slog.Logger
+	Transport http.RoundTripper // upstream transport; nil = proxy.NewTransport
+	Recorder  proxy.Recorder
+}
+
+// New builds a camproxy from a validated config.
+func New(cfg *config.Config, o Options) (*App, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a := &App{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg), serveErr: make(chan error, 2)}
+
+	rules, err := cfg.Task.Compile()
+	if err != nil {
+		return nil, fmt.Errorf("task.rules: %w", err)
+	}
+	base, err := url.Parse(cfg.Upstreams.OpenAI.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("upstreams.openai.base_url: %w", err)
+	}
+	up := &proxy.Upstream{Name: "openai", Base: base, APIKey: cfg.Upstreams.OpenAI.APIKey,
+		FirstByteTimeout: cfg.Upstreams.OpenAI.FirstByteTimeout, IdleTimeout: cfg.Upstreams.OpenAI.IdleTimeout}
+	transport := o.Transport
+	if transport == nil {
+		transport = proxy.NewTransport(cfg.Upstreams.OpenAI.FirstByteTimeout)
+	}
+
+	cacheRedis, err := a.redisClient(cfg.Cache.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("cache.redis_url: %w", err)
+	}
+	a.Cache = augment.NewCache(augment.CacheOptions{LocalEntries: cfg.Cache.LocalEntries, TTL: cfg.Cache.TTL}, cacheRedis, log)
+
+	switch cfg.Episodes.Store {
+	case "redis":
+		rdb, err := a.redisClient(cfg.Episodes.EffectiveRedisURL(cfg.Cache))
+		if err != nil {
+			return nil, fmt.Errorf("episodes.redis_url: %w", err)
+		}
+		a.Episodes = episode.NewRedis(rdb, cfg.Episodes.IdleTimeout)
+	default:
+		a.Episodes = episode.NewMemory(cfg.Episodes.IdleTimeout, nil)
+	}
+
+	sources, err := buildAugmenters(cfg, a.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	policy, armPlace, err := buildPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+
+	a.Proxy = proxy.New(proxy.Options{
+		Logger: log, Metrics: a.Metrics, OpenAI: up, Transport: transport, TaskRules: rules,
+		Placement:    proxy.Placement{Mode: protocol.Placement(cfg.Placement.Mode), Template: cfg.Placement.Template},
+		ArmPlacement: armPlace, Policy: policy, Augmenters: sources, Cache: a.Cache, Episodes: a.Episodes,
+		Recorder: o.Recorder, MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout,
+		IdleTimeout: cfg.Server.IdleTimeout,
+	})
+
+	checks := []admin.Check{{Name: "config", Fn: func(context.Context) error { return nil }},
+		{Name: "episodes", Fn: a.Episodes.Ping}}
+	for i, rdb := range a.redis {
+		checks = append(checks, admin.Check{Name: fmt.Sprintf("redis-%d", i), Fn: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
+	}
+	a.admin = &http.Server{
+		Handler:           admin.New(admin.Options{Logger: log, Gatherer: reg, Ready: checks}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	return a, nil
+}
+
+// redisClient returns a client for url, reusing one already made for the same url.
+func (a *App) redisClient(u string) (redis.UniversalClient, error) {
+	if u == "" {
+		return nil, nil
+	}
+	opts, err := redis.ParseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range a.redis {
+		if cl, ok := c.(*redis.Client); ok && cl.Options().Addr == opts.Addr && cl.Options().DB == opts.DB {
+			return c, nil
+		}
+	}
+	c := redis.NewClient(opts)
+	a.redis = append(a.redis, c)
+	return c, nil
+}
+
+func buildAugmenters(cfg *config.Config, m *metrics.Metrics) (map[string]proxy.ContextSource, error) {
+	hc := &http.Client{Transport: proxy.NewTransport(0)}
+	out := map[string]proxy.ContextSource{}
+	for name, ac := range cfg.Augmenters {
+		cam, err := augment.NewCAM(augment.CAMOptions{Name: name, BaseURL: ac.BaseURL, Model: ac.Model, APIKey: ac.APIKey,
+			SystemPrompt: ac.SystemPrompt, UserTemplate: ac.UserTemplate, MaxTokens: ac.MaxTokens,
+			Temperature: ac.Temperature, ExtraBody: ac.ExtraBody}, hc)
+		if err != nil {
+			return nil, fmt.Errorf("augmenters.%s: %w", name, err)
+		}
+		g := augment.NewGuard(name, cam, ac.Timeout, augment.BreakerOptions{Failures: ac.Breaker.Failures, OpenFor: ac.Breaker.OpenFor}, m)
+		out[name] = proxy.ContextSource{Name: name, Version: cam.Version(), Timeout: ac.Timeout, Augmenter: g}
+	}
+	return out, nil
+}
+
+func buildPolicy(cfg *config.Config) (*policies.Policy, map[string]proxy.Placement, error) {
+	ex := cfg.Experiment
+	arms := make([]policies.Arm, 0, len(ex.Arms))
+	place := map[string]proxy.Placement{}
+	for _, a := range ex.Arms {
+		arms = append(arms, policies.Arm{Name: a.Name, Weight: a.Weight, Augmenter: a.Augmenter})
+		if a.Placement != nil {
+			place[a.Name] = proxy.Placement{Mode: protocol.Placement(a.Placement.Mode), Template: a.Placement.Template}
+		}
+	}
+	p, err := policies.New(ex.Name, policies.Sticky(ex.Sticky), ex.AllowOverride, arms)
+	if err != nil {
+		return nil, nil, fmt.Errorf("experiment: %w", err)
+	}
+	return p, place, nil
+}
+
+// Start binds both listeners and serves in the background.
+func (a *App) Start() error {
+	var err error
+	if a.dataLn, err = net.Listen("tcp", a.cfg.Server.Listen); err != nil {
+		return fmt.Errorf("server.listen %s: %w", a.cfg.Server.Listen, err)
+	}
+	if a.adminLn, err = net.Listen("tcp", a.cfg.Server.AdminListen); err != nil {
+		_ = a.dataLn.Close()
+		return fmt.Errorf("server.admin_listen %s: %w", a.cfg.Server.AdminListen, err)
+	}
+	go func() { a.serveErr <- a.Proxy.Serve(a.dataLn) }()
+	go func() {
+		if err := a.admin.Serve(a.adminLn); !errors.Is(err, http.ErrServerClosed) {
+			a.serveErr <- err
+		}
+	}()
+	a.log.Info("camproxy serving", "listen", a.dataLn.Addr().String(), "admin", a.adminLn.Addr().String(),
+		"upstream", a.cfg.Upstreams.OpenAI.BaseURL, "experiment", a.cfg.Experiment.Name)
+	return nil
+}
+
+// Addr is the data plane's bound address.
+func (a *App) Addr() string { return a.dataLn.Addr().String() }
+
+// AdminAddr is the admin plane's bound address.
+func (a *App) AdminAddr() string { return a.adminLn.Addr().String() }
+
+// Run serves until ctx is done, then shuts down gracefully.
+func (a *App) Run(ctx context.Context) error {
+	if err := a.Start(); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-a.serveErr:
+		_ = a.Shutdown(context.Background())
+		return fmt.Errorf("serve: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.Server.ShutdownGrace)
+	defer cancel()
+	return a.Shutdown(sctx)
+}
+
+// Shutdown stops accepting and waits for in-flight calls and streams until ctx is done.
+func (a *App) Shutdown(ctx context.Context) error {
+	var err error
+	a.closeOnce.Do(func() {
+		a.log.Info("camproxy shutting down")
+		err = errors.Join(a.Proxy.Shutdown(ctx), a.admin.Shutdown(ctx))
+		_ = a.Episodes.Close()
+		for _, r := range a.redis {
+			_ = r.Close()
+		}
+	})
+	return err
+}

@@ -1,0 +1,67 @@
+// Command camproxy is the CLI: serve the gateway, and (as they land) work with the
+// replay buffer and train the CAM. main only wires signals and exit codes; run does the work.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// usageError is bad usage or bad config: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "camproxy:", err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+const usage = `camproxy — a gateway that makes LLM agents better without touching their code
+
+Usage:
+  camproxy serve [--config FILE]   serve the gateway (FILE defaults to $CAMPROXY_CONFIG, else built-in defaults)
+  camproxy version                 print the version
+
+Exit status: 0 done, 1 failed at run time, 2 bad usage or bad config.`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return usagef("no command given")
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stderr, getenv)
+	case "version", "--version":
+		fmt.Fprintln(stdout, versionString())
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	default:
+		fmt.Fprintln(stderr, usage)
+		return usagef("unknown command %q", args[0])
+	}
+}

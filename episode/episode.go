@@ -1,0 +1,160 @@
+// Package episode owns episode identity: the state camproxy keeps per episode (arm,
+// task, the exact context injected, turn count) and stitching, which finds the
+// episode a header-less call continues from the hash chain of its messages.
+package episode
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/camproxy/camproxy/protocol"
+)
+
+// Episode is what camproxy remembers about one run of an agent on one task.
+type Episode struct {
+	ID            string    `json:"id"`
+	TaskID        string    `json:"task_id"`
+	Task          string    `json:"task"`
+	Arm           string    `json:"arm"`
+	Context       string    `json:"context"`        // the exact text spliced on every turn ("" = none)
+	ContextSource string    `json:"context_source"` // miss, hit, none, fail-open, skip: how turn 0 got it
+	Protocol      string    `json:"protocol"`
+	Model         string    `json:"model"`
+	Turns         int       `json:"turns"`   // completed turns
+	History       int       `json:"history"` // messages in the episode after the last answer
+	StartedAt     time.Time `json:"started_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
+// ErrNotFound is returned by Store.Get for an unknown or expired episode.
+var ErrNotFound = errors.New("episode not found")
+
+// Store keeps episodes and stitching tips. Implementations: memory and Redis.
+type Store interface {
+	// Get returns the episode or ErrNotFound.
+	Get(ctx context.Context, id string) (*Episode, error)
+	// Create stores ep unless an episode with its id exists; it returns the stored one
+	// and whether ep was the one stored, so concurrent first turns agree on one context.
+	Create(ctx context.Context, ep *Episode) (*Episode, bool, error)
+	// Update overwrites the episode and refreshes its idle timeout.
+	Update(ctx context.Context, ep *Episode) error
+	// SetTip records that episode id's history now hashes to tip.
+	SetTip(ctx context.Context, tip uint64, id string) error
+	// Claim looks up the tips in order (longest prefix first) and returns the episode
+	// of the first one found and its position in tips. Each SetTip is claimed once;
+	// once all claims at a tip are taken, the latest episode there is returned again
+	// (a retried turn continues its episode). ok is false when no tip is known.
+	Claim(ctx context.Context, tips []uint64) (id string, pos int, ok bool, err error)
+	// Ping reports whether the store is usable (readiness).
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// NewID returns a random episode id ("ep_" + 24 hex digits).
+func NewID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "ep_" + hex.EncodeToString(b[:])
+}
+
+// Chain returns h where h[i] is the hash of the canonical form of msgs[0..i]. One pass:
+// each hash extends the previous one, so a conversation of n messages costs O(its bytes).
+func Chain(msgs []protocol.Message) []uint64 {
+	out := make([]uint64, len(msgs))
+	var h uint64
+	for i := range msgs {
+		h = Extend(h, &msgs[i])
+		out[i] = h
+	}
+	return out
+}
+
+// Extend returns the chain hash of a history whose hash is prev followed by m.
+func Extend(prev uint64, m *protocol.Message) uint64 {
+	d := xxhash.New()
+	var b [8]byte
+	for i := range 8 {
+		b[i] = byte(prev >> (8 * i))
+	}
+	_, _ = d.Write(b[:])
+	writeCanonical(d, m)
+	return d.Sum64()
+}
+
+// writeCanonical writes role, text, tool calls and tool-call id with whitespace
+// collapsed, so that an SDK re-serialising the history (spacing in arguments, content
+// null vs "") does not break the chain.
+func writeCanonical(d *xxhash.Digest, m *protocol.Message) {
+	_, _ = d.WriteString(m.Role)
+	_, _ = d.Write([]byte{0})
+	writeCollapsed(d, m.Content, false)
+	_, _ = d.Write([]byte{0})
+	for i := range m.ToolCalls {
+		tc := &m.ToolCalls[i]
+		_, _ = d.WriteString(tc.ID)
+		_, _ = d.Write([]byte{1})
+		_, _ = d.WriteString(tc.Name)
+		_, _ = d.Write([]byte{1})
+		// JSON arguments: whitespace outside strings is insignificant, drop it all.
+		writeCollapsed(d, tc.Arguments, true)
+		_, _ = d.Write([]byte{2})
+	}
+	_, _ = d.WriteString(m.ToolCallID)
+}
+
+func writeCollapsed(d *xxhash.Digest, s string, dropAll bool) {
+	s = strings.TrimSpace(s)
+	var buf [256]byte
+	out := buf[:0]
+	space := false
+	for _, r := range s {
+		if unicode.IsSpace(r) {
+			space = true
+			continue
+		}
+		if space && !dropAll {
+			out = append(out, ' ')
+		}
+		space = false
+		out = utf8.AppendRune(out, r)
+		if len(out) > len(buf)-8 {
+			_, _ = d.Write(out)
+			out = out[:0]
+		}
+	}
+	_, _ = d.Write(out)
+}
+
+// Candidates returns the chain hashes of the prefixes of msgs that end with an
+// assistant message, longest first: only those can be an episode's tip (the history
+// right after an answer).
+func Candidates(msgs []protocol.Message, chain []uint64) (tips []uint64, ends []int) {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "assistant" {
+			tips = append(tips, chain[i])
+			ends = append(ends, i+1)
+		}
+	}
+	return tips, ends
+}
+
+// TaskID is the id of a task given no X-CAM-Task-Id: a hash of its normalised text, so
+// that every run of one task groups together.
+func TaskID(task string) string {
+	d := xxhash.New()
+	writeCollapsed(d, task, false)
+	var b [8]byte
+	h := d.Sum64()
+	for i := range 8 {
+		b[i] = byte(h >> (56 - 8*i))
+	}
+	return "t_" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,197 @@
+package episode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/camproxy/camproxy/protocol"
+)
+
+func msgs(pairs ...string) []protocol.Message {
+	var out []protocol.Message
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out = append(out, protocol.Message{Role: pairs[i], Content: pairs[i+1]})
+	}
+	return out
+}
+
+func TestChainCanonical(t *testing.T) {
+	base := []protocol.Message{
+		{Role: "system", Content: "policy"},
+		{Role: "user", Content: "book a  flight\n"},
+		{Role: "assistant", ToolCalls: []protocol.ToolCall{{ID: "c1", Name: "search", Arguments: `{"from": "SFO", "to":"JFK"}`}}},
+		{Role: "tool", ToolCallID: "c1", Content: "[]"},
+	}
+	reserialised := []protocol.Message{
+		{Role: "system", Content: " policy"},
+		{Role: "user", Content: "book a flight"},
+		{Role: "assistant", ToolCalls: []protocol.ToolCall{{ID: "c1", Name: "search", Arguments: "{\"from\":\"SFO\",\n \"to\": \"JFK\"}"}}},
+		{Role: "tool", ToolCallID: "c1", Content: "[]"},
+	}
+	a, b := Chain(base), Chain(reserialised)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("prefix %d: whitespace-only differences changed the hash", i)
+		}
+	}
+	cases := map[string]func(m []protocol.Message){
+		"content":   func(m []protocol.Message) { m[1].Content = "book a train" },
+		"role":      func(m []protocol.Message) { m[1].Role = "assistant" },
+		"tool name": func(m []protocol.Message) { m[2].ToolCalls[0].Name = "book" },
+		"tool args": func(m []protocol.Message) { m[2].ToolCalls[0].Arguments = `{"from":"LAX"}` },
+		"tool id":   func(m []protocol.Message) { m[3].ToolCallID = "c2" },
+		"word join": func(m []protocol.Message) { m[1].Content = "booka flight" },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := make([]protocol.Message, len(base))
+			copy(m, base)
+			m[2].ToolCalls = append([]protocol.ToolCall(nil), base[2].ToolCalls...)
+			mutate(m)
+			if Chain(m)[3] == a[3] {
+				t.Fatalf("changing %s did not change the hash", name)
+			}
+		})
+	}
+	// The chain is a chain: hash i depends on every earlier message.
+	if Chain(msgs("user", "x", "assistant", "y"))[1] == Chain(msgs("user", "z", "assistant", "y"))[1] {
+		t.Fatal("prefix change did not propagate")
+	}
+}
+
+func TestCandidatesLongestFirst(t *testing.T) {
+	m := msgs("system", "s", "user", "u", "assistant", "a1", "tool", "t", "assistant", "a2", "user", "u2")
+	tips, ends := Candidates(m, Chain(m))
+	if len(tips) != 2 || ends[0] != 5 || ends[1] != 3 {
+		t.Fatalf("ends = %v, want [5 3]", ends)
+	}
+	if tips, _ := Candidates(msgs("system", "s", "user", "u"), nil); len(tips) != 0 {
+		t.Fatal("a first turn must have no candidates")
+	}
+}
+
+func stores(t *testing.T) map[string]func(idle time.Duration) Store {
+	return map[string]func(idle time.Duration) Store{
+		"memory": func(idle time.Duration) Store { return NewMemory(idle, nil) },
+		"redis": func(idle time.Duration) Store {
+			rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+			if err := rdb.Ping(context.Background()).Err(); err != nil {
+				t.Skipf("redis at 127.0.0.1:6379 not reachable (%v); make test starts one", err)
+			}
+			t.Cleanup(func() { _ = rdb.Close() })
+			return NewRedis(rdb, idle)
+		},
+	}
+}
+
+func TestStoreContract(t *testing.T) {
+	for name, mk := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := mk(time.Minute)
+			defer s.Close()
+			id := NewID()
+			if _, err := s.Get(ctx, id); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Get unknown: %v, want ErrNotFound", err)
+			}
+			ep := &Episode{ID: id, Arm: "cam", Context: "ctx A", StartedAt: time.Now().UTC().Truncate(time.Millisecond)}
+			got, created, err := s.Create(ctx, ep)
+			if err != nil || !created || got.Context != "ctx A" {
+				t.Fatalf("Create = %+v %v %v", got, created, err)
+			}
+			other := *ep
+			other.Context = "ctx B"
+			got, created, err = s.Create(ctx, &other)
+			if err != nil || created || got.Context != "ctx A" {
+				t.Fatalf("second Create must return the first episode: %+v %v %v", got, created, err)
+			}
+			got.Turns = 3
+			if err := s.Update(ctx, got); err != nil {
+				t.Fatal(err)
+			}
+			if g, _ := s.Get(ctx, id); g.Turns != 3 || g.Context != "ctx A" || !g.StartedAt.Equal(ep.StartedAt) {
+				t.Fatalf("after update: %+v", g)
+			}
+
+			// Tips: each SetTip is claimed once, then the latest is returned again.
+			tip := uint64(time.Now().UnixNano())
+			a, b := NewID(), NewID()
+			_ = s.SetTip(ctx, tip, a)
+			_ = s.SetTip(ctx, tip, b)
+			unknown := tip + 1
+			for i, want := range []string{a, b, b} {
+				id, pos, ok, err := s.Claim(ctx, []uint64{unknown, tip})
+				if err != nil || !ok || id != want || pos != 1 {
+					t.Fatalf("claim %d = %q pos %d ok %v err %v, want %q at 1", i, id, pos, ok, err, want)
+				}
+			}
+			if _, _, ok, _ := s.Claim(ctx, []uint64{unknown}); ok {
+				t.Fatal("unknown tip claimed")
+			}
+		})
+	}
+}
+
+func TestStoreConcurrentClaims(t *testing.T) {
+	for name, mk := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := mk(time.Minute)
+			defer s.Close()
+			tip := uint64(time.Now().UnixNano()) ^ 0xabcdef
+			want := map[string]bool{}
+			for i := range 6 {
+				id := fmt.Sprintf("ep-%d-%d", tip, i)
+				want[id] = true
+				_ = s.SetTip(ctx, tip, id)
+			}
+			var mu sync.Mutex
+			got := map[string]int{}
+			var wg sync.WaitGroup
+			for range 6 {
+				wg.Go(func() {
+					id, _, ok, err := s.Claim(ctx, []uint64{tip})
+					if err != nil || !ok {
+						t.Error(err, ok)
+					}
+					mu.Lock()
+					got[id]++
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			for id := range want {
+				if got[id] != 1 {
+					t.Fatalf("episode %s claimed %d times; six parallel runs must continue six episodes", id, got[id])
+				}
+			}
+		})
+	}
+}
+
+func TestMemoryExpires(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	m := NewMemory(time.Minute, clock)
+	defer m.Close()
+	ctx := context.Background()
+	_, _, _ = m.Create(ctx, &Episode{ID: "a"})
+	_ = m.SetTip(ctx, 7, "a")
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	if _, err := m.Get(ctx, "a"); !errors.Is(err, ErrNotFound) {
+		t.Fatal("idle episode still served")
+	}
+	m.expire()
+	if e, tp := m.Len(); e != 0 || tp != 0 {
+		t.Fatalf("after expiry: %d episodes %d tips left (leak)", e, tp)
+	}
+}

@@ -1,0 +1,264 @@
+// Package testkit holds the scripted model servers camproxy's tests and benchmarks
+// talk to: an OpenAI-compatible upstream that speaks real JSON and SSE (tool calls,
+// errors, slow and hanging answers) and a CAM. No model runs here; these are faithful fakes.
+package testkit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// Reply is what the scripted upstream answers to one chat call.
+type Reply struct {
+	Content   string
+	ToolCalls []ToolCall
+	Status    int    // non-2xx: answer an OpenAI error with this status
+	ErrorMsg  string // message of that error
+	Header    http.Header
+}
+
+// ToolCall is one function call the fake model makes.
+type ToolCall struct{ ID, Name, Arguments string }
+
+// Captured is one request the upstream received.
+type Captured struct {
+	Method, Path string
+	Header       http.Header
+	Body         []byte
+}
+
+// Upstream is a scripted OpenAI-compatible server.
+type Upstream struct {
+	*httptest.Server
+
+	// Reply scripts the answer to a chat call; nil = DefaultReply.
+	Reply func(body gjson.Result) Reply
+	// BeforeChunk, if set, runs before each SSE event i is written (i from 0): tests use
+	// it to pace a stream or wait for the client.
+	BeforeChunk func(i int)
+	// Delay before answering (headers included).
+	Delay time.Duration
+	// HangAfter > 0: after writing that many SSE events, stop sending and wait until the
+	// caller goes away (a model that stalls mid-answer).
+	HangAfter int
+
+	mu        sync.Mutex
+	requests  []Captured
+	cancelled atomic.Int64
+	Cancelled chan struct{} // receives when a request's context is cancelled mid-answer
+}
+
+// NewUpstream starts a scripted upstream on loopback.
+func NewUpstream() *Upstream {
+	u := &Upstream{Cancelled: make(chan struct{}, 16)}
+	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
+	return u
+}
+
+// Requests returns what the upstream has received so far.
+func (u *Upstream) Requests() []Captured {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]Captured(nil), u.requests...)
+}
+
+// Last returns the last request received.
+func (u *Upstream) Last() Captured {
+	r := u.Requests()
+	if len(r) == 0 {
+		return Captured{}
+	}
+	return r[len(r)-1]
+}
+
+// CancelledCount is how many answers were cut short because the caller went away.
+func (u *Upstream) CancelledCount() int64 { return u.cancelled.Load() }
+
+func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	u.mu.Lock()
+	u.requests = append(u.requests, Captured{Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body})
+	u.mu.Unlock()
+	if u.Delay > 0 {
+		select {
+		case <-time.After(u.Delay):
+		case <-r.Context().Done():
+			u.noteCancel()
+			return
+		}
+	}
+	switch r.URL.Path {
+	case "/v1/chat/completions":
+		u.chat(w, r, body)
+	case "/v1/models":
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Request-Id", "req_models_1")
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"gpt-4o","object":"model","created":1700000000,"owned_by":"openai"}]}`)
+	case "/v1/embeddings":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}],"model":"e","usage":{"prompt_tokens":1,"total_tokens":1}}`)
+	default:
+		writeOpenAIError(w, http.StatusNotFound, "unknown path "+r.URL.Path)
+	}
+}
+
+func (u *Upstream) noteCancel() {
+	u.cancelled.Add(1)
+	select {
+	case u.Cancelled <- struct{}{}:
+	default:
+	}
+}
+
+func writeOpenAIError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "param": nil, "code": nil}})
+	_, _ = w.Write(b)
+}
+
+// DefaultReply calls a tool on the first turn and answers in text once a tool result is in.
+func DefaultReply(body gjson.Result) Reply {
+	msgs := body.Get("messages").Array()
+	if len(msgs) > 0 && msgs[len(msgs)-1].Get("role").String() == "tool" {
+		return Reply{Content: fmt.Sprintf("Done after %d messages.", len(msgs))}
+	}
+	return Reply{ToolCalls: []ToolCall{{ID: fmt.Sprintf("call_%d", len(msgs)), Name: "lookup", Arguments: `{"query":"flight status","limit":3}`}}}
+}
+
+func (u *Upstream) chat(w http.ResponseWriter, r *http.Request, body []byte) {
+	req := gjson.ParseBytes(body)
+	reply := DefaultReply
+	if u.Reply != nil {
+		reply = u.Reply
+	}
+	rep := reply(req)
+	w.Header().Set("X-Request-Id", "req_chat_1")
+	w.Header().Set("X-Ratelimit-Remaining-Requests", "99")
+	for k, vs := range rep.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	if rep.Status >= 300 {
+		writeOpenAIError(w, rep.Status, rep.ErrorMsg)
+		return
+	}
+	model := req.Get("model").String()
+	if req.Get("stream").Bool() {
+		u.stream(w, r, model, rep, req.Get("stream_options.include_usage").Bool())
+		return
+	}
+	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
+	finish := "stop"
+	if rep.Content != "" {
+		msg["content"] = rep.Content
+	}
+	if len(rep.ToolCalls) > 0 {
+		var calls []map[string]any
+		for _, c := range rep.ToolCalls {
+			calls = append(calls, map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
+		}
+		msg["tool_calls"] = calls
+		finish = "tool_calls"
+	}
+	out, _ := json.Marshal(map[string]any{
+		"id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": model,
+		"choices": []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
+		"usage":   map[string]any{"prompt_tokens": len(body) / 4, "completion_tokens": 7, "total_tokens": len(body)/4 + 7},
+	})
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(out)
+}
+
+// StreamEvents renders a reply as the SSE data payloads OpenAI sends, in order.
+func StreamEvents(model string, rep Reply, usage bool, promptTokens int) []string {
+	chunk := func(delta map[string]any, finish any) string {
+		b, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000, "model": model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}})
+		return string(b)
+	}
+	ev := []string{chunk(map[string]any{"role": "assistant", "content": ""}, nil)}
+	for _, word := range splitKeep(rep.Content) {
+		ev = append(ev, chunk(map[string]any{"content": word}, nil))
+	}
+	for i, c := range rep.ToolCalls {
+		ev = append(ev, chunk(map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": c.ID, "type": "function",
+			"function": map[string]any{"name": c.Name, "arguments": ""}}}}, nil))
+		// Arguments arrive in fragments, as real models stream them.
+		a := c.Arguments
+		for len(a) > 0 {
+			n := min(7, len(a))
+			ev = append(ev, chunk(map[string]any{"tool_calls": []any{map[string]any{"index": i, "function": map[string]any{"arguments": a[:n]}}}}, nil))
+			a = a[n:]
+		}
+	}
+	finish := "stop"
+	if len(rep.ToolCalls) > 0 {
+		finish = "tool_calls"
+	}
+	ev = append(ev, chunk(map[string]any{}, finish))
+	if usage {
+		b, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000, "model": model,
+			"choices": []any{}, "usage": map[string]any{"prompt_tokens": promptTokens, "completion_tokens": 7, "total_tokens": promptTokens + 7}})
+		ev = append(ev, string(b))
+	}
+	return append(ev, "[DONE]")
+}
+
+func splitKeep(s string) []string {
+	var out []string
+	for s != "" {
+		i := strings.IndexByte(s[1:], ' ')
+		if i < 0 {
+			return append(out, s)
+		}
+		out = append(out, s[:i+1])
+		s = s[i+1:]
+	}
+	return out
+}
+
+func (u *Upstream) stream(w http.ResponseWriter, r *http.Request, model string, rep Reply, usage bool) {
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fl := w.(http.Flusher)
+	fl.Flush()
+	for i, data := range StreamEvents(model, rep, usage, 42) {
+		if u.BeforeChunk != nil {
+			u.BeforeChunk(i)
+		}
+		if r.Context().Err() != nil {
+			u.noteCancel()
+			return
+		}
+		var b bytes.Buffer
+		b.WriteString("data: ")
+		b.WriteString(data)
+		b.WriteString("\n\n")
+		if _, err := w.Write(b.Bytes()); err != nil {
+			u.noteCancel()
+			return
+		}
+		fl.Flush()
+		if u.HangAfter > 0 && i+1 == u.HangAfter {
+			select {
+			case <-r.Context().Done():
+				u.noteCancel()
+			case <-time.After(30 * time.Second):
+			}
+			return
+		}
+	}
+}

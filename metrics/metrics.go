@@ -1,0 +1,59 @@
+// Package metrics owns camproxy's Prometheus metrics: their names, labels and
+// buckets, registered on a registry the caller provides (never the default one).
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+const namespace = "camproxy"
+
+// Metrics is every metric camproxy exports. The names are a contract (DESIGN.md).
+type Metrics struct {
+	Requests        *prometheus.CounterVec   // protocol, arm, code
+	RequestDuration *prometheus.HistogramVec // protocol, arm
+	UpstreamTTFB    *prometheus.HistogramVec // protocol
+	Context         *prometheus.CounterVec   // arm, result
+	AugmentDuration *prometheus.HistogramVec // augmenter
+	BreakerState    *prometheus.GaugeVec     // augmenter; 0 closed, 1 half-open, 2 open
+	Episodes        *prometheus.CounterVec   // arm
+	Rewards         *prometheus.CounterVec   // arm
+	RewardSum       *prometheus.CounterVec   // arm
+	ReplayEvents    *prometheus.CounterVec   // type, sink, result
+	ReplayQueue     prometheus.Gauge
+	Tokens          *prometheus.CounterVec // arm, direction
+}
+
+// latencyBuckets spans 100µs to ~100s: gateway overhead up to long generations.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 2.5, 16)
+
+// New creates the metrics and registers them on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "requests_total",
+			Help: "Data-plane requests by protocol, arm and HTTP status code."}, []string{"protocol", "arm", "code"}),
+		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "request_duration_seconds",
+			Help: "Time from request to the end of the response.", Buckets: latencyBuckets}, []string{"protocol", "arm"}),
+		UpstreamTTFB: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "upstream_ttfb_seconds",
+			Help: "Time until the upstream's response headers arrived.", Buckets: latencyBuckets}, []string{"protocol"}),
+		Context: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "context_total",
+			Help: "Context decisions by arm and result (miss, hit, episode, none, fail-open, skip)."}, []string{"arm", "result"}),
+		AugmentDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "augment_duration_seconds",
+			Help: "Duration of augmenter calls (cache misses).", Buckets: latencyBuckets}, []string{"augmenter"}),
+		BreakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "breaker_state",
+			Help: "Circuit breaker state per augmenter: 0 closed, 1 half-open, 2 open."}, []string{"augmenter"}),
+		Episodes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "episodes_total",
+			Help: "Episodes started, by arm."}, []string{"arm"}),
+		Rewards: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "rewards_total",
+			Help: "Rewards received, by arm."}, []string{"arm"}),
+		RewardSum: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "reward_sum",
+			Help: "Sum of rewards received, by arm."}, []string{"arm"}),
+		ReplayEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "replay_events_total",
+			Help: "Replay events by type, sink and result."}, []string{"type", "sink", "result"}),
+		ReplayQueue: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "replay_queue_depth",
+			Help: "Replay events waiting in the in-memory queue."}),
+		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "tokens_total",
+			Help: "Tokens reported by upstreams, by arm and direction (input, output)."}, []string{"arm", "direction"}),
+	}
+	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamTTFB, m.Context, m.AugmentDuration, m.BreakerState,
+		m.Episodes, m.Rewards, m.RewardSum, m.ReplayEvents, m.ReplayQueue, m.Tokens)
+	return m
+}

@@ -1,0 +1,101 @@
+// Package policies owns experiments: the arms traffic is split between and the
+// deterministic, sticky assignment of an episode (or a task) to one of them.
+package policies
+
+import (
+	"fmt"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Arm is one branch of an experiment.
+type Arm struct {
+	Name      string
+	Weight    float64
+	Augmenter string // "none" or an augmenter name
+}
+
+// Sticky says what an assignment hashes: the episode, or the task (all runs of a task on one arm).
+type Sticky string
+
+const (
+	StickyEpisode Sticky = "episode"
+	StickyTask    Sticky = "task"
+)
+
+// Policy assigns episodes to arms. It holds no mutable state: every replica built
+// from the same config agrees on every assignment without talking.
+type Policy struct {
+	name          string
+	sticky        Sticky
+	allowOverride bool
+	arms          []Arm
+	cum           []float64 // cumulative weights normalised to 1
+}
+
+// New builds a policy; arms must have non-negative weights with a positive sum.
+func New(name string, sticky Sticky, allowOverride bool, arms []Arm) (*Policy, error) {
+	if len(arms) == 0 {
+		return nil, fmt.Errorf("experiment %q has no arms", name)
+	}
+	var sum float64
+	for _, a := range arms {
+		if a.Weight < 0 {
+			return nil, fmt.Errorf("arm %q: negative weight", a.Name)
+		}
+		sum += a.Weight
+	}
+	if sum <= 0 {
+		return nil, fmt.Errorf("experiment %q: arm weights sum to 0", name)
+	}
+	p := &Policy{name: name, sticky: sticky, allowOverride: allowOverride, arms: append([]Arm(nil), arms...)}
+	var acc float64
+	for _, a := range arms {
+		acc += a.Weight / sum
+		p.cum = append(p.cum, acc)
+	}
+	return p, nil
+}
+
+// Name is the experiment's name.
+func (p *Policy) Name() string { return p.name }
+
+// Arm returns the arm called name.
+func (p *Policy) Arm(name string) (Arm, bool) {
+	for _, a := range p.arms {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return Arm{}, false
+}
+
+// Assign picks the arm of a new episode. override (the X-CAM-Arm header) wins only
+// when the experiment allows overrides and names an existing arm.
+func (p *Policy) Assign(episodeID, taskID, override string) Arm {
+	if override != "" && p.allowOverride {
+		if a, ok := p.Arm(override); ok {
+			return a
+		}
+	}
+	key := episodeID
+	if p.sticky == StickyTask {
+		key = taskID
+	}
+	return p.arms[p.index(key)]
+}
+
+func (p *Policy) index(key string) int {
+	d := xxhash.New()
+	_, _ = d.WriteString(p.name)
+	_, _ = d.Write([]byte{0})
+	_, _ = d.WriteString(key)
+	// 53 high bits → a uniform float in [0,1).
+	u := float64(d.Sum64()>>11) / (1 << 53)
+	for i, c := range p.cum {
+		if u < c {
+			return i
+		}
+	}
+	return len(p.arms) - 1
+}

@@ -1,0 +1,50 @@
+// Package protocol holds the wire-independent view of an agent's call that every
+// protocol adapter (protocol/openai, …) produces: the normalised messages, the task
+// text and where it sits in the body, so that the proxy can splice context without
+// knowing the wire format.
+package protocol
+
+import "errors"
+
+// Message is one chat message normalised to the OpenAI chat shape, whatever the
+// protocol it came from. It is what stitching hashes and what replay records.
+type Message struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"`
+}
+
+// ToolCall is one function call made by an assistant message.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Type      string `json:"type"` // "function"
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Usage is the token usage an upstream reported for one call.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// Placement says where spliced context goes.
+type Placement string
+
+const (
+	// AppendToTask appends the rendered template right after the task text (CLEAR's task ⊕ context).
+	AppendToTask Placement = "append_to_task"
+	// System appends the rendered template to the system message (or adds one at the front).
+	System Placement = "system"
+	// NewMessage inserts a new user message holding the rendered template right after the task message.
+	NewMessage Placement = "new_message"
+)
+
+// Errors an adapter returns for bodies it cannot serve; the proxy maps them to 4xx.
+var (
+	ErrInvalidJSON     = errors.New("request body is not valid JSON")
+	ErrMissingMessages = errors.New("request body has no \"messages\" array")
+	ErrNoTask          = errors.New("no task text found by any task rule")
+)

@@ -1,0 +1,290 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/camproxy/camproxy/augment"
+	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/openai"
+)
+
+// Inbound and outbound headers camproxy owns (DESIGN.md "Headers").
+const (
+	hdrEpisode = "X-CAM-Episode-Id"
+	hdrTask    = "X-CAM-Task-Id"
+	hdrArm     = "X-CAM-Arm"
+	hdrSkip    = "X-CAM-Skip"
+	hdrContext = "X-CAM-Context"
+)
+
+// storeTimeout bounds each episode-store call on the request path; a slow store is
+// treated like a missing one (fail open).
+const storeTimeout = 500 * time.Millisecond
+
+// serveChat is the augmented OpenAI chat-completions route.
+func (s *Server) serveChat(fc *fasthttp.RequestCtx) {
+	start := time.Now()
+	if !fc.IsPost() {
+		writeError(fc, &Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
+			Msg: "method " + string(fc.Method()) + " is not allowed on /v1/chat/completions; use POST"})
+		s.m.Requests.WithLabelValues("openai", "", statusLabel(http.StatusMethodNotAllowed)).Inc()
+		return
+	}
+	if string(fc.Request.Header.Peek(hdrSkip)) == "1" {
+		s.passthrough(fc, s.openai)
+		fc.Response.Header.Set(hdrContext, "skip")
+		return
+	}
+	body := fc.PostBody()
+	req, err := openai.Parse(body, s.rules)
+	if err != nil {
+		writeError(fc, badRequest("%v", err))
+		s.m.Requests.WithLabelValues("openai", "", statusLabel(http.StatusBadRequest)).Inc()
+		return
+	}
+	c, e := s.beginTurn(fc, req, start)
+	if e != nil {
+		writeError(fc, e)
+		s.m.Requests.WithLabelValues("openai", "", statusLabel(e.Status)).Inc()
+		return
+	}
+	out := body
+	if c.ep.Context != "" {
+		pl := s.placementFor(c.ep.Arm)
+		out = req.Splice(body, pl.Mode, strings.ReplaceAll(pl.Template, "{{context}}", c.ep.Context))
+	}
+	// Read before forwarding: once a stream starts, c belongs to the stream goroutine.
+	id, arm, source := c.ep.ID, c.ep.Arm, c.source
+	s.forward(fc, s.openai, out, true, c)
+	h := &fc.Response.Header
+	h.Set(hdrEpisode, id)
+	h.Set(hdrArm, arm)
+	h.Set(hdrContext, source)
+}
+
+func (s *Server) placementFor(arm string) Placement {
+	if p, ok := s.armPlace[arm]; ok {
+		return p
+	}
+	return s.placement
+}
+
+// beginTurn finds or starts the call's episode and, for a new one, its arm and context.
+func (s *Server) beginTurn(fc *fasthttp.RequestCtx, req *openai.Request, start time.Time) (*chatCall, *Error) {
+	c := &chatCall{s: s, req: req, start: start, chain: episode.Chain(req.Messages)}
+	id := string(fc.Request.Header.Peek(hdrEpisode))
+	if id != "" && !validID(id) {
+		return nil, badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrEpisode, len(id))
+	}
+	if ep, from, ok := s.findEpisode(id, req.Messages, c.chain); ok {
+		c.ep, c.newFrom = ep, from
+		c.source = "none"
+		if ep.Context != "" {
+			c.source = "episode"
+		}
+		s.m.Context.WithLabelValues(ep.Arm, c.source).Inc()
+		return c, nil
+	}
+	if id == "" {
+		id = episode.NewID()
+	}
+	taskID := string(fc.Request.Header.Peek(hdrTask))
+	if taskID != "" && !validID(taskID) {
+		return nil, badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrTask, len(taskID))
+	}
+	if taskID == "" {
+		taskID = episode.TaskID(req.Task)
+	}
+	arm := s.policy.Assign(id, taskID, string(fc.Request.Header.Peek(hdrArm)))
+	augStart := time.Now()
+	text, source := s.resolveContext(arm.Name, arm.Augmenter, req, taskID)
+	c.augment = time.Since(augStart)
+	now := time.Now().UTC()
+	ep := &episode.Episode{ID: id, TaskID: taskID, Task: req.Task, Arm: arm.Name, Context: text, ContextSource: source,
+		Protocol: "openai", Model: req.Model, StartedAt: now, UpdatedAt: now}
+	sctx, cancel := context.WithTimeout(s.base, storeTimeout)
+	defer cancel()
+	stored, created, err := s.episodes.Create(sctx, ep)
+	switch {
+	case err != nil:
+		s.log.Warn("episode store unavailable; episode not persisted", "episode", id, "err", err)
+		created = true
+	case !created:
+		// A concurrent first turn of the same episode won: use its arm and context.
+		ep = stored
+		source = "episode"
+	}
+	c.ep, c.isNew, c.source = ep, created, source
+	if created {
+		s.m.Episodes.WithLabelValues(ep.Arm).Inc()
+	}
+	s.m.Context.WithLabelValues(ep.Arm, source).Inc()
+	return c, nil
+}
+
+// findEpisode returns the episode a call continues: the one named by the header, else
+// the one whose tip is the longest prefix of the call's messages. newFrom is the index
+// of the first message the episode has not seen.
+func (s *Server) findEpisode(id string, msgs []protocol.Message, chain []uint64) (*episode.Episode, int, bool) {
+	ctx, cancel := context.WithTimeout(s.base, storeTimeout)
+	defer cancel()
+	var from int
+	if id == "" {
+		tips, ends := episode.Candidates(msgs, chain)
+		if len(tips) == 0 {
+			return nil, 0, false
+		}
+		found, pos, ok, err := s.episodes.Claim(ctx, tips)
+		if err != nil {
+			s.log.Warn("episode stitching unavailable", "err", err)
+		}
+		if !ok {
+			return nil, 0, false
+		}
+		id, from = found, ends[pos]
+	}
+	ep, err := s.episodes.Get(ctx, id)
+	if err != nil {
+		if !errors.Is(err, episode.ErrNotFound) {
+			s.log.Warn("episode store unavailable", "episode", id, "err", err)
+		}
+		return nil, 0, false
+	}
+	if from == 0 {
+		from = min(ep.History, len(msgs))
+	}
+	return ep, from, true
+}
+
+// resolveContext gets a new episode's context: cache, then the augmenter, all within
+// the augmenter's deadline. Any failure is fail-open: no context, never a failed call.
+func (s *Server) resolveContext(arm, name string, req *openai.Request, taskID string) (string, string) {
+	src, ok := s.augmenters[name]
+	if name == "none" || !ok {
+		return "", "none"
+	}
+	if req.Task == "" {
+		return "", "skip"
+	}
+	ctx, cancel := context.WithTimeout(s.base, src.Timeout)
+	defer cancel()
+	ar := augment.Request{Task: req.Task, TaskID: taskID, Model: req.Model}
+	text, how, err := s.cache.Get(ctx, augment.Key(src.Name, src.Version, req.Task), func(ctx context.Context) (string, error) {
+		return src.Augment(ctx, ar)
+	})
+	if err != nil {
+		s.log.Warn("augmenter failed; forwarding unaugmented", "augmenter", name, "arm", arm, "err", err)
+		return "", "fail-open"
+	}
+	return text, how.String()
+}
+
+// validID accepts the ids an agent may send in X-CAM-* headers.
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// chatCall is one call's state; as the tee it decodes the answer while it is relayed.
+type chatCall struct {
+	s       *Server
+	req     *openai.Request
+	start   time.Time
+	chain   []uint64
+	ep      *episode.Episode
+	isNew   bool
+	newFrom int
+	source  string
+	augment time.Duration
+
+	dec      openai.StreamDecoder
+	body     []byte // a non-streamed answer
+	advanced bool
+	answer   protocol.Message
+	usage    protocol.Usage
+}
+
+func (c *chatCall) chunk(p []byte) {
+	if !c.req.Stream {
+		c.body = p
+		return
+	}
+	_, _ = c.dec.Write(p)
+	// Advance the episode before the final chunk reaches the agent: its next turn may
+	// arrive the moment it has read this one, and must find the new tip.
+	if !c.advanced && c.dec.Finished() {
+		c.advance(c.dec.Message())
+	}
+}
+
+func (c *chatCall) done(status int, err error, ttfb time.Duration) {
+	s := c.s
+	if !c.req.Stream && c.body != nil && status/100 == 2 && err == nil {
+		if msg, usage, derr := openai.DecodeResponse(c.body); derr == nil {
+			c.usage = usage
+			c.advance(msg)
+		}
+	}
+	if c.req.Stream {
+		c.usage = c.dec.Usage()
+		if !c.advanced && err == nil && status/100 == 2 && c.dec.Finished() {
+			c.advance(c.dec.Message())
+		}
+	}
+	if errors.Is(err, errClientGone) {
+		status = 499
+	}
+	total := time.Since(c.start)
+	s.m.Requests.WithLabelValues("openai", c.ep.Arm, statusLabel(status)).Inc()
+	s.m.RequestDuration.WithLabelValues("openai", c.ep.Arm).Observe(total.Seconds())
+	if c.usage.InputTokens > 0 || c.usage.OutputTokens > 0 {
+		s.m.Tokens.WithLabelValues(c.ep.Arm, "input").Add(float64(c.usage.InputTokens))
+		s.m.Tokens.WithLabelValues(c.ep.Arm, "output").Add(float64(c.usage.OutputTokens))
+	}
+	t := &Turn{Episode: *c.ep, NewEpisode: c.isNew, Messages: c.req.Messages[min(c.newFrom, len(c.req.Messages)):],
+		Response: c.answer, Usage: c.usage, Status: status, Augment: c.augment, TTFB: ttfb, Total: total, At: time.Now().UTC()}
+	if err != nil {
+		t.Error = err.Error()
+	}
+	s.rec.Record(t)
+}
+
+// advance moves the episode past this turn: the history now ends with the answer, and
+// its hash becomes the episode's tip for stitching the next call.
+func (c *chatCall) advance(answer protocol.Message) {
+	c.advanced = true
+	c.answer = answer
+	var prev uint64
+	if n := len(c.chain); n > 0 {
+		prev = c.chain[n-1]
+	}
+	tip := episode.Extend(prev, &answer)
+	ep := *c.ep
+	ep.Turns++
+	ep.History = len(c.req.Messages) + 1
+	ep.UpdatedAt = time.Now().UTC()
+	ctx, cancel := context.WithTimeout(c.s.base, storeTimeout)
+	defer cancel()
+	if err := c.s.episodes.Update(ctx, &ep); err != nil {
+		c.s.log.Warn("episode update failed", "episode", ep.ID, "err", err)
+	}
+	if err := c.s.episodes.SetTip(ctx, tip, ep.ID); err != nil {
+		c.s.log.Warn("episode tip not stored; the next turn may start a new episode", "episode", ep.ID, "err", err)
+	}
+	c.ep = &ep
+}

@@ -1,0 +1,31 @@
+//go:build unix
+
+package proxy
+
+import (
+	"errors"
+	"net"
+	"syscall"
+)
+
+// peerClosed reports whether the client closed its side of conn, without consuming any
+// byte it may have sent: a non-blocking MSG_PEEK that reads 0 bytes means EOF. fasthttp
+// gives no other signal for a client that leaves while the upstream is silent.
+func peerClosed(conn net.Conn) bool {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	closed := false
+	var buf [1]byte
+	_ = rc.Read(func(fd uintptr) bool {
+		n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		closed = n == 0 && err == nil || err != nil && !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EINTR)
+		return true
+	})
+	return closed
+}

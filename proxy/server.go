@@ -1,0 +1,335 @@
+// Package proxy owns the data plane: fasthttp routes, the augmentation pipeline
+// (parse → episode → arm → context → splice → forward → record), the upstream
+// transport and the unbuffered stream tee.
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/camproxy/camproxy/augment"
+	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/metrics"
+	"github.com/camproxy/camproxy/policies"
+	"github.com/camproxy/camproxy/protocol"
+)
+
+// ContextSource is an augmenter as the proxy uses it: its name and prompt version
+// (part of the cache key) and its guarded Augment.
+type ContextSource struct {
+	Name    string
+	Version string
+	Timeout time.Duration // the augment deadline, covering cache and augmenter
+	augment.Augmenter
+}
+
+// ContextCache is the two-tier context cache (augment.Cache).
+type ContextCache interface {
+	Get(ctx context.Context, key string, load func(context.Context) (string, error)) (string, augment.Source, error)
+}
+
+// Options are the data plane's dependencies.
+type Options struct {
+	Logger       *slog.Logger
+	Metrics      *metrics.Metrics
+	OpenAI       *Upstream
+	Transport    http.RoundTripper
+	TaskRules    []protocol.TaskRule
+	Placement    Placement // default placement
+	ArmPlacement map[string]Placement
+	Policy       *policies.Policy
+	Augmenters   map[string]ContextSource
+	Cache        ContextCache
+	Episodes     episode.Store
+	Recorder     Recorder // nil = record nothing
+	MaxBodyBytes int
+	ReadTimeout  time.Duration
+	IdleTimeout  time.Duration
+}
+
+// Placement is where and how context is spliced.
+type Placement struct {
+	Mode     protocol.Placement
+	Template string // contains {{context}}
+}
+
+// Server is the data plane.
+type Server struct {
+	log        *slog.Logger
+	m          *metrics.Metrics
+	openai     *Upstream
+	client     *http.Client
+	rules      []protocol.TaskRule
+	placement  Placement
+	armPlace   map[string]Placement
+	policy     *policies.Policy
+	augmenters map[string]ContextSource
+	cache      ContextCache
+	episodes   episode.Store
+	rec        Recorder
+	maxBody    int
+	srv        *fasthttp.Server
+
+	// base outlives shutdown's listener close so that in-flight upstream calls finish;
+	// it is cancelled only when the grace period is over.
+	base       context.Context
+	cancelBase context.CancelFunc
+	bufs       sync.Pool
+}
+
+// New builds the data plane.
+func New(o Options) *Server {
+	base, cancel := context.WithCancel(context.Background())
+	rec := o.Recorder
+	if rec == nil {
+		rec = nopRecorder{}
+	}
+	s := &Server{
+		log: o.Logger, m: o.Metrics, openai: o.OpenAI,
+		client: &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // relay redirects, never follow them to another host
+		}},
+		rules: o.TaskRules, placement: o.Placement, armPlace: o.ArmPlacement, policy: o.Policy,
+		augmenters: o.Augmenters, cache: o.Cache, episodes: o.Episodes, rec: rec, maxBody: o.MaxBodyBytes,
+		base: base, cancelBase: cancel,
+		bufs: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }},
+	}
+	s.srv = &fasthttp.Server{
+		Handler:               s.handle,
+		ErrorHandler:          s.serverError,
+		Name:                  "camproxy",
+		MaxRequestBodySize:    o.MaxBodyBytes,
+		ReadTimeout:           o.ReadTimeout,
+		IdleTimeout:           o.IdleTimeout,
+		WriteTimeout:          0, // a total write timeout would cut long streams; streams use an idle timeout
+		CloseOnShutdown:       true,
+		NoDefaultServerHeader: true,
+		NoDefaultContentType:  true,
+		ReadBufferSize:        16 << 10,
+		Concurrency:           1 << 20,
+		Logger:                fasthttpLogger{o.Logger},
+	}
+	return s
+}
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+
+// Shutdown stops accepting, lets in-flight calls and streams finish until ctx is done,
+// then cancels what is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.ShutdownWithContext(ctx)
+	s.cancelBase()
+	return err
+}
+
+// Handler exposes the request handler (for in-memory tests and benchmarks).
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	switch string(ctx.Path()) {
+	case "/v1/chat/completions":
+		s.serveChat(ctx)
+	default:
+		s.passthrough(ctx, s.openai)
+	}
+}
+
+// passthrough forwards a route camproxy does not augment, untouched.
+func (s *Server) passthrough(fc *fasthttp.RequestCtx, up *Upstream) {
+	start := time.Now()
+	res := s.forward(fc, up, fc.PostBody(), false, nil)
+	s.m.Requests.WithLabelValues(up.Name, "", statusLabel(res.status)).Inc()
+	s.m.RequestDuration.WithLabelValues(up.Name, "").Observe(time.Since(start).Seconds())
+}
+
+// tee receives a copy of each response chunk before the client does, so the answer can
+// be decoded (and the episode advanced) without holding the stream back.
+type tee interface {
+	chunk(p []byte)
+	// done is called once, after the last byte was relayed or the stream failed.
+	done(status int, err error, ttfb time.Duration)
+}
+
+type forwardResult struct {
+	status int
+	ttfb   time.Duration
+	err    error
+}
+
+// forward sends body upstream and relays the answer to the client: buffered for plain
+// JSON answers, chunk by chunk for streams. t (optional) sees every byte. For streams
+// forward returns before the body is relayed; t.done reports the end.
+func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, identity bool, t tee) forwardResult {
+	uctx, cancel := context.WithCancel(s.base)
+	req, err := up.newRequest(uctx, fc, body, identity)
+	if err != nil {
+		cancel()
+		e := &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Msg: "cannot forward request", Err: err}
+		writeError(fc, e)
+		return s.finishEarly(t, e)
+	}
+	start := time.Now()
+	resp, err := s.client.Do(req)
+	ttfb := time.Since(start)
+	if err != nil {
+		cancel()
+		e := upstreamError(up.Base.Host, err)
+		s.log.Warn("upstream call failed", "upstream", up.Name, "status", e.Status, "err", err)
+		writeError(fc, e)
+		return s.finishEarly(t, e)
+	}
+	s.m.UpstreamTTFB.WithLabelValues(up.Name).Observe(ttfb.Seconds())
+	fc.SetStatusCode(resp.StatusCode)
+	copyResponseHeaders(fc, resp.Header)
+
+	if !isStream(resp) {
+		defer cancel()
+		defer resp.Body.Close()
+		fc.Response.ResetBody()
+		_, err := io.Copy(fc.Response.BodyWriter(), io.LimitReader(resp.Body, maxResponseBytes))
+		if err != nil {
+			e := upstreamError(up.Base.Host, err)
+			writeError(fc, e)
+			return s.finishEarly(t, e)
+		}
+		if t != nil {
+			t.chunk(fc.Response.Body())
+			t.done(resp.StatusCode, nil, ttfb)
+		}
+		return forwardResult{status: resp.StatusCode, ttfb: ttfb}
+	}
+	s.relayStream(fc, resp, cancel, up.IdleTimeout, t, ttfb)
+	return forwardResult{status: resp.StatusCode, ttfb: ttfb}
+}
+
+func (s *Server) finishEarly(t tee, e *Error) forwardResult {
+	if t != nil {
+		t.done(e.Status, e, 0)
+	}
+	return forwardResult{status: e.Status, err: e}
+}
+
+// maxResponseBytes bounds a buffered (non-streamed) upstream answer.
+const maxResponseBytes = 256 << 20
+
+func isStream(resp *http.Response) bool {
+	ct := resp.Header.Get("Content-Type")
+	return len(ct) >= 17 && (ct[:17] == "text/event-stream" || (len(ct) >= 32 && ct[:32] == "application/vnd.amazon.eventstre"))
+}
+
+// relayStream writes each upstream read to the client and flushes it at once: a chunk
+// reaches the agent before the next is read. A client that went away (a failed write, or
+// a closed socket seen while the upstream is silent) cancels the upstream request so the
+// model stops generating. An upstream silent for longer than idle is cut, and a stream
+// that breaks mid-way closes the client's connection without the final chunk, so its
+// SDK reports an error rather than a truncated success.
+func (s *Server) relayStream(fc *fasthttp.RequestCtx, resp *http.Response, cancel context.CancelFunc, idle time.Duration, t tee, ttfb time.Duration) {
+	conn := fc.Conn()
+	status := resp.StatusCode
+	fc.SetBodyStreamWriter(func(w *bufio.Writer) {
+		var gone, idled atomic.Bool
+		defer cancel()
+		defer resp.Body.Close()
+		var timer *time.Timer
+		if idle > 0 {
+			timer = time.AfterFunc(idle, func() { idled.Store(true); cancel() })
+			defer timer.Stop()
+		}
+		stop := s.watchPeer(conn, func() { gone.Store(true); cancel() })
+		defer stop()
+		bp := s.bufs.Get().(*[]byte)
+		defer s.bufs.Put(bp)
+		err := copyStream(w, resp.Body, *bp, t, timer, idle)
+		switch {
+		case err == nil:
+		case errors.Is(err, errClientGone) || gone.Load():
+			err = errClientGone
+		case idled.Load():
+			err = fmt.Errorf("upstream sent nothing for %s (idle_timeout): %w", idle, err)
+		}
+		if err != nil && !errors.Is(err, errClientGone) {
+			s.log.Warn("upstream stream broke", "err", err)
+			_ = conn.Close()
+		}
+		if t != nil {
+			t.done(status, err, ttfb)
+		}
+	})
+}
+
+// copyStream relays r to w one read at a time, flushing each, and feeds t first.
+func copyStream(w *bufio.Writer, r io.Reader, buf []byte, t tee, timer *time.Timer, idle time.Duration) error {
+	for {
+		n, err := r.Read(buf)
+		if timer != nil {
+			timer.Reset(idle)
+		}
+		if n > 0 {
+			if t != nil {
+				t.chunk(buf[:n])
+			}
+			_, werr := w.Write(buf[:n])
+			if werr == nil {
+				werr = w.Flush()
+			}
+			if werr != nil {
+				return errClientGone
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// peerPoll is how often a stream checks whether its client left while the upstream is silent.
+const peerPoll = 250 * time.Millisecond
+
+// watchPeer calls gone when the client closes its connection, even while no chunk is
+// being written. The returned func stops watching.
+func (s *Server) watchPeer(conn net.Conn, gone func()) func() {
+	if conn == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(peerPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if peerClosed(conn) {
+					gone()
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+func statusLabel(code int) string { return strconv.Itoa(code) }
+
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Debug("fasthttp", "msg", format, "args", args)
+}

@@ -1,0 +1,104 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Upstream is one provider camproxy forwards to. Its target comes only from config:
+// nothing in a request can point it at another host.
+type Upstream struct {
+	Name             string // protocol label, e.g. "openai"
+	Base             *url.URL
+	APIKey           string // "" = pass the client's auth through
+	FirstByteTimeout time.Duration
+	IdleTimeout      time.Duration
+}
+
+// NewTransport is the upstream HTTP transport. camproxy streams upstream with net/http
+// rather than fasthttp's client: cancelling a request through its context is reliable
+// and no pooled response object outlives its reader (the data race Bifrost hit).
+func NewTransport(firstByte time.Duration) *http.Transport {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          4096,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: firstByte,
+		ExpectContinueTimeout: time.Second,
+		// The proxy relays bytes as the upstream encoded them; augmented routes ask for
+		// identity so the answer can be decoded for the replay buffer.
+		DisableCompression: true,
+		WriteBufferSize:    32 << 10,
+		ReadBufferSize:     32 << 10,
+	}
+}
+
+// hopHeaders are connection-scoped (RFC 9110 §7.6.1) and never forwarded.
+var hopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+// target joins the configured base with the request's path and query. A base that ends
+// in /v1 (as OpenAI clients are configured) absorbs the request's own /v1 prefix.
+func (u *Upstream) target(requestURI []byte) string {
+	path := string(requestURI)
+	basePath := strings.TrimSuffix(u.Base.Path, "/")
+	if strings.HasSuffix(basePath, "/v1") && (strings.HasPrefix(path, "/v1/") || path == "/v1") {
+		path = path[3:]
+	}
+	return u.Base.Scheme + "://" + u.Base.Host + basePath + path
+}
+
+// newRequest builds the upstream request: the client's headers minus hop-by-hop ones,
+// camproxy's own X-CAM-* headers and Host; auth replaced when a key is configured.
+func (u *Upstream) newRequest(ctx context.Context, fc *fasthttp.RequestCtx, body []byte, identity bool) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, string(fc.Method()), u.target(fc.Request.Header.RequestURI()), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.ContentLength = int64(len(body))
+	for k, v := range fc.Request.Header.All() {
+		key := string(k)
+		if hopHeaders[key] || key == "Host" || key == "Content-Length" || hasCAMPrefix(key) {
+			continue
+		}
+		if identity && key == "Accept-Encoding" {
+			continue
+		}
+		req.Header.Add(key, string(v))
+	}
+	if u.APIKey != "" {
+		req.Header.Del("Api-Key")
+		req.Header.Set("Authorization", "Bearer "+u.APIKey)
+	}
+	return req, nil
+}
+
+func hasCAMPrefix(key string) bool {
+	return len(key) >= 6 && strings.EqualFold(key[:6], "x-cam-")
+}
+
+// copyResponseHeaders relays the upstream's headers (request ids, rate limits,
+// retry-after …) minus hop-by-hop and length headers, which fasthttp sets itself.
+func copyResponseHeaders(fc *fasthttp.RequestCtx, h http.Header) {
+	for k, vs := range h {
+		if hopHeaders[k] || k == "Content-Length" {
+			continue
+		}
+		for _, v := range vs {
+			fc.Response.Header.Add(k, v)
+		}
+	}
+}
