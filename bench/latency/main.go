@@ -1,0 +1,168 @@
+// Command latency measures what camproxy adds to a call: the same 16 KB request, built
+// from a real tau-bench conversation, is sent alternately straight to a fake upstream
+// and through camproxy (CAM arm, warm cache), non-streaming and streaming, and the
+// percentiles are printed side by side with their ratios. Both paths run in the same
+// process and the same moment, so machine noise hits them alike.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/app"
+	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/internal/testkit"
+)
+
+func main() {
+	n := flag.Int("n", 2000, "requests per path and mode")
+	data := flag.String("data", "../shared/data/tau-bench/gpt-4o-airline.json", "tau-bench trajectories")
+	size := flag.Int("size", 16<<10, "request body size to build from the conversation")
+	flag.Parse()
+	if err := run(*n, *data, *size); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// buildBody takes messages of the first trajectory until the body reaches size.
+func buildBody(path string, size int) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s (the shared data set): %w", path, err)
+	}
+	traj := gjson.GetBytes(raw, "0.traj").Array()
+	var msgs []json.RawMessage
+	total := 0
+	for _, m := range traj {
+		if total >= size && m.Get("role").String() != "tool" {
+			break
+		}
+		msgs = append(msgs, json.RawMessage(m.Raw))
+		total += len(m.Raw)
+	}
+	return json.Marshal(map[string]any{"model": "gpt-4o", "messages": msgs, "temperature": 0})
+}
+
+func run(n int, dataPath string, size int) error {
+	body, err := buildBody(dataPath, size)
+	if err != nil {
+		return err
+	}
+	up, cam := testkit.NewUpstream(), testkit.NewCAM()
+	defer up.Close()
+	defer cam.Close()
+	up.Reply = func(gjson.Result) testkit.Reply {
+		return testkit.Reply{Content: "I have checked the reservation and the flight is on time."}
+	}
+	cfg := config.Default()
+	cfg.Server.Listen, cfg.Server.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Upstreams.OpenAI.BaseURL = up.URL
+	ac := config.DefaultAugmenter()
+	ac.Type, ac.BaseURL = "cam", cam.URL+"/v1"
+	cfg.Augmenters = map[string]config.Augmenter{"cam": ac}
+	cfg.Experiment.Arms = []config.Arm{{Name: "cam", Weight: 1, Augmenter: "cam"}}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	a, err := app.New(cfg, app.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	if err := a.Start(); err != nil {
+		return err
+	}
+	defer a.Shutdown(context.Background())
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
+	direct, proxied := up.URL+"/v1/chat/completions", "http://"+a.Addr()+"/v1/chat/completions"
+	stream, err := withStream(body)
+	if err != nil {
+		return err
+	}
+	// Warm up both paths (connections, the context cache).
+	for range 50 {
+		if _, err := call(client, direct, body); err != nil {
+			return err
+		}
+		if _, err := call(client, proxied, body); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("camproxy added latency — %d requests per path, body %d bytes from a real tau-bench conversation, CAM arm on a warm cache\n\n", n, len(body))
+	fmt.Printf("%-26s %10s %10s %10s %10s %12s\n", "mode", "direct", "camproxy", "added", "ratio", "")
+	for _, mode := range []struct {
+		name string
+		body []byte
+	}{{"non-streaming total", body}, {"streaming first byte", stream}} {
+		var d, p []time.Duration
+		for range n { // alternate, so both see the same noise
+			t1, err := call(client, direct, mode.body)
+			if err != nil {
+				return err
+			}
+			t2, err := call(client, proxied, mode.body)
+			if err != nil {
+				return err
+			}
+			d, p = append(d, t1), append(p, t2)
+		}
+		slices.Sort(d)
+		slices.Sort(p)
+		for _, q := range []float64{0.50, 0.99} {
+			dq, pq := pct(d, q), pct(p, q)
+			fmt.Printf("%-26s %10s %10s %10s %9.2fx\n", fmt.Sprintf("%s p%.0f", mode.name, q*100),
+				us(dq), us(pq), us(pq-dq), float64(pq)/float64(dq))
+		}
+	}
+	fmt.Printf("\nCAM calls during the run: %d (warm cache: expected 1)\n", cam.Calls())
+	return nil
+}
+
+func withStream(body []byte) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, err
+	}
+	m["stream"] = json.RawMessage("true")
+	return json.Marshal(m)
+}
+
+// call returns the time to the first body byte, then drains the body.
+func call(c *http.Client, url string, body []byte) (time.Duration, error) {
+	start := time.Now()
+	resp, err := c.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var one [1]byte
+	if _, err := io.ReadFull(resp.Body, one[:]); err != nil {
+		return 0, err
+	}
+	ttfb := time.Since(start)
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != 200 {
+		return 0, fmt.Errorf("%s: status %d", url, resp.StatusCode)
+	}
+	return ttfb, nil
+}
+
+func pct(s []time.Duration, q float64) time.Duration {
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.0fµs", float64(d)/1e3) }

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary act as camproxy itself, so signal tests exercise the
+// real main with its real exit code.
+func TestMain(m *testing.M) {
+	if os.Getenv("CAMPROXY_BE_MAIN") == "1" {
+		os.Args = append([]string{"camproxy"}, strings.Fields(os.Getenv("CAMPROXY_ARGS"))...)
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func writeConfig(t *testing.T, text string) string {
+	p := filepath.Join(t.TempDir(), "camproxy.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestSIGTERMExitsZero(t *testing.T) {
+	listen, adminAddr := freeAddr(t), freeAddr(t)
+	cfg := writeConfig(t, "server:\n  listen: \""+listen+"\"\n  admin_listen: \""+adminAddr+"\"\n  shutdown_grace: 5s\n")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "CAMPROXY_BE_MAIN=1", "CAMPROXY_ARGS=serve --config "+cfg)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	serving := make(chan struct{})
+	var logs bytes.Buffer
+	go func() {
+		for sc.Scan() {
+			logs.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "camproxy serving") {
+				close(serving)
+			}
+		}
+	}()
+	select {
+	case <-serving:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("camproxy did not start:\n%s", logs.String())
+	}
+	if c, err := net.Dial("tcp", listen); err != nil {
+		t.Fatalf("data plane not listening: %v", err)
+	} else {
+		c.Close()
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("camproxy did not exit after SIGTERM")
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	bad := writeConfig(t, "server:\n  listn: \":1\"\nexperiment:\n  arms: [{name: a, weight: 1, augmenter: nope}]\n")
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		want []string
+	}{
+		{"no command", nil, nil, 2, []string{"no command"}},
+		{"unknown command", []string{"frobnicate"}, nil, 2, []string{`unknown command "frobnicate"`}},
+		{"bad flag", []string{"serve", "--nope"}, nil, 2, []string{"nope"}},
+		{"missing file", []string{"serve", "--config", "/nonexistent/camproxy.yaml"}, nil, 2, []string{"/nonexistent/camproxy.yaml"}},
+		{"bad config names keys", []string{"serve", "--config", bad}, nil, 2, []string{"server.listn", "experiment.arms[0].augmenter"}},
+		{"env config", []string{"serve"}, map[string]string{"CAMPROXY_CONFIG": bad}, 2, []string{"server.listn"}},
+		{"version", []string{"version"}, nil, 0, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			getenv := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
+			err := run(context.Background(), c.args, &out, &errb, getenv)
+			code := exitCode(err, &errb)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d (err %v)", code, c.code, err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(errb.String(), w) {
+					t.Fatalf("stderr does not name %q:\n%s", w, errb.String())
+				}
+			}
+			if c.name == "version" && !strings.HasPrefix(out.String(), "camproxy ") {
+				t.Fatalf("version output %q", out.String())
+			}
+		})
+	}
+}
+
+func TestServeFailsOnBusyPort(t *testing.T) {
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer l.Close()
+	cfg := writeConfig(t, "server:\n  listen: \""+l.Addr().String()+"\"\n  admin_listen: \"127.0.0.1:0\"\n")
+	var errb bytes.Buffer
+	err := run(context.Background(), []string{"serve", "--config", cfg}, &errb, &errb, func(string) (string, bool) { return "", false })
+	var ue *usageError
+	if err == nil || errors.As(err, &ue) || !strings.Contains(err.Error(), "server.listen") {
+		t.Fatalf("busy port: %v (want a run-time error naming server.listen)", err)
+	}
+}

@@ -1,0 +1,219 @@
+// Package config owns camproxy's YAML schema, its defaults, ${ENV} expansion and
+// validation.
+//
+// A config file is decoded over Default(): keys the file omits keep their
+// defaults, while lists and maps the file gives replace the default ones. Each
+// entry of augmenters starts from DefaultAugmenter(), so an entry only needs the
+// keys it changes. Unknown keys are errors, and every problem in a file is
+// reported at once, each naming its dotted key (for example
+// "experiment.arms[1].augmenter").
+package config
+
+import "time"
+
+// Config is the whole camproxy configuration.
+type Config struct {
+	Server     Server               `yaml:"server"`
+	Upstreams  Upstreams            `yaml:"upstreams"`
+	Task       Task                 `yaml:"task"`
+	Placement  Placement            `yaml:"placement"`
+	Augmenters map[string]Augmenter `yaml:"augmenters"`
+	Experiment Experiment           `yaml:"experiment"`
+	Cache      Cache                `yaml:"cache"`
+	Episodes   Episodes             `yaml:"episodes"`
+	Replay     Replay               `yaml:"replay"`
+}
+
+// Server configures the proxy and admin listeners.
+type Server struct {
+	Listen        string        `yaml:"listen"`         // proxy address, host:port
+	AdminListen   string        `yaml:"admin_listen"`   // admin API and metrics address, host:port
+	MaxBodyBytes  int           `yaml:"max_body_bytes"` // largest request body accepted
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"` // time in-flight requests get on shutdown
+	ReadTimeout   time.Duration `yaml:"read_timeout"`   // time to read one request (headers and body)
+	IdleTimeout   time.Duration `yaml:"idle_timeout"`   // keep-alive idle time
+}
+
+// Upstreams lists the model providers camproxy forwards to.
+type Upstreams struct {
+	OpenAI    Upstream `yaml:"openai"`
+	Anthropic Upstream `yaml:"anthropic"`
+	Bedrock   Bedrock  `yaml:"bedrock"`
+}
+
+// Upstream is one HTTP model provider.
+type Upstream struct {
+	BaseURL          string        `yaml:"base_url"`
+	APIKey           string        `yaml:"api_key"`            // "" = pass the client's auth through
+	FirstByteTimeout time.Duration `yaml:"first_byte_timeout"` // wait for response headers
+	IdleTimeout      time.Duration `yaml:"idle_timeout"`       // max gap between two body reads of a stream
+}
+
+// Bedrock is the AWS Bedrock upstream.
+type Bedrock struct {
+	Region   string `yaml:"region"`
+	Endpoint string `yaml:"endpoint"` // "" = the regional endpoint
+}
+
+// Task says how the task text is found in a conversation.
+type Task struct {
+	Rules []TaskRule `yaml:"rules"` // the first rule that matches wins
+}
+
+// TaskRule is one way of finding the task text; exactly one field is set.
+type TaskRule struct {
+	Regex            string `yaml:"regex"`              // its single capture group is the task
+	FirstUserMessage bool   `yaml:"first_user_message"` // the whole first user message
+}
+
+// Placement says where spliced context goes and how it is rendered.
+type Placement struct {
+	Mode     string `yaml:"mode"`     // append_to_task | system | new_message
+	Template string `yaml:"template"` // must contain {{context}}
+}
+
+// Augmenter is one context source an arm can use.
+type Augmenter struct {
+	Type         string         `yaml:"type"` // only "cam" is supported now
+	BaseURL      string         `yaml:"base_url"`
+	Model        string         `yaml:"model"`
+	APIKey       string         `yaml:"api_key"`
+	SystemPrompt string         `yaml:"system_prompt"`
+	UserTemplate string         `yaml:"user_template"` // must contain {{task}}
+	MaxTokens    int            `yaml:"max_tokens"`
+	Temperature  float64        `yaml:"temperature"` // 0..2
+	Timeout      time.Duration  `yaml:"timeout"`     // the augment deadline
+	ExtraBody    map[string]any `yaml:"extra_body"`  // merged into the CAM request body
+	Breaker      Breaker        `yaml:"breaker"`
+}
+
+// Breaker configures the circuit breaker around one augmenter.
+type Breaker struct {
+	Failures uint32        `yaml:"failures"` // consecutive failures that open it
+	OpenFor  time.Duration `yaml:"open_for"` // time open before half-open
+}
+
+// Experiment assigns episodes to arms.
+type Experiment struct {
+	Name          string `yaml:"name"`
+	Sticky        string `yaml:"sticky"`         // episode | task
+	AllowOverride bool   `yaml:"allow_override"` // honour X-CAM-Arm
+	Arms          []Arm  `yaml:"arms"`
+}
+
+// Arm is one treatment of an experiment.
+type Arm struct {
+	Name      string     `yaml:"name"`
+	Weight    float64    `yaml:"weight"`
+	Augmenter string     `yaml:"augmenter"` // "none" or a key of augmenters
+	Placement *Placement `yaml:"placement"` // optional override; keys it omits come from placement
+}
+
+// Cache configures the context cache.
+type Cache struct {
+	LocalEntries int           `yaml:"local_entries"` // in-process LRU size; 0 disables it
+	TTL          time.Duration `yaml:"ttl"`
+	RedisURL     string        `yaml:"redis_url"` // "" = no shared cache
+}
+
+// Episodes configures episode state.
+type Episodes struct {
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	Store       string        `yaml:"store"`     // memory | redis
+	RedisURL    string        `yaml:"redis_url"` // "" = cache.redis_url
+}
+
+// Replay configures where replay events go.
+type Replay struct {
+	Sinks    []string `yaml:"sinks"` // file://, redis:// or s3:// URIs
+	Queue    int      `yaml:"queue"`
+	SpoolDir string   `yaml:"spool_dir"`
+}
+
+// Values accepted by enumerated keys.
+const (
+	AugmenterNone = "none" // the arm augmenter that adds no context
+	AugmenterCAM  = "cam"  // the only augmenter type supported now
+
+	StickyEpisode = "episode"
+	StickyTask    = "task"
+
+	StoreMemory = "memory"
+	StoreRedis  = "redis"
+
+	ContextPlaceholder = "{{context}}"
+	TaskPlaceholder    = "{{task}}"
+)
+
+// DefaultCAMSystemPrompt is the system prompt sent to a CAM augmenter that sets none.
+const DefaultCAMSystemPrompt = `You are a context augmentation model. You are given the task an AI agent has been asked to complete. Write concise guidance, specific to this task, that will help the agent complete it correctly.
+
+Cover what is relevant:
+- the key steps, in a sensible order;
+- the constraints, rules and requirements the task states or implies;
+- likely pitfalls and common mistakes to avoid;
+- the checks the agent should make before it acts and before it reports that it is done.
+
+Be specific to this task, not generic. Do not restate the task, do not address the user, and do not invent facts, names, identifiers or values that the task does not give. Output only the guidance, as a short list of imperative points.`
+
+// Default returns the built-in configuration, the one camproxy runs with no
+// config file. It passes Validate.
+func Default() *Config {
+	return &Config{
+		Server: Server{
+			Listen:        ":8080",
+			AdminListen:   ":9090",
+			MaxBodyBytes:  32 << 20,
+			ShutdownGrace: 30 * time.Second,
+			ReadTimeout:   60 * time.Second,
+			IdleTimeout:   90 * time.Second,
+		},
+		Upstreams: Upstreams{
+			OpenAI:    defaultUpstream("https://api.openai.com"),
+			Anthropic: defaultUpstream("https://api.anthropic.com"),
+			Bedrock:   Bedrock{Region: "us-east-1"},
+		},
+		Task:       Task{Rules: []TaskRule{{FirstUserMessage: true}}},
+		Placement:  Placement{Mode: "append_to_task", Template: "\n\n" + ContextPlaceholder},
+		Augmenters: map[string]Augmenter{},
+		Experiment: Experiment{
+			Name:   "default",
+			Sticky: StickyEpisode,
+			Arms:   []Arm{{Name: "baseline", Weight: 1, Augmenter: AugmenterNone}},
+		},
+		Cache:    Cache{LocalEntries: 10000, TTL: 24 * time.Hour},
+		Episodes: Episodes{IdleTimeout: 30 * time.Minute, Store: StoreMemory},
+		Replay: Replay{
+			Sinks:    []string{"file://./camproxy-data/replay"},
+			Queue:    10000,
+			SpoolDir: "./camproxy-data/spool",
+		},
+	}
+}
+
+func defaultUpstream(baseURL string) Upstream {
+	return Upstream{BaseURL: baseURL, FirstByteTimeout: 10 * time.Minute, IdleTimeout: 5 * time.Minute}
+}
+
+// DefaultAugmenter returns the values an augmenters entry starts from; the keys a
+// file gives for that entry override them. Type is left empty: it is required.
+func DefaultAugmenter() Augmenter {
+	return Augmenter{
+		BaseURL:      "http://localhost:8000/v1",
+		Model:        "cam",
+		SystemPrompt: DefaultCAMSystemPrompt,
+		UserTemplate: TaskPlaceholder,
+		MaxTokens:    512,
+		Timeout:      3 * time.Second,
+		Breaker:      Breaker{Failures: 5, OpenFor: 30 * time.Second},
+	}
+}
+
+// EffectiveRedisURL is the Redis URL the episode store uses: episodes.redis_url,
+// else cache.redis_url.
+func (e Episodes) EffectiveRedisURL(c Cache) string {
+	if e.RedisURL != "" {
+		return e.RedisURL
+	}
+	return c.RedisURL
+}

@@ -1,0 +1,623 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// env returns a getenv over a fixed map.
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	}
+}
+
+var noEnv = env(nil)
+
+// fieldKeys returns the Key of every *FieldError in err's tree, in order.
+func fieldKeys(err error) []string {
+	var keys []string
+	var walk func(error)
+	walk = func(e error) {
+		if fe, ok := e.(*FieldError); ok {
+			keys = append(keys, fe.Key)
+			return
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		}
+	}
+	walk(err)
+	return keys
+}
+
+func TestDefaultValidates(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatalf("Default().Validate() = %v", err)
+	}
+	rules, err := Default().Task.Compile()
+	if err != nil || len(rules) != 1 || !rules[0].FirstUserMessage {
+		t.Fatalf("Default().Task.Compile() = %+v, %v", rules, err)
+	}
+}
+
+func TestParseEmptyIsDefault(t *testing.T) {
+	for name, doc := range map[string]string{
+		"empty":        "",
+		"comment":      "# nothing here\n",
+		"document":     "---\n",
+		"null":         "null\n",
+		"empty map":    "{}\n",
+		"null section": "server:\naugmenters:\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := Parse([]byte(doc), noEnv)
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if want := Default(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("Parse(%q) =\n%+v\nwant Default() =\n%+v", doc, got, want)
+			}
+		})
+	}
+}
+
+func fullConfig() *Config {
+	return &Config{
+		Server: Server{
+			Listen:        "127.0.0.1:8081",
+			AdminListen:   "127.0.0.1:9091",
+			MaxBodyBytes:  1048576,
+			ShutdownGrace: 10 * time.Second,
+			ReadTimeout:   45 * time.Second,
+			IdleTimeout:   2 * time.Minute,
+		},
+		Upstreams: Upstreams{
+			OpenAI: Upstream{BaseURL: "https://openai.example.com", APIKey: "sk-openai",
+				FirstByteTimeout: 5 * time.Minute, IdleTimeout: time.Minute},
+			Anthropic: Upstream{BaseURL: "https://anthropic.example.com", APIKey: "sk-ant",
+				FirstByteTimeout: 6 * time.Minute, IdleTimeout: 2 * time.Minute},
+			Bedrock: Bedrock{Region: "eu-west-1", Endpoint: "https://bedrock.example.com"},
+		},
+		Task:      Task{Rules: []TaskRule{{Regex: `(?s)\nTask: (.+)$`}, {FirstUserMessage: true}}},
+		Placement: Placement{Mode: "system", Template: "\n\nGuidance:\n{{context}}"},
+		Augmenters: map[string]Augmenter{
+			"cam": {
+				Type:         "cam",
+				BaseURL:      "http://cam.internal:8000/v1",
+				Model:        "cam-7b",
+				APIKey:       "cam-secret",
+				SystemPrompt: "You write guidance.",
+				UserTemplate: "Task:\n{{task}}",
+				MaxTokens:    256,
+				Temperature:  0.7,
+				Timeout:      5 * time.Second,
+				ExtraBody: map[string]any{
+					"chat_template_kwargs": map[string]any{"enable_thinking": false},
+					"top_p":                0.9,
+					"stop":                 []any{"</guidance>"},
+				},
+				Breaker: Breaker{Failures: 3, OpenFor: time.Minute},
+			},
+			"cam-small": func() Augmenter {
+				a := DefaultAugmenter()
+				a.Type, a.Model = "cam", "cam-1b"
+				return a
+			}(),
+		},
+		Experiment: Experiment{
+			Name:          "cam-vs-baseline",
+			Sticky:        "task",
+			AllowOverride: true,
+			Arms: []Arm{
+				{Name: "baseline", Weight: 1, Augmenter: "none"},
+				{Name: "cam", Weight: 2, Augmenter: "cam",
+					Placement: &Placement{Mode: "new_message", Template: "\n\nGuidance:\n{{context}}"}},
+				{Name: "cam-small", Weight: 0.5, Augmenter: "cam-small",
+					Placement: &Placement{Mode: "append_to_task", Template: "\n\n<context>{{context}}</context>"}},
+			},
+		},
+		Cache: Cache{LocalEntries: 500, TTL: time.Hour, RedisURL: "redis://:hunter2@redis.internal:6379/1"},
+		Episodes: Episodes{IdleTimeout: 15 * time.Minute, Store: "redis",
+			RedisURL: "rediss://camproxy:s3cret@episodes.internal:6380/0"},
+		Replay: Replay{
+			Sinks: []string{
+				"file:///var/lib/camproxy/replay",
+				"redis://:pw@redis.internal:6379/0?stream=camproxy:replay",
+				"s3://camproxy-replay/prod?region=eu-west-1",
+			},
+			Queue:    2048,
+			SpoolDir: "/var/lib/camproxy/spool",
+		},
+	}
+}
+
+func TestLoadFull(t *testing.T) {
+	got, err := Load(filepath.Join("testdata", "full.yaml"), noEnv)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want := fullConfig()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Load(full.yaml) =\n%#v\nwant\n%#v", got, want)
+	}
+	if got.Augmenters["cam-small"].SystemPrompt != DefaultCAMSystemPrompt {
+		t.Errorf("cam-small did not get the default system prompt")
+	}
+}
+
+func TestLoadErrorNamesFile(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	if _, err := Load(missing, noEnv); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("Load(missing) error = %v, want it to name %s", err, missing)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("server:\n  listn: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(bad, noEnv)
+	if err == nil || !strings.Contains(err.Error(), bad) || !slices.Contains(fieldKeys(err), "server.listn") {
+		t.Errorf("Load(bad) error = %v, want it to name %s and server.listn", err, bad)
+	}
+}
+
+func TestEnvExpansion(t *testing.T) {
+	tests := []struct {
+		name    string
+		value   string // the api_key value in the file
+		vars    map[string]string
+		want    string   // the decoded api_key
+		wantErr []string // substrings of the error; nil = no error
+	}{
+		{name: "set", value: `"${KEY}"`, vars: map[string]string{"KEY": "sk-1"}, want: "sk-1"},
+		{name: "set empty", value: `"${KEY}"`, vars: map[string]string{"KEY": ""}, want: ""},
+		{name: "unset", value: `"${KEY}"`, wantErr: []string{"KEY", "line 3"}},
+		{name: "two unset", value: `"${A}${B}"`, wantErr: []string{"A is not set", "B is not set"}},
+		{name: "default when unset", value: `"${KEY:-fallback}"`, want: "fallback"},
+		{name: "default when empty", value: `"${KEY:-fallback}"`, vars: map[string]string{"KEY": ""}, want: "fallback"},
+		{name: "set beats default", value: `"${KEY:-fallback}"`, vars: map[string]string{"KEY": "sk-2"}, want: "sk-2"},
+		{name: "empty default", value: `"${KEY:-}"`, want: ""},
+		{name: "dollar escape", value: `"$${KEY}"`, want: "${KEY}"},
+		{name: "double escape", value: `"a$$$$b"`, want: "a$$b"},
+		{name: "bare dollar var untouched", value: `"$KEY"`, vars: map[string]string{"KEY": "x"}, want: "$KEY"},
+		{name: "lone dollar", value: `"cost $5"`, want: "cost $5"},
+		{name: "embedded", value: `"pre-${KEY}-post"`, vars: map[string]string{"KEY": "mid"}, want: "pre-mid-post"},
+		{name: "invalid name", value: `"${1KEY}"`, wantErr: []string{"invalid variable reference", "line 3"}},
+		{name: "unterminated", value: `"${KEY"`, wantErr: []string{"unterminated", "line 3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := "upstreams:\n  openai:\n    api_key: " + tt.value + "\n"
+			cfg, err := Parse([]byte(doc), env(tt.vars))
+			if tt.wantErr != nil {
+				if err == nil {
+					t.Fatalf("Parse succeeded, want error containing %q", tt.wantErr)
+				}
+				for _, s := range tt.wantErr {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q does not contain %q", err, s)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if got := cfg.Upstreams.OpenAI.APIKey; got != tt.want {
+				t.Errorf("api_key = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestEnvExpansionTypedValues(t *testing.T) {
+	doc := "augmenters:\n  cam:\n    type: cam\n    max_tokens: ${MAX}\n    timeout: ${TIMEOUT:-7s}\n"
+	cfg, err := Parse([]byte(doc), env(map[string]string{"MAX": "99"}))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if a := cfg.Augmenters["cam"]; a.MaxTokens != 99 || a.Timeout != 7*time.Second {
+		t.Errorf("max_tokens, timeout = %d, %v; want 99, 7s", a.MaxTokens, a.Timeout)
+	}
+}
+
+func TestUnknownKeysAllReported(t *testing.T) {
+	doc := `
+bogus: 1
+server:
+  listn: ":8080"
+upstreams:
+  openai:
+    apikey: x
+augmenters:
+  cam:
+    type: cam
+    timout: 3s
+    breaker:
+      fails: 2
+    extra_body:
+      anything: {goes: here}
+experiment:
+  arms:
+    - name: a
+      weight: 1
+      augmenter: cam
+      wieght: 2
+      placement:
+        modes: system
+`
+	_, err := Parse([]byte(doc), noEnv)
+	want := []string{
+		"bogus",
+		"server.listn",
+		"upstreams.openai.apikey",
+		"augmenters.cam.timout",
+		"augmenters.cam.breaker.fails",
+		"experiment.arms[0].wieght",
+		"experiment.arms[0].placement.modes",
+	}
+	got := fieldKeys(err)
+	for _, k := range want {
+		if !slices.Contains(got, k) {
+			t.Errorf("error does not report %s; keys = %q", k, got)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d problems %q, want exactly %q", len(got), got, want)
+	}
+	if err != nil && !strings.Contains(err.Error(), "server.listn: unknown key") {
+		t.Errorf("error %q lacks \"server.listn: unknown key\"", err)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	tests := []struct {
+		name, doc, key string
+		msg            string // optional substring of the message
+	}{
+		{"listen not host:port", "server: {listen: '8080'}", "server.listen", "host:port"},
+		{"listen bad port", "server: {listen: ':http-ish'}", "server.listen", "port"},
+		{"admin same as listen", "server: {listen: ':8080', admin_listen: ':8080'}", "server.admin_listen", "differ"},
+		{"max body", "server: {max_body_bytes: 0}", "server.max_body_bytes", "> 0"},
+		{"zero duration", "server: {shutdown_grace: 0s}", "server.shutdown_grace", "> 0"},
+		{"negative duration", "server: {read_timeout: -1s}", "server.read_timeout", "> 0"},
+		{"bad duration", "server: {idle_timeout: 3 sec}", "server.idle_timeout", "duration"},
+		{"integer duration", "server: {idle_timeout: 30}", "server.idle_timeout", "duration"},
+		{"string for int", "server: {max_body_bytes: lots}", "server.max_body_bytes", "integer"},
+		{"mapping for string", "server: {listen: {a: b}}", "server.listen", "mapping"},
+		{"scalar for section", "server: 5", "server", "mapping"},
+		{"scalar top level", "5", "", "mapping"},
+		{"duplicate key", "server:\n  listen: ':1'\n  listen: ':2'\n", "server.listen", "duplicate"},
+		{"upstream relative url", "upstreams: {openai: {base_url: '/v1'}}", "upstreams.openai.base_url", "http"},
+		{"upstream ftp url", "upstreams: {anthropic: {base_url: 'ftp://x'}}", "upstreams.anthropic.base_url", "http"},
+		{"upstream no host", "upstreams: {openai: {base_url: 'http://'}}", "upstreams.openai.base_url", "host"},
+		{"upstream timeout", "upstreams: {openai: {first_byte_timeout: 0s}}", "upstreams.openai.first_byte_timeout", ""},
+		{"bedrock region", "upstreams: {bedrock: {region: ''}}", "upstreams.bedrock.region", "required"},
+		{"bedrock endpoint", "upstreams: {bedrock: {endpoint: 'bedrock'}}", "upstreams.bedrock.endpoint", ""},
+		{"no rules", "task: {rules: []}", "task.rules", "at least one"},
+		{"rule both", "task: {rules: [{regex: '(x)', first_user_message: true}]}", "task.rules[0]", "exactly one"},
+		{"rule neither", "task: {rules: [{first_user_message: false}]}", "task.rules[0]", "exactly one"},
+		{"regex no group", "task: {rules: [{first_user_message: true}, {regex: 'Task: .+'}]}", "task.rules[1].regex", "capture group"},
+		{"regex two groups", "task: {rules: [{regex: '(a)(b)'}]}", "task.rules[0].regex", "capture group"},
+		{"regex bad", "task: {rules: [{regex: '(unclosed'}]}", "task.rules[0].regex", "compile"},
+		{"placement mode", "placement: {mode: prepend}", "placement.mode", "append_to_task"},
+		{"placement template", "placement: {template: 'ctx'}", "placement.template", "{{context}}"},
+		{"augmenter name", "augmenters: {Cam: {type: cam}}", "augmenters.Cam", "must match"},
+		{"augmenter none", "augmenters: {none: {type: cam}}", "augmenters.none", "reserved"},
+		{"augmenter rag", "augmenters: {rag: {type: rag, guidance_file: g.jsonl, top_k: 1}}", "augmenters.rag.type", `"rag" is not supported yet; supported: cam`},
+		{"augmenter playbook", "augmenters: {ace: {type: playbook, file: p.txt}}", "augmenters.ace.type", `"playbook" is not supported yet`},
+		{"augmenter unknown type", "augmenters: {x: {type: magic}}", "augmenters.x.type", "supported: cam"},
+		{"augmenter no type", "augmenters: {x: {model: m}}", "augmenters.x.type", "required"},
+		{"augmenter null", "augmenters: {x: }", "augmenters.x.type", "required"},
+		{"augmenter base_url", "augmenters: {x: {type: cam, base_url: 'localhost:8000'}}", "augmenters.x.base_url", ""},
+		{"augmenter model", "augmenters: {x: {type: cam, model: ''}}", "augmenters.x.model", "required"},
+		{"augmenter max_tokens", "augmenters: {x: {type: cam, max_tokens: 0}}", "augmenters.x.max_tokens", "> 0"},
+		{"augmenter temperature high", "augmenters: {x: {type: cam, temperature: 2.5}}", "augmenters.x.temperature", "[0, 2]"},
+		{"augmenter temperature nan", "augmenters: {x: {type: cam, temperature: .nan}}", "augmenters.x.temperature", ""},
+		{"augmenter timeout", "augmenters: {x: {type: cam, timeout: 3}}", "augmenters.x.timeout", "duration"},
+		{"augmenter bad timeout", "augmenters: {x: {type: cam, timeout: 3 sec}}", "augmenters.x.timeout", `"3 sec"`},
+		{"augmenter user_template", "augmenters: {x: {type: cam, user_template: 'do it'}}", "augmenters.x.user_template", "{{task}}"},
+		{"augmenter extra_body scalar", "augmenters: {x: {type: cam, extra_body: 5}}", "augmenters.x.extra_body", "mapping"},
+		{"augmenter extra_body not json", "augmenters: {x: {type: cam, extra_body: {a: {1: b}}}}", "augmenters.x.extra_body", "JSON"},
+		{"augmenter breaker failures", "augmenters: {x: {type: cam, breaker: {failures: 0}}}", "augmenters.x.breaker.failures", ">= 1"},
+		{"augmenter breaker negative", "augmenters: {x: {type: cam, breaker: {failures: -1}}}", "augmenters.x.breaker.failures", "0 to 4294967295"},
+		{"augmenter breaker open_for", "augmenters: {x: {type: cam, breaker: {open_for: 0s}}}", "augmenters.x.breaker.open_for", ""},
+		{"augmenters list", "augmenters: [cam]", "augmenters", "mapping"},
+		{"experiment name", "experiment: {name: ''}", "experiment.name", "required"},
+		{"sticky", "experiment: {sticky: user}", "experiment.sticky", "episode"},
+		{"no arms", "experiment: {arms: []}", "experiment.arms", "at least one"},
+		{"null arms", "experiment: {arms: }", "experiment.arms", "at least one"},
+		{"arm name", "experiment: {arms: [{weight: 1, augmenter: none}]}", "experiment.arms[0].name", "required"},
+		{"arm name spaces", "experiment: {arms: [{name: 'a b', weight: 1, augmenter: none}]}", "experiment.arms[0].name", "printable"},
+		{"arm duplicate", "experiment: {arms: [{name: a, weight: 1, augmenter: none}, {name: a, weight: 1, augmenter: none}]}", "experiment.arms[1].name", "experiment.arms[0]"},
+		{"arm weight negative", "experiment: {arms: [{name: a, weight: -1, augmenter: none}, {name: b, weight: 1, augmenter: none}]}", "experiment.arms[0].weight", ">= 0"},
+		{"arm weight inf", "experiment: {arms: [{name: a, weight: .inf, augmenter: none}]}", "experiment.arms[0].weight", "finite"},
+		{"arm weights zero", "experiment: {arms: [{name: a, weight: 0, augmenter: none}]}", "experiment.arms", "sum"},
+		{"arm augmenter undefined", "experiment: {arms: [{name: a, weight: 1, augmenter: none}, {name: b, weight: 1, augmenter: camx}]}", "experiment.arms[1].augmenter", `"camx" is not defined in augmenters`},
+		{"arm augmenter missing", "experiment: {arms: [{name: a, weight: 1}]}", "experiment.arms[0].augmenter", "required"},
+		{"arm placement", "experiment: {arms: [{name: a, weight: 1, augmenter: none, placement: {mode: sideways}}]}", "experiment.arms[0].placement.mode", ""},
+		{"cache entries", "cache: {local_entries: -1}", "cache.local_entries", ">= 0"},
+		{"cache ttl", "cache: {ttl: 0s}", "cache.ttl", ""},
+		{"cache redis scheme", "cache: {redis_url: 'http://localhost:6379'}", "cache.redis_url", "redis://"},
+		{"cache redis bad db", "cache: {redis_url: 'redis://localhost:6379/x'}", "cache.redis_url", "Redis URL"},
+		{"episodes store", "episodes: {store: disk}", "episodes.store", "memory"},
+		{"episodes redis without url", "episodes: {store: redis}", "episodes.redis_url", "required"},
+		{"episodes redis url", "episodes: {redis_url: 'localhost'}", "episodes.redis_url", ""},
+		{"episodes idle", "episodes: {idle_timeout: 0s}", "episodes.idle_timeout", ""},
+		{"no sinks", "replay: {sinks: []}", "replay.sinks", "at least one"},
+		{"sink scheme", "replay: {sinks: ['file:///tmp/r', 'kafka://broker/topic']}", "replay.sinks[1]", "kafka"},
+		{"sink no scheme", "replay: {sinks: ['./replay']}", "replay.sinks[0]", "scheme"},
+		{"sink file no path", "replay: {sinks: ['file://']}", "replay.sinks[0]", "directory"},
+		{"sink s3 no bucket", "replay: {sinks: ['s3:///prefix']}", "replay.sinks[0]", "bucket"},
+		{"sink redis no host", "replay: {sinks: ['redis:///0']}", "replay.sinks[0]", "host"},
+		{"sinks scalar", "replay: {sinks: 'file:///tmp/r'}", "replay.sinks", "list"},
+		{"queue", "replay: {queue: 0}", "replay.queue", "> 0"},
+		{"spool dir", "replay: {spool_dir: ''}", "replay.spool_dir", "required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tt.doc), noEnv)
+			if err == nil {
+				t.Fatalf("Parse succeeded: %+v", cfg)
+			}
+			keys := fieldKeys(err)
+			if !slices.Contains(keys, tt.key) {
+				t.Fatalf("error %q names keys %q, want %q", err, keys, tt.key)
+			}
+			if !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("error %q does not contain %q", err, tt.msg)
+			}
+		})
+	}
+}
+
+func TestManyProblemsAllReported(t *testing.T) {
+	doc := `
+server:
+  listen: nope
+  max_body_bytes: -5
+  shutdown_grace: soon
+upstreams:
+  openai: {base_url: "api.openai.com"}
+task:
+  rules: [{regex: "no group"}]
+placement: {mode: sideways}
+augmenters:
+  cam: {type: cam, max_tokens: 0, temperature: 3}
+  rag: {type: rag, guidance_file: g.jsonl}
+experiment:
+  sticky: forever
+  arms:
+    - {name: baseline, weight: 1, augmenter: none}
+    - {name: baseline, weight: 1, augmenter: camx}
+cache: {ttl: 0s}
+episodes: {store: redis}
+replay: {sinks: ["ftp://x"], queue: 0}
+`
+	_, err := Parse([]byte(doc), noEnv)
+	want := []string{
+		"server.listen",
+		"server.max_body_bytes",
+		"server.shutdown_grace",
+		"upstreams.openai.base_url",
+		"task.rules[0].regex",
+		"placement.mode",
+		"augmenters.cam.max_tokens",
+		"augmenters.cam.temperature",
+		"augmenters.rag.type",
+		"experiment.sticky",
+		"experiment.arms[1].name",
+		"experiment.arms[1].augmenter",
+		"cache.ttl",
+		"episodes.redis_url",
+		"replay.sinks[0]",
+		"replay.queue",
+	}
+	got := fieldKeys(err)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("reported keys\n%q\nwant\n%q\nerror:\n%v", got, want, err)
+	}
+}
+
+func TestParseRejectsMultipleDocuments(t *testing.T) {
+	if _, err := Parse([]byte("server: {}\n---\ncache: {}\n"), noEnv); err == nil {
+		t.Fatal("Parse accepted two documents")
+	}
+}
+
+func TestParseSyntaxError(t *testing.T) {
+	_, err := Parse([]byte("server:\n  listen: [\n"), noEnv)
+	if err == nil || !strings.Contains(err.Error(), "invalid YAML") {
+		t.Fatalf("error = %v, want an invalid YAML error", err)
+	}
+}
+
+func TestParseAnchorsAndMerge(t *testing.T) {
+	doc := `
+augmenters:
+  base: &base {type: cam, model: shared, timeout: 4s}
+  fast:
+    <<: *base
+    timeout: 1s
+experiment:
+  arms:
+    - {name: a, weight: 1, augmenter: base}
+    - {name: b, weight: 1, augmenter: fast}
+`
+	cfg, err := Parse([]byte(doc), noEnv)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	fast := cfg.Augmenters["fast"]
+	if fast.Model != "shared" || fast.Timeout != time.Second || fast.MaxTokens != 512 {
+		t.Errorf("fast = %+v; want model shared, timeout 1s, max_tokens 512", fast)
+	}
+	_, err = Parse([]byte("base: &b {typo: 1}\nserver:\n  <<: *b\n"), noEnv)
+	if keys := fieldKeys(err); !slices.Contains(keys, "server.typo") {
+		t.Errorf("merged unknown key not reported; keys = %q (error %v)", keys, err)
+	}
+}
+
+func TestListsAndMapsReplaceDefaults(t *testing.T) {
+	doc := `
+task: {rules: [{regex: "Task: (.+)"}]}
+replay: {sinks: ["s3://bucket/prefix"]}
+placement: {mode: new_message}
+`
+	cfg, err := Parse([]byte(doc), noEnv)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if len(cfg.Task.Rules) != 1 || cfg.Task.Rules[0].Regex != "Task: (.+)" {
+		t.Errorf("task.rules = %+v, want only the file's rule", cfg.Task.Rules)
+	}
+	if !slices.Equal(cfg.Replay.Sinks, []string{"s3://bucket/prefix"}) {
+		t.Errorf("replay.sinks = %q", cfg.Replay.Sinks)
+	}
+	if cfg.Placement.Template != Default().Placement.Template {
+		t.Errorf("placement.template = %q, want the default kept", cfg.Placement.Template)
+	}
+}
+
+func TestTaskCompile(t *testing.T) {
+	rules, err := Task{Rules: []TaskRule{{Regex: `Task: (.+)`}, {FirstUserMessage: true}}}.Compile()
+	if err != nil {
+		t.Fatalf("Compile: %v", err)
+	}
+	if len(rules) != 2 || rules[0].Regex == nil || rules[0].Regex.FindStringSubmatch("Task: fix it")[1] != "fix it" || !rules[1].FirstUserMessage {
+		t.Errorf("Compile = %+v", rules)
+	}
+	_, err = Task{Rules: []TaskRule{{Regex: `(`}, {}}}.Compile()
+	if keys := fieldKeys(err); !slices.Equal(keys, []string{"task.rules[0].regex", "task.rules[1]"}) {
+		t.Errorf("Compile error keys = %q, want both rules", keys)
+	}
+}
+
+func TestEffectiveRedisURL(t *testing.T) {
+	c := Cache{RedisURL: "redis://cache:6379"}
+	if got := (Episodes{}).EffectiveRedisURL(c); got != c.RedisURL {
+		t.Errorf("fallback = %q", got)
+	}
+	if got := (Episodes{RedisURL: "redis://ep:6379"}).EffectiveRedisURL(c); got != "redis://ep:6379" {
+		t.Errorf("own = %q", got)
+	}
+}
+
+func TestRedacted(t *testing.T) {
+	orig := fullConfig()
+	before := fullConfig()
+	r := orig.Redacted()
+	if !reflect.DeepEqual(orig, before) {
+		t.Fatal("Redacted changed the original")
+	}
+	checks := []struct{ name, got, want string }{
+		{"openai api_key", r.Upstreams.OpenAI.APIKey, "****"},
+		{"anthropic api_key", r.Upstreams.Anthropic.APIKey, "****"},
+		{"cam api_key", r.Augmenters["cam"].APIKey, "****"},
+		{"cam-small api_key (unset)", r.Augmenters["cam-small"].APIKey, ""},
+		{"cache redis_url", r.Cache.RedisURL, "redis://:****@redis.internal:6379/1"},
+		{"episodes redis_url", r.Episodes.RedisURL, "rediss://camproxy:****@episodes.internal:6380/0"},
+		{"redis sink", r.Replay.Sinks[1], "redis://:****@redis.internal:6379/0?stream=camproxy:replay"},
+		{"file sink", r.Replay.Sinks[0], "file:///var/lib/camproxy/replay"},
+		{"base_url", r.Upstreams.OpenAI.BaseURL, "https://openai.example.com"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if err := r.Validate(); err != nil {
+		t.Errorf("redacted config no longer validates: %v", err)
+	}
+	// The copy is deep: changing it leaves the original alone.
+	r.Augmenters["cam"].ExtraBody["chat_template_kwargs"].(map[string]any)["enable_thinking"] = true
+	r.Experiment.Arms[1].Placement.Mode = "system"
+	r.Task.Rules[0].Regex = "changed"
+	if !reflect.DeepEqual(orig, before) {
+		t.Error("changing the redacted copy changed the original")
+	}
+}
+
+func TestFieldErrorMessage(t *testing.T) {
+	e := &FieldError{Key: "experiment.arms[1].augmenter", Msg: `"camx" is not defined in augmenters`}
+	if got, want := e.Error(), `experiment.arms[1].augmenter: "camx" is not defined in augmenters`; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	var fe *FieldError
+	_, err := Parse([]byte("server: {listn: x}"), noEnv)
+	if !errors.As(err, &fe) || fe.Key != "server.listn" || fe.Error() != "server.listn: unknown key" {
+		t.Errorf("errors.As = %v", fe)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	full, err := os.ReadFile(filepath.Join("testdata", "full.yaml"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(full)
+	f.Add([]byte(""))
+	f.Add([]byte("augmenters: {cam: {type: cam}}\nexperiment: {arms: [{name: a, weight: 1, augmenter: cam}]}"))
+	f.Add([]byte("a: &a [*a]"))
+	f.Add([]byte("server: {listen: ${X:-:80}, <<: {admin_listen: ':81'}}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data, env(map[string]string{"X": ":8080"}))
+		if err != nil {
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("Parse accepted a config that does not validate: %v", err)
+		}
+		if _, err := cfg.Task.Compile(); err != nil {
+			t.Fatalf("Parse accepted task rules that do not compile: %v", err)
+		}
+		if err := cfg.Redacted().Validate(); err != nil {
+			t.Fatalf("Redacted config does not validate: %v", err)
+		}
+	})
+}
+
+func TestRedactURL(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"", ""},
+		{"redis://localhost:6379/0", "redis://localhost:6379/0"},
+		{"redis://user@localhost:6379", "redis://user@localhost:6379"},
+		{"redis://user:pw@localhost:6379/0?x=1", "redis://user:****@localhost:6379/0?x=1"},
+		{"https://u:p@cam.example.com/v1", "https://u:****@cam.example.com/v1"},
+		{"redis://:p%zz@host", "****"}, // does not parse; may hold a password
+		{"http://[::1", "http://[::1"}, // does not parse; no credentials
+	} {
+		if got := redactURL(tt.in); got != tt.want {
+			t.Errorf("redactURL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestEnvExpansionSkipsComments(t *testing.T) {
+	doc := "# api_key: ${UNSET_IN_COMMENT}\nupstreams:\n  openai:\n    # old: ${ALSO_UNSET}\n    api_key: \"${KEY}\"\n"
+	cfg, err := Parse([]byte(doc), env(map[string]string{"KEY": "sk-9"}))
+	if err != nil {
+		t.Fatalf("a commented-out ${VAR} must not fail: %v", err)
+	}
+	if cfg.Upstreams.OpenAI.APIKey != "sk-9" {
+		t.Fatalf("api_key = %q", cfg.Upstreams.OpenAI.APIKey)
+	}
+	_, err = Parse([]byte("# comment\n\nupstreams:\n  openai:\n    api_key: \"${NOPE}\"\n"), env(nil))
+	if err == nil || !strings.Contains(err.Error(), "line 5") {
+		t.Fatalf("line numbers after a comment: %v", err)
+	}
+}

@@ -1,0 +1,130 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads the YAML file at path and parses it with Parse. Errors name the file.
+func Load(path string, getenv func(string) (string, bool)) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	cfg, err := Parse(data, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse expands ${ENV} references in data (getenv nil means os.LookupEnv),
+// decodes it over Default(), fills each augmenters entry from
+// DefaultAugmenter(), and validates the result. Unknown keys, values of the
+// wrong type and invalid values are all reported together, each as a
+// *FieldError naming its dotted key.
+func Parse(data []byte, getenv func(string) (string, bool)) (*Config, error) {
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	text, err := expandEnv(string(data), getenv)
+	if err != nil {
+		return nil, err
+	}
+	root, err := parseDocument([]byte(text))
+	if err != nil {
+		return nil, err
+	}
+	cfg := Default()
+	var errs []error
+	if root != nil {
+		errs, err = decode(root, cfg)
+		if err != nil {
+			return nil, err
+		}
+	}
+	errs = append(errs, cfg.validate()...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+// parseDocument parses the single YAML document in data. It returns nil for a
+// document that is empty, only comments, or null.
+func parseDocument(data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("invalid YAML: %w", err)
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		return nil, errors.New("invalid YAML: a config file holds exactly one document")
+	}
+	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+		return nil, nil
+	}
+	return doc.Content[0], nil
+}
+
+// decode decodes root over cfg. It returns the problems it found in the
+// document's shape (unknown keys, wrong types, duplicate keys) as field errors,
+// and an error only for a document it cannot decode at all.
+func decode(root *yaml.Node, cfg *Config) ([]error, error) {
+	decodeErr := root.Decode(cfg)
+	var typeErr *yaml.TypeError
+	if decodeErr != nil && !errors.As(decodeErr, &typeErr) {
+		return nil, fmt.Errorf("invalid YAML: %w", decodeErr)
+	}
+	cfg.Augmenters = decodeAugmenters(root) // replaces the default map
+	cfg.fillArmPlacements()
+
+	errs := checkShape(root)
+	if typeErr != nil && len(errs) == 0 {
+		// checkShape mirrors the decoder's type checks; this is a safety net.
+		errs = append(errs, fmt.Errorf("invalid config: %w", typeErr))
+	}
+	return errs, nil
+}
+
+// decodeAugmenters decodes each augmenters entry over DefaultAugmenter().
+// Errors are dropped here because checkShape reports each with its key; an
+// entry keeps whatever part of it decoded.
+func decodeAugmenters(root *yaml.Node) map[string]Augmenter {
+	var raw struct {
+		Augmenters map[string]yaml.Node `yaml:"augmenters"`
+	}
+	_ = root.Decode(&raw)
+	out := make(map[string]Augmenter, len(raw.Augmenters))
+	for name, n := range raw.Augmenters {
+		a := DefaultAugmenter()
+		_ = n.Decode(&a)
+		out[name] = a
+	}
+	return out
+}
+
+// fillArmPlacements completes each per-arm placement override with the
+// top-level placement's values for the keys it omits.
+func (c *Config) fillArmPlacements() {
+	for _, arm := range c.Experiment.Arms {
+		if arm.Placement == nil {
+			continue
+		}
+		if arm.Placement.Mode == "" {
+			arm.Placement.Mode = c.Placement.Mode
+		}
+		if arm.Placement.Template == "" {
+			arm.Placement.Template = c.Placement.Template
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package config
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// mask is what Redacted puts in place of a secret.
+const mask = "****"
+
+// Redacted returns a deep copy of c that is safe to log: non-empty api_key
+// values become "****", and so do the passwords in URLs (Redis URLs, replay
+// sinks, base URLs). c is not changed.
+func (c *Config) Redacted() *Config {
+	r := c.clone()
+	r.Upstreams.OpenAI.redact()
+	r.Upstreams.Anthropic.redact()
+	r.Upstreams.Bedrock.Endpoint = redactURL(r.Upstreams.Bedrock.Endpoint)
+	for name, a := range r.Augmenters {
+		a.APIKey = maskSecret(a.APIKey)
+		a.BaseURL = redactURL(a.BaseURL)
+		r.Augmenters[name] = a
+	}
+	r.Cache.RedisURL = redactURL(r.Cache.RedisURL)
+	r.Episodes.RedisURL = redactURL(r.Episodes.RedisURL)
+	for i, sink := range r.Replay.Sinks {
+		r.Replay.Sinks[i] = redactURL(sink)
+	}
+	return r
+}
+
+func (u *Upstream) redact() {
+	u.APIKey = maskSecret(u.APIKey)
+	u.BaseURL = redactURL(u.BaseURL)
+}
+
+// maskSecret masks a set secret and keeps "" visible, since "" means "not set".
+func maskSecret(s string) string {
+	if s == "" {
+		return ""
+	}
+	return mask
+}
+
+// redactURL masks the password in a URL. A string that does not parse as a
+// URL is masked whole if it could hold credentials.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if strings.Contains(raw, "@") {
+			return mask
+		}
+		return raw
+	}
+	if _, ok := u.User.Password(); !ok {
+		return raw
+	}
+	// Assemble by hand: url.URL.String would escape the mask as %2A.
+	userinfo := url.User(u.User.Username()).String() + ":" + mask + "@"
+	u.User = nil
+	rest, ok := strings.CutPrefix(u.String(), u.Scheme+"://")
+	if !ok {
+		return mask
+	}
+	return u.Scheme + "://" + userinfo + rest
+}
+
+// clone returns a deep copy of c.
+func (c *Config) clone() *Config {
+	out := *c
+	out.Task.Rules = slices.Clone(c.Task.Rules)
+	if c.Augmenters != nil {
+		out.Augmenters = make(map[string]Augmenter, len(c.Augmenters))
+		for name, a := range c.Augmenters {
+			a.ExtraBody = cloneMap(a.ExtraBody)
+			out.Augmenters[name] = a
+		}
+	}
+	out.Experiment.Arms = slices.Clone(c.Experiment.Arms)
+	for i, arm := range out.Experiment.Arms {
+		if arm.Placement != nil {
+			pl := *arm.Placement
+			out.Experiment.Arms[i].Placement = &pl
+		}
+	}
+	out.Replay.Sinks = slices.Clone(c.Replay.Sinks)
+	return &out
+}
+
+func cloneMap(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = cloneValue(v)
+	}
+	return out
+}
+
+// cloneValue deep-copies the maps and lists a YAML decode produces.
+func cloneValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		return cloneMap(v)
+	case map[any]any:
+		out := make(map[any]any, len(v))
+		for k, e := range v {
+			out[k] = cloneValue(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = cloneValue(e)
+		}
+		return out
+	default:
+		return v
+	}
+}

@@ -1,0 +1,208 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// checkShape walks the document against Config's yaml tags and reports every
+// unknown key, duplicate key and value of the wrong type, each as a
+// *FieldError naming its dotted key. Augmenters' extra_body is free-form, and
+// an augmenters entry whose type is not supported is left to Validate.
+func checkShape(root *yaml.Node) []error {
+	var s shape
+	s.walk(root, reflect.TypeFor[Config](), "")
+	return s.errs
+}
+
+type shape struct{ errs []error }
+
+func (s *shape) add(key, format string, args ...any) {
+	s.errs = append(s.errs, &FieldError{Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (s *shape) walk(n *yaml.Node, t reflect.Type, key string) {
+	n = resolveAlias(n)
+	if isNull(n) {
+		return // null keeps the default (or empties a list)
+	}
+	switch {
+	case t == reflect.TypeFor[time.Duration]():
+		s.leaf(n, t, key)
+	case t.Kind() == reflect.Pointer:
+		s.walk(n, t.Elem(), key)
+	case t.Kind() == reflect.Struct:
+		s.object(n, t, key)
+	case t.Kind() == reflect.Slice:
+		s.list(n, t, key)
+	case t.Kind() == reflect.Map && t.Elem().Kind() != reflect.Interface:
+		s.entries(n, key, func(k string, v *yaml.Node) { s.walk(v, t.Elem(), joinKey(key, k)) })
+	default:
+		s.leaf(n, t, key) // scalars, and free-form maps such as extra_body
+	}
+}
+
+// object checks a mapping against the yaml tags of struct type t.
+func (s *shape) object(n *yaml.Node, t reflect.Type, key string) {
+	if t == reflect.TypeFor[Augmenter]() && unsupportedAugmenter(n) {
+		return // its keys follow a schema camproxy does not have yet
+	}
+	fields := yamlFields(t)
+	s.entries(n, key, func(k string, v *yaml.Node) {
+		ft, ok := fields[k]
+		if !ok {
+			s.add(joinKey(key, k), "unknown key")
+			return
+		}
+		s.walk(v, ft, joinKey(key, k))
+	})
+}
+
+func (s *shape) list(n *yaml.Node, t reflect.Type, key string) {
+	if n.Kind != yaml.SequenceNode {
+		s.add(key, "expected a list, got %s (line %d)", describeNode(n), n.Line)
+		return
+	}
+	for i, e := range n.Content {
+		s.walk(e, t.Elem(), fmt.Sprintf("%s[%d]", key, i))
+	}
+}
+
+// entries calls fn for each key of mapping n, following merge keys (<<) and
+// reporting duplicate and non-string keys.
+func (s *shape) entries(n *yaml.Node, key string, fn func(k string, v *yaml.Node)) {
+	if n.Kind != yaml.MappingNode {
+		s.add(key, "expected a mapping, got %s (line %d)", describeNode(n), n.Line)
+		return
+	}
+	firstLine := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolveAlias(n.Content[i]), n.Content[i+1]
+		switch {
+		case isMergeKey(k):
+			for _, m := range mergeSources(v) {
+				s.entries(m, key, fn)
+			}
+		case k.Kind != yaml.ScalarNode:
+			s.add(key, "keys must be strings, got %s (line %d)", describeNode(k), k.Line)
+		case firstLine[k.Value] != 0:
+			s.add(joinKey(key, k.Value), "duplicate key (line %d; first set on line %d)", k.Line, firstLine[k.Value])
+		default:
+			firstLine[k.Value] = max(k.Line, 1)
+			fn(k.Value, v)
+		}
+	}
+}
+
+// leaf checks that n decodes into a value of type t.
+func (s *shape) leaf(n *yaml.Node, t reflect.Type, key string) {
+	if err := n.Decode(reflect.New(t).Interface()); err != nil {
+		s.add(key, "expected %s, got %s (line %d)", describeType(t), describeNode(n), n.Line)
+	}
+}
+
+// yamlFields maps each yaml key of struct type t to its field type.
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	fields := make(map[string]reflect.Type, t.NumField())
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name != "" && name != "-" {
+			fields[name] = f.Type
+		}
+	}
+	return fields
+}
+
+// unsupportedAugmenter reports whether mapping n sets a type other than cam.
+func unsupportedAugmenter(n *yaml.Node) bool {
+	if n.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolveAlias(n.Content[i]), resolveAlias(n.Content[i+1])
+		if k.Kind == yaml.ScalarNode && k.Value == "type" && v.Kind == yaml.ScalarNode {
+			return v.Value != "" && v.Value != AugmenterCAM
+		}
+	}
+	return false
+}
+
+func mergeSources(v *yaml.Node) []*yaml.Node {
+	v = resolveAlias(v)
+	if v.Kind != yaml.SequenceNode {
+		return []*yaml.Node{v}
+	}
+	out := make([]*yaml.Node, 0, len(v.Content))
+	for _, e := range v.Content {
+		out = append(out, resolveAlias(e))
+	}
+	return out
+}
+
+func resolveAlias(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+func isMergeKey(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Value == "<<" && n.ShortTag() == "!!merge"
+}
+
+func joinKey(parent, key string) string {
+	if parent == "" {
+		return key
+	}
+	return parent + "." + key
+}
+
+func describeType(t reflect.Type) string {
+	if t == reflect.TypeFor[time.Duration]() {
+		return `a duration such as "30s"`
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return fmt.Sprintf("an integer from 0 to %d", uint64(math.MaxUint64)>>(64-t.Bits()))
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "a mapping"
+	}
+	return t.String()
+}
+
+func describeNode(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	v := []rune(n.Value)
+	if len(v) > 40 {
+		v = append(v[:37], []rune("...")...)
+	}
+	if n.ShortTag() == "!!str" {
+		return strconv.Quote(string(v))
+	}
+	return string(v)
+}

@@ -1,0 +1,389 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/camproxy/camproxy/protocol"
+)
+
+// FieldError is one problem with one config key.
+type FieldError struct {
+	Key string // dotted path, e.g. "experiment.arms[1].augmenter"; "" for the whole document
+	Msg string
+}
+
+func (e *FieldError) Error() string {
+	if e.Key == "" {
+		return e.Msg
+	}
+	return e.Key + ": " + e.Msg
+}
+
+// problems collects field errors.
+type problems []error
+
+func (p *problems) add(key, format string, args ...any) {
+	*p = append(*p, &FieldError{Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Validate reports every problem in c, as errors.Join of *FieldError.
+func (c *Config) Validate() error {
+	return errors.Join(c.validate()...)
+}
+
+func (c *Config) validate() []error {
+	var p problems
+	c.Server.check(&p)
+	c.Upstreams.check(&p)
+	c.Task.compile(&p)
+	c.Placement.check(&p, "placement")
+	c.checkAugmenters(&p)
+	c.Experiment.check(&p, c.Augmenters)
+	c.Cache.check(&p)
+	c.Episodes.check(&p, c.Cache)
+	c.Replay.check(&p)
+	return p
+}
+
+func (s Server) check(p *problems) {
+	listen := checkListen(p, "server.listen", s.Listen)
+	admin := checkListen(p, "server.admin_listen", s.AdminListen)
+	if listen && admin && s.Listen == s.AdminListen && !strings.HasSuffix(s.Listen, ":0") {
+		p.add("server.admin_listen", "must differ from server.listen (%q)", s.Listen)
+	}
+	if s.MaxBodyBytes <= 0 {
+		p.add("server.max_body_bytes", "must be > 0, got %d", s.MaxBodyBytes)
+	}
+	checkPositive(p, "server.shutdown_grace", s.ShutdownGrace)
+	checkPositive(p, "server.read_timeout", s.ReadTimeout)
+	checkPositive(p, "server.idle_timeout", s.IdleTimeout)
+}
+
+func (u Upstreams) check(p *problems) {
+	u.OpenAI.check(p, "upstreams.openai")
+	u.Anthropic.check(p, "upstreams.anthropic")
+	if u.Bedrock.Region == "" {
+		p.add("upstreams.bedrock.region", "required, e.g. us-east-1")
+	}
+	if u.Bedrock.Endpoint != "" {
+		checkHTTPURL(p, "upstreams.bedrock.endpoint", u.Bedrock.Endpoint)
+	}
+}
+
+func (u Upstream) check(p *problems, key string) {
+	checkHTTPURL(p, key+".base_url", u.BaseURL)
+	checkPositive(p, key+".first_byte_timeout", u.FirstByteTimeout)
+	checkPositive(p, key+".idle_timeout", u.IdleTimeout)
+}
+
+// Compile turns the task rules into protocol rules. Its error is errors.Join of
+// a *FieldError per bad rule.
+func (t Task) Compile() ([]protocol.TaskRule, error) {
+	var p problems
+	rules := t.compile(&p)
+	if len(p) > 0 {
+		return nil, errors.Join(p...)
+	}
+	return rules, nil
+}
+
+func (t Task) compile(p *problems) []protocol.TaskRule {
+	if len(t.Rules) == 0 {
+		p.add("task.rules", "at least one rule is required, e.g. {first_user_message: true}")
+		return nil
+	}
+	rules := make([]protocol.TaskRule, 0, len(t.Rules))
+	for i, r := range t.Rules {
+		key := fmt.Sprintf("task.rules[%d]", i)
+		if (r.Regex != "") == r.FirstUserMessage {
+			p.add(key, "set exactly one of regex and first_user_message")
+			continue
+		}
+		if r.FirstUserMessage {
+			rules = append(rules, protocol.TaskRule{FirstUserMessage: true})
+			continue
+		}
+		re, err := regexp.Compile(r.Regex)
+		if err != nil {
+			p.add(key+".regex", "does not compile: %v", err)
+			continue
+		}
+		if n := re.NumSubexp(); n != 1 {
+			p.add(key+".regex", "must have exactly one capture group (the task), has %d", n)
+			continue
+		}
+		rules = append(rules, protocol.TaskRule{Regex: re})
+	}
+	return rules
+}
+
+func (pl Placement) check(p *problems, key string) {
+	switch protocol.Placement(pl.Mode) {
+	case protocol.AppendToTask, protocol.System, protocol.NewMessage:
+	default:
+		p.add(key+".mode", "%q is not a placement mode; supported: %s, %s, %s",
+			pl.Mode, protocol.AppendToTask, protocol.System, protocol.NewMessage)
+	}
+	if !strings.Contains(pl.Template, ContextPlaceholder) {
+		p.add(key+".template", "must contain %s", ContextPlaceholder)
+	}
+}
+
+func (c *Config) checkAugmenters(p *problems) {
+	for _, name := range slices.Sorted(maps.Keys(c.Augmenters)) {
+		key := "augmenters." + name
+		switch {
+		case name == AugmenterNone:
+			p.add(key, "%q is reserved for arms without an augmenter", AugmenterNone)
+		case !isAugmenterName(name):
+			p.add(key, "name must match ^[a-z0-9][a-z0-9_-]*$")
+		}
+		c.Augmenters[name].check(p, key)
+	}
+}
+
+func (a Augmenter) check(p *problems, key string) {
+	switch a.Type {
+	case AugmenterCAM:
+	case "":
+		p.add(key+".type", "required; supported: %s", AugmenterCAM)
+		return
+	case "rag", "playbook":
+		p.add(key+".type", "%q is not supported yet; supported: %s", a.Type, AugmenterCAM)
+		return
+	default:
+		p.add(key+".type", "%q is not an augmenter type; supported: %s", a.Type, AugmenterCAM)
+		return
+	}
+	checkHTTPURL(p, key+".base_url", a.BaseURL)
+	if a.Model == "" {
+		p.add(key+".model", "required")
+	}
+	if a.MaxTokens <= 0 {
+		p.add(key+".max_tokens", "must be > 0, got %d", a.MaxTokens)
+	}
+	if !(a.Temperature >= 0 && a.Temperature <= 2) {
+		p.add(key+".temperature", "must be within [0, 2], got %v", a.Temperature)
+	}
+	checkPositive(p, key+".timeout", a.Timeout)
+	if !strings.Contains(a.UserTemplate, TaskPlaceholder) {
+		p.add(key+".user_template", "must contain %s", TaskPlaceholder)
+	}
+	if _, err := json.Marshal(a.ExtraBody); err != nil {
+		p.add(key+".extra_body", "must be JSON-compatible (string keys, finite numbers): %v", err)
+	}
+	if a.Breaker.Failures < 1 {
+		p.add(key+".breaker.failures", "must be >= 1")
+	}
+	checkPositive(p, key+".breaker.open_for", a.Breaker.OpenFor)
+}
+
+func (e Experiment) check(p *problems, augmenters map[string]Augmenter) {
+	if e.Name == "" {
+		p.add("experiment.name", "required")
+	}
+	if e.Sticky != StickyEpisode && e.Sticky != StickyTask {
+		p.add("experiment.sticky", "%q is not supported; supported: %s, %s", e.Sticky, StickyEpisode, StickyTask)
+	}
+	if len(e.Arms) == 0 {
+		p.add("experiment.arms", "at least one arm is required")
+		return
+	}
+	seen := map[string]int{}
+	var (
+		sum       float64
+		badWeight bool
+	)
+	for i, arm := range e.Arms {
+		key := fmt.Sprintf("experiment.arms[%d]", i)
+		switch j, dup := seen[arm.Name]; {
+		case arm.Name == "":
+			p.add(key+".name", "required")
+		case !isArmName(arm.Name):
+			p.add(key+".name", "%q must be printable ASCII without spaces", arm.Name)
+		case dup:
+			p.add(key+".name", "%q is already the name of experiment.arms[%d]", arm.Name, j)
+		default:
+			seen[arm.Name] = i
+		}
+		if !(arm.Weight >= 0) || math.IsInf(arm.Weight, 1) {
+			p.add(key+".weight", "must be a finite number >= 0, got %v", arm.Weight)
+			badWeight = true
+		} else {
+			sum += arm.Weight
+		}
+		if _, ok := augmenters[arm.Augmenter]; !ok && arm.Augmenter != AugmenterNone {
+			if arm.Augmenter == "" {
+				p.add(key+".augmenter", "required: %q or a key of augmenters", AugmenterNone)
+			} else {
+				p.add(key+".augmenter", "%q is not defined in augmenters", arm.Augmenter)
+			}
+		}
+		if arm.Placement != nil {
+			arm.Placement.check(p, key+".placement")
+		}
+	}
+	if !badWeight && (sum <= 0 || math.IsInf(sum, 1)) {
+		p.add("experiment.arms", "the weights must sum to a finite number > 0")
+	}
+}
+
+func (c Cache) check(p *problems) {
+	if c.LocalEntries < 0 {
+		p.add("cache.local_entries", "must be >= 0, got %d", c.LocalEntries)
+	}
+	checkPositive(p, "cache.ttl", c.TTL)
+	checkRedisURL(p, "cache.redis_url", c.RedisURL)
+}
+
+func (e Episodes) check(p *problems, c Cache) {
+	checkPositive(p, "episodes.idle_timeout", e.IdleTimeout)
+	switch e.Store {
+	case StoreMemory:
+	case StoreRedis:
+		if e.EffectiveRedisURL(c) == "" {
+			p.add("episodes.redis_url", "required when episodes.store is redis (or set cache.redis_url)")
+		}
+	default:
+		p.add("episodes.store", "%q is not supported; supported: %s, %s", e.Store, StoreMemory, StoreRedis)
+	}
+	checkRedisURL(p, "episodes.redis_url", e.RedisURL)
+}
+
+func (r Replay) check(p *problems) {
+	if len(r.Sinks) == 0 {
+		p.add("replay.sinks", "at least one sink is required, e.g. file://./camproxy-data/replay")
+	}
+	for i, sink := range r.Sinks {
+		if msg := checkSink(sink); msg != "" {
+			p.add(fmt.Sprintf("replay.sinks[%d]", i), "%s", msg)
+		}
+	}
+	if r.Queue <= 0 {
+		p.add("replay.queue", "must be > 0, got %d", r.Queue)
+	}
+	if r.SpoolDir == "" {
+		p.add("replay.spool_dir", "required")
+	}
+}
+
+// checkSink returns what is wrong with a replay sink URI, or "".
+func checkSink(sink string) string {
+	u, err := url.Parse(sink)
+	if err != nil {
+		return fmt.Sprintf("is not a URI: %v", urlErr(err))
+	}
+	switch u.Scheme {
+	case "file":
+		if u.Host+u.Path+u.Opaque == "" {
+			return "a file sink needs a directory, e.g. file:///var/lib/camproxy/replay"
+		}
+	case "redis", "rediss":
+		if u.Host == "" {
+			return "a redis sink needs a host, e.g. redis://localhost:6379/0?stream=camproxy:replay"
+		}
+	case "s3":
+		if u.Host == "" {
+			return "an s3 sink needs a bucket, e.g. s3://bucket/prefix"
+		}
+	default:
+		return fmt.Sprintf("%q is not a sink scheme; supported: file, redis, s3", u.Scheme)
+	}
+	return ""
+}
+
+func checkListen(p *problems, key, addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		p.add(key, "%q is not host:port, e.g. \":8080\"", addr)
+		return false
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		p.add(key, "port %q is not a number from 0 to 65535", port)
+		return false
+	}
+	return true
+}
+
+func checkHTTPURL(p *problems, key, raw string) {
+	u, err := url.Parse(raw)
+	switch {
+	case raw == "":
+		p.add(key, "required: an http(s) URL")
+	case err != nil:
+		p.add(key, "is not a URL: %v", urlErr(err))
+	case u.Scheme != "http" && u.Scheme != "https":
+		p.add(key, "%q is not an absolute http(s) URL", redactURL(raw))
+	case u.Host == "":
+		p.add(key, "%q has no host", redactURL(raw))
+	}
+}
+
+// checkRedisURL accepts "" or a redis:// or rediss:// URL that go-redis parses.
+// Messages never quote the URL, which may hold a password.
+func checkRedisURL(p *problems, key, raw string) {
+	if raw == "" {
+		return
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		p.add(key, "is not a URL: %v", urlErr(err))
+		return
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		p.add(key, "must be a redis:// or rediss:// URL, got scheme %q", u.Scheme)
+		return
+	}
+	if _, err := redis.ParseURL(raw); err != nil {
+		p.add(key, "is not a valid Redis URL: %v", urlErr(err))
+	}
+}
+
+func checkPositive(p *problems, key string, d time.Duration) {
+	if d <= 0 {
+		p.add(key, "must be > 0, got %v", d)
+	}
+}
+
+// urlErr drops the URL that a *url.Error repeats, since it may hold a password.
+func urlErr(err error) error {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return ue.Err
+	}
+	return err
+}
+
+// isAugmenterName reports whether s matches ^[a-z0-9][a-z0-9_-]*$.
+func isAugmenterName(s string) bool {
+	for i, r := range s {
+		ok := 'a' <= r && r <= 'z' || '0' <= r && r <= '9' || i > 0 && (r == '_' || r == '-')
+		if !ok {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// isArmName reports whether s is printable ASCII without spaces, so it can go
+// into a header and a metric label.
+func isArmName(s string) bool {
+	for _, r := range s {
+		if r <= ' ' || r > '~' {
+			return false
+		}
+	}
+	return true
+}
