@@ -110,28 +110,45 @@ func writeCanonical(d *xxhash.Digest, m *protocol.Message) {
 	_, _ = d.WriteString(m.ToolCallID)
 }
 
+// writeCollapsed hashes s with runs of whitespace collapsed to one space (or dropped
+// when dropAll), without copying: runs of other bytes go to the digest as they are.
 func writeCollapsed(d *xxhash.Digest, s string, dropAll bool) {
 	s = strings.TrimSpace(s)
-	var buf [256]byte
-	out := buf[:0]
-	space := false
-	for _, r := range s {
-		if unicode.IsSpace(r) {
-			space = true
+	run := 0 // start of the current run of non-space bytes
+	for i := 0; i < len(s); {
+		c := s[i]
+		n := 1
+		space := asciiSpace[c]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			space, n = unicode.IsSpace(r), size
+		}
+		if !space {
+			i += n
 			continue
 		}
-		if space && !dropAll {
-			out = append(out, ' ')
+		_, _ = d.WriteString(s[run:i])
+		for i < len(s) {
+			c, n = s[i], 1
+			sp := asciiSpace[c]
+			if c >= utf8.RuneSelf {
+				r, size := utf8.DecodeRuneInString(s[i:])
+				sp, n = unicode.IsSpace(r), size
+			}
+			if !sp {
+				break
+			}
+			i += n
 		}
-		space = false
-		out = utf8.AppendRune(out, r)
-		if len(out) > len(buf)-8 {
-			_, _ = d.Write(out)
-			out = out[:0]
+		if !dropAll {
+			_, _ = d.WriteString(" ")
 		}
+		run = i
 	}
-	_, _ = d.Write(out)
+	_, _ = d.WriteString(s[run:])
 }
+
+var asciiSpace = [256]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
 
 // Candidates returns the chain hashes of the prefixes of msgs that end with an
 // assistant message, longest first: only those can be an episode's tip (the history

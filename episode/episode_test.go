@@ -195,3 +195,15 @@ func TestMemoryExpires(t *testing.T) {
 		t.Fatalf("after expiry: %d episodes %d tips left (leak)", e, tp)
 	}
 }
+
+func FuzzChainWhitespace(f *testing.F) {
+	f.Add("book a  flight\n", "{\"a\": 1}")
+	f.Add("é\u00a0x\u2003 y", "")
+	f.Fuzz(func(t *testing.T, content, args string) {
+		m := []protocol.Message{{Role: "assistant", Content: content, ToolCalls: []protocol.ToolCall{{Name: "f", Arguments: args}}}}
+		padded := []protocol.Message{{Role: "assistant", Content: " \t" + content + "\n", ToolCalls: []protocol.ToolCall{{Name: "f", Arguments: args + " "}}}}
+		if Chain(m)[0] != Chain(padded)[0] {
+			t.Fatalf("surrounding whitespace changed the hash of %q", content)
+		}
+	})
+}

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -29,8 +30,19 @@ func main() {
 	n := flag.Int("n", 2000, "requests per path and mode")
 	data := flag.String("data", "../shared/data/tau-bench/gpt-4o-airline.json", "tau-bench trajectories")
 	size := flag.Int("size", 16<<10, "request body size to build from the conversation")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*n, *data, *size); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}

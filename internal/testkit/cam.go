@@ -52,7 +52,11 @@ func (c *CAM) SetDelay(d time.Duration) { c.mu.Lock(); c.delay = d; c.mu.Unlock(
 func (c *CAM) SetContext(f func(task string) string) { c.mu.Lock(); c.context = f; c.mu.Unlock() }
 
 // Bodies returns the request bodies the CAM received.
-func (c *CAM) Bodies() [][]byte { c.mu.Lock(); defer c.mu.Unlock(); return append([][]byte(nil), c.bodies...) }
+func (c *CAM) Bodies() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([][]byte(nil), c.bodies...)
+}
 
 func (c *CAM) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)

@@ -1,0 +1,247 @@
+package openai
+
+import (
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/tidwall/gjson"
+)
+
+// segment is one text that task rules read: the string content of a system,
+// developer or user message, or one text part of its array content.
+type segment struct {
+	msg    int    // index of the message
+	part   int    // index of the part, -1 for string content
+	idx    int    // raw offset of the string's opening quote
+	raw    string // the raw JSON string, quotes included
+	text   string // its decoded value
+	msgEnd int    // raw offset right after the message object
+}
+
+// fields holds the values of the message keys we read. On duplicate keys the last
+// one wins, as in the decoders upstream.
+type fields struct {
+	role, content, toolCalls, functionCall, toolCallID, name gjson.Result
+}
+
+// readFields walks the keys of one message object once.
+func readFields(obj gjson.Result) fields {
+	var f fields
+	if !obj.IsObject() {
+		return f
+	}
+	obj.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "role":
+			f.role = v
+		case "content":
+			f.content = v
+		case "tool_calls":
+			f.toolCalls = v
+		case "function_call":
+			f.functionCall = v
+		case "tool_call_id":
+			f.toolCallID = v
+		case "name":
+			f.name = v
+		}
+		return true
+	})
+	return f
+}
+
+// message normalises everything but the content, which callers read with
+// contentText because the request also needs the positions of its texts.
+func (f *fields) message() protocol.Message {
+	m := protocol.Message{
+		Role:       f.role.Str,
+		ToolCallID: f.toolCallID.Str,
+		Name:       f.name.Str,
+		ToolCalls:  toolCalls(f.toolCalls),
+	}
+	// Legacy function calling carries at most one call and no id.
+	if m.ToolCalls == nil && f.functionCall.IsObject() {
+		tc := protocol.ToolCall{Type: "function"}
+		readFunction(f.functionCall, &tc)
+		m.ToolCalls = []protocol.ToolCall{tc}
+	}
+	return m
+}
+
+// toolCalls reads an assistant's tool_calls array; nil when absent or empty.
+func toolCalls(v gjson.Result) []protocol.ToolCall {
+	if !v.IsArray() {
+		return nil
+	}
+	var calls []protocol.ToolCall
+	v.ForEach(func(_, c gjson.Result) bool {
+		calls = append(calls, readToolCall(c))
+		return true
+	})
+	return calls
+}
+
+// readToolCall reads {id, type, function:{name, arguments}}.
+func readToolCall(c gjson.Result) protocol.ToolCall {
+	var tc protocol.ToolCall
+	if !c.IsObject() {
+		return protocol.ToolCall{Type: "function"}
+	}
+	c.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "id":
+			tc.ID = v.Str
+		case "type":
+			tc.Type = v.Str
+		case "function":
+			readFunction(v, &tc)
+		}
+		return true
+	})
+	if tc.Type == "" {
+		tc.Type = "function" // the only type chat completions knows
+	}
+	return tc
+}
+
+// readFunction reads {name, arguments} into tc.
+func readFunction(fn gjson.Result, tc *protocol.ToolCall) {
+	if !fn.IsObject() {
+		return
+	}
+	fn.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "name":
+			tc.Name = v.Str
+		case "arguments":
+			tc.Arguments = arguments(v)
+		}
+		return true
+	})
+}
+
+// arguments is the JSON text of a call's arguments. The API sends a string; some
+// clients send the object itself, whose raw text is the same JSON.
+func arguments(v gjson.Result) string {
+	switch v.Type {
+	case gjson.String:
+		return v.Str
+	case gjson.JSON:
+		return v.Raw
+	}
+	return ""
+}
+
+// contentText returns the text of a message's content: a string as is, an array
+// of parts as its text parts joined with "\n" (images and audio carry no text),
+// anything else as "". visit, when not nil, sees every text with its part index
+// (-1 for string content); parts is the number of elements of an array content.
+func contentText(c gjson.Result, visit func(part int, text gjson.Result)) (text string, parts int) {
+	switch {
+	case c.Type == gjson.String:
+		if visit != nil {
+			visit(-1, c)
+		}
+		return c.Str, 0
+	case !c.IsArray():
+		return "", 0
+	}
+	var (
+		first  string
+		joined []byte
+		n      int
+	)
+	c.ForEach(func(_, p gjson.Result) bool {
+		t, ok := textPart(p)
+		if ok {
+			if visit != nil {
+				visit(parts, t)
+			}
+			// Join lazily: one text part, the usual case, costs no allocation.
+			switch n {
+			case 0:
+				first = t.Str
+			case 1:
+				joined = append(append(append(joined, first...), '\n'), t.Str...)
+			default:
+				joined = append(append(joined, '\n'), t.Str...)
+			}
+			n++
+		}
+		parts++
+		return true
+	})
+	if n > 1 {
+		return string(joined), parts
+	}
+	return first, parts
+}
+
+// textPart returns the text value of a {"type":"text","text":"…"} part.
+func textPart(p gjson.Result) (gjson.Result, bool) {
+	if !p.IsObject() {
+		return gjson.Result{}, false
+	}
+	var typ, text gjson.Result
+	p.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "type":
+			typ = v
+		case "text":
+			text = v
+		}
+		return true
+	})
+	return text, typ.Str == "text" && text.Type == gjson.String
+}
+
+// isTaskRole reports whether task rules read messages of this role.
+func isTaskRole(role string) bool {
+	return role == "system" || role == "developer" || role == "user"
+}
+
+// readMessages normalises the messages array in one pass, records the texts task
+// rules may match and where the System placement appends.
+func (r *Request) readMessages(msgs gjson.Result) []segment {
+	var segs []segment
+	// An empty array gets the system message as its only element.
+	r.sys = anchor{at: r.arrOpen + 1, kind: insSystemMessage}
+	msgs.ForEach(func(_, v gjson.Result) bool {
+		i := len(r.Messages)
+		f := readFields(v)
+		m := f.message()
+		end := v.Index + len(v.Raw)
+		taskRole := isTaskRole(m.Role)
+		var last gjson.Result
+		var parts int
+		m.Content, parts = contentText(f.content, func(part int, t gjson.Result) {
+			if taskRole {
+				segs = append(segs, segment{msg: i, part: part, idx: t.Index, raw: t.Raw, text: t.Str, msgEnd: end})
+			}
+			last = t
+		})
+		if i == 0 {
+			r.sys = systemAnchor(r.arrOpen, m.Role, f.content, last, parts)
+		}
+		r.Messages = append(r.Messages, m)
+		return true
+	})
+	return segs
+}
+
+// systemAnchor says where System appends given the first message: into its content
+// when it is a system or developer message whose content can take text, else into
+// a new system message in front of it.
+func systemAnchor(arrOpen int, role string, content, lastText gjson.Result, parts int) anchor {
+	if role == "system" || role == "developer" {
+		switch {
+		case lastText.Exists():
+			return anchor{at: closingQuote(lastText), kind: insText}
+		case content.IsArray():
+			// Before the ']' that closes the parts.
+			return anchor{at: content.Index + len(content.Raw) - 1, kind: insPart, comma: parts > 0}
+		}
+	}
+	return anchor{at: arrOpen + 1, kind: insSystemMessage, comma: true}
+}
+
+// closingQuote is the raw offset of the quote that closes a string value.
+func closingQuote(s gjson.Result) int { return s.Index + len(s.Raw) - 1 }

@@ -1,0 +1,80 @@
+package openai
+
+import (
+	"errors"
+
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/tidwall/gjson"
+)
+
+// errNoChoice reports an answer without choices[0].message, such as an error body.
+var errNoChoice = errors.New("openai: response has no choices[0].message")
+
+// DecodeResponse reads a non-streaming chat.completion JSON: choices[0].message and
+// usage. Usage is returned even when the message is missing.
+func DecodeResponse(body []byte) (protocol.Message, protocol.Usage, error) {
+	if err := validate(body); err != nil {
+		return protocol.Message{}, protocol.Usage{}, err
+	}
+	root := gjson.ParseBytes(body)
+	var choices, usage gjson.Result
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "choices":
+			choices = v
+		case "usage":
+			usage = v
+		}
+		return true
+	})
+	u := readUsage(usage)
+	var msg gjson.Result
+	if choices.IsArray() {
+		choices.ForEach(func(_, c gjson.Result) bool {
+			if c.IsObject() {
+				msg = objectKey(c, "message")
+			}
+			return false // choices[0] only
+		})
+	}
+	if !msg.IsObject() {
+		return protocol.Message{}, u, errNoChoice
+	}
+	f := readFields(msg)
+	m := f.message()
+	m.Content, _ = contentText(f.content, nil)
+	if m.Role == "" {
+		m.Role = "assistant"
+	}
+	return m, u, nil
+}
+
+// readUsage reads the token counts of a usage object.
+func readUsage(v gjson.Result) protocol.Usage {
+	var u protocol.Usage
+	if !v.IsObject() {
+		return u
+	}
+	v.ForEach(func(k, n gjson.Result) bool {
+		switch k.Str {
+		case "prompt_tokens":
+			u.InputTokens = n.Int()
+		case "completion_tokens":
+			u.OutputTokens = n.Int()
+		}
+		return true
+	})
+	return u
+}
+
+// objectKey returns the value of key in obj; the last one on duplicates.
+func objectKey(obj gjson.Result, key string) gjson.Result {
+	var out gjson.Result
+	obj.ForEach(func(k, v gjson.Result) bool {
+		if k.Str == key {
+			out = v
+		}
+		return true
+	})
+	return out
+}
