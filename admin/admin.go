@@ -13,6 +13,9 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/metrics"
 )
 
 // Check is one readiness condition.
@@ -25,13 +28,23 @@ type Check struct {
 type Options struct {
 	Logger   *slog.Logger
 	Gatherer prometheus.Gatherer
+	Metrics  *metrics.Metrics // may be nil
 	Ready    []Check
+	Episodes episode.Store
+	Record   func(ev any) // takes replay events (the recorder's Add)
 }
+
+type api struct{ o Options }
 
 // New returns the admin router.
 func New(o Options) http.Handler {
+	a := &api{o: o}
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
+	if o.Episodes != nil {
+		r.Post("/v1/feedback", a.feedback)
+		r.Get("/v1/episodes/{id}", a.episodeInfo)
+	}
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

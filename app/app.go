@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/proxy"
+	"github.com/camproxy/camproxy/replay"
 )
 
 // App is one running camproxy.
@@ -37,6 +39,7 @@ type App struct {
 	Proxy    *proxy.Server
 	Episodes episode.Store
 	Cache    *augment.Cache
+	Recorder *replay.Recorder // nil when Options.Recorder replaced it
 	admin    *http.Server
 	redis    []redis.UniversalClient
 
@@ -72,6 +75,13 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	}
 	up := &proxy.Upstream{Name: "openai", Base: base, APIKey: cfg.Upstreams.OpenAI.APIKey,
 		FirstByteTimeout: cfg.Upstreams.OpenAI.FirstByteTimeout, IdleTimeout: cfg.Upstreams.OpenAI.IdleTimeout}
+	rec := o.Recorder
+	if rec == nil {
+		if a.Recorder, err = openRecorder(cfg, log, a.Metrics); err != nil {
+			return nil, err
+		}
+		rec = turnRecorder{a.Recorder}
+	}
 	transport := o.Transport
 	if transport == nil {
 		transport = proxy.NewTransport(cfg.Upstreams.OpenAI.FirstByteTimeout)
@@ -107,20 +117,57 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		Logger: log, Metrics: a.Metrics, OpenAI: up, Transport: transport, TaskRules: rules,
 		Placement:    proxy.Placement{Mode: protocol.Placement(cfg.Placement.Mode), Template: cfg.Placement.Template},
 		ArmPlacement: armPlace, Policy: policy, Augmenters: sources, Cache: a.Cache, Episodes: a.Episodes,
-		Recorder: o.Recorder, MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout,
+		Recorder: rec, MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout,
 		IdleTimeout: cfg.Server.IdleTimeout,
 	})
 
 	checks := []admin.Check{{Name: "config", Fn: func(context.Context) error { return nil }},
-		{Name: "episodes", Fn: a.Episodes.Ping}}
+		{Name: "episodes", Fn: a.Episodes.Ping},
+		{Name: "replay", Fn: func(context.Context) error { return dirWritable(cfg.Replay.SpoolDir) }}}
 	for i, rdb := range a.redis {
 		checks = append(checks, admin.Check{Name: fmt.Sprintf("redis-%d", i), Fn: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	}
 	a.admin = &http.Server{
-		Handler:           admin.New(admin.Options{Logger: log, Gatherer: reg, Ready: checks}),
+		Handler: admin.New(admin.Options{Logger: log, Gatherer: reg, Metrics: a.Metrics, Ready: checks,
+			Episodes: a.Episodes, Record: a.record}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return a, nil
+}
+
+// record takes a replay event from the control plane (rewards).
+func (a *App) record(ev any) {
+	if a.Recorder != nil {
+		a.Recorder.Add(ev)
+	}
+}
+
+func openRecorder(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*replay.Recorder, error) {
+	host, _ := os.Hostname()
+	writer := fmt.Sprintf("%s-%d", host, os.Getpid())
+	var sinks []replay.Named
+	for i, uri := range cfg.Replay.Sinks {
+		s, err := replay.OpenSink(context.Background(), uri, replay.OpenOptions{Writer: writer})
+		if err != nil {
+			return nil, fmt.Errorf("replay.sinks[%d]: %w", i, err)
+		}
+		sinks = append(sinks, replay.Named{Sink: s, URI: replay.Redact(uri)})
+	}
+	rec, err := replay.NewRecorder(sinks, replay.RecorderOptions{Queue: cfg.Replay.Queue, SpoolDir: cfg.Replay.SpoolDir, Logger: log, Metrics: m})
+	if err != nil {
+		return nil, fmt.Errorf("replay.spool_dir: %w", err)
+	}
+	return rec, nil
+}
+
+func dirWritable(dir string) error {
+	f, err := os.CreateTemp(dir, ".ready-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	_ = f.Close()
+	return os.Remove(name)
 }
 
 // redisClient returns a client for url, reusing one already made for the same url.
@@ -224,6 +271,10 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.closeOnce.Do(func() {
 		a.log.Info("camproxy shutting down")
 		err = errors.Join(a.Proxy.Shutdown(ctx), a.admin.Shutdown(ctx))
+		if a.Recorder != nil {
+			// After the data plane: every finished turn has been handed over by now.
+			err = errors.Join(err, a.Recorder.Close(ctx))
+		}
 		_ = a.Episodes.Close()
 		for _, r := range a.redis {
 			_ = r.Close()

@@ -118,6 +118,9 @@ func TestTwoProcessesShareRedis(t *testing.T) {
 	})
 	e.cam.SetDelay(100 * time.Millisecond)
 	cfg2 := *e.cfg
+	dir := t.TempDir()
+	cfg2.Replay.Sinks = []string{"file://" + dir + "/replay"}
+	cfg2.Replay.SpoolDir = dir + "/spool"
 	second := startApp(t, &cfg2)
 	e2 := &env{t: t, up: e.up, cam: e.cam, app: second, base: "http://" + second.Addr()}
 

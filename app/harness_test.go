@@ -52,6 +52,9 @@ func newEnv(t *testing.T, mutate func(*config.Config)) *env {
 	t.Cleanup(up.Close)
 	t.Cleanup(cam.Close)
 	cfg := testConfig(up, cam)
+	dir := t.TempDir()
+	cfg.Replay.Sinks = []string{"file://" + dir + "/replay"}
+	cfg.Replay.SpoolDir = dir + "/spool"
 	if mutate != nil {
 		mutate(cfg)
 	}

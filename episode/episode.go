@@ -32,6 +32,8 @@ type Episode struct {
 	History       int       `json:"history"` // messages in the episode after the last answer
 	StartedAt     time.Time `json:"started_at"`
 	UpdatedAt     time.Time `json:"updated_at"`
+	Reward        *float64  `json:"reward,omitempty"` // the harness's latest verdict
+	Success       *bool     `json:"success,omitempty"`
 }
 
 // ErrNotFound is returned by Store.Get for an unknown or expired episode.

@@ -16,9 +16,10 @@ type Metrics struct {
 	BreakerState    *prometheus.GaugeVec     // augmenter; 0 closed, 1 half-open, 2 open
 	Episodes        *prometheus.CounterVec   // arm
 	Rewards         *prometheus.CounterVec   // arm
-	RewardSum       *prometheus.CounterVec   // arm
+	RewardSum       *prometheus.GaugeVec     // arm; a gauge: rewards may be negative, and a replaced reward moves it back
 	ReplayEvents    *prometheus.CounterVec   // type, sink, result
 	ReplayQueue     prometheus.Gauge
+	ReplaySpooled   *prometheus.GaugeVec   // sink: events waiting in the local spool
 	Tokens          *prometheus.CounterVec // arm, direction
 }
 
@@ -43,17 +44,19 @@ func New(reg prometheus.Registerer) *Metrics {
 		Episodes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "episodes_total",
 			Help: "Episodes started, by arm."}, []string{"arm"}),
 		Rewards: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "rewards_total",
-			Help: "Rewards received, by arm."}, []string{"arm"}),
-		RewardSum: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "reward_sum",
-			Help: "Sum of rewards received, by arm."}, []string{"arm"}),
+			Help: "Episodes rewarded, by arm (a replaced reward is not counted again)."}, []string{"arm"}),
+		RewardSum: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "reward_sum",
+			Help: "Sum of the current rewards of rewarded episodes, by arm."}, []string{"arm"}),
 		ReplayEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "replay_events_total",
 			Help: "Replay events by type, sink and result."}, []string{"type", "sink", "result"}),
 		ReplayQueue: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "replay_queue_depth",
 			Help: "Replay events waiting in the in-memory queue."}),
+		ReplaySpooled: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "replay_spooled_events",
+			Help: "Replay events waiting in the local spool of a sink that was down or behind."}, []string{"sink"}),
 		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "tokens_total",
 			Help: "Tokens reported by upstreams, by arm and direction (input, output)."}, []string{"arm", "direction"}),
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamTTFB, m.Context, m.AugmentDuration, m.BreakerState,
-		m.Episodes, m.Rewards, m.RewardSum, m.ReplayEvents, m.ReplayQueue, m.Tokens)
+		m.Episodes, m.Rewards, m.RewardSum, m.ReplayEvents, m.ReplayQueue, m.ReplaySpooled, m.Tokens)
 	return m
 }

@@ -84,7 +84,7 @@ func (s *Server) beginTurn(fc *fasthttp.RequestCtx, req *openai.Request, start t
 		return nil, badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrEpisode, len(id))
 	}
 	if ep, from, ok := s.findEpisode(id, req.Messages, c.chain); ok {
-		c.ep, c.newFrom = ep, from
+		c.ep, c.newFrom, c.index = ep, from, ep.Turns
 		c.source = "none"
 		if ep.Context != "" {
 			c.source = "episode"
@@ -121,7 +121,7 @@ func (s *Server) beginTurn(fc *fasthttp.RequestCtx, req *openai.Request, start t
 		ep = stored
 		source = "episode"
 	}
-	c.ep, c.isNew, c.source = ep, created, source
+	c.ep, c.isNew, c.source, c.index = ep, created, source, ep.Turns
 	if created {
 		s.m.Episodes.WithLabelValues(ep.Arm).Inc()
 	}
@@ -211,6 +211,7 @@ type chatCall struct {
 	newFrom int
 	source  string
 	augment time.Duration
+	index   int // turn index: completed turns before this one
 
 	dec      openai.StreamDecoder
 	body     []byte // a non-streamed answer
@@ -256,7 +257,7 @@ func (c *chatCall) done(status int, err error, ttfb time.Duration) {
 		s.m.Tokens.WithLabelValues(c.ep.Arm, "input").Add(float64(c.usage.InputTokens))
 		s.m.Tokens.WithLabelValues(c.ep.Arm, "output").Add(float64(c.usage.OutputTokens))
 	}
-	t := &Turn{Episode: *c.ep, NewEpisode: c.isNew, Messages: c.req.Messages[min(c.newFrom, len(c.req.Messages)):],
+	t := &Turn{Episode: *c.ep, NewEpisode: c.isNew, Index: c.index, Messages: c.req.Messages[min(c.newFrom, len(c.req.Messages)):],
 		Response: c.answer, Usage: c.usage, Status: status, Augment: c.augment, TTFB: ttfb, Total: total, At: time.Now().UTC()}
 	if err != nil {
 		t.Error = err.Error()

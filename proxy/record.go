@@ -11,6 +11,7 @@ import (
 type Turn struct {
 	Episode    episode.Episode    // the episode as it stands after this turn
 	NewEpisode bool               // this call started the episode
+	Index      int                // the turn's position in the episode, from 0
 	Messages   []protocol.Message // messages new since the episode's previous turn
 	Response   protocol.Message   // the answer; empty when the call failed
 	Usage      protocol.Usage

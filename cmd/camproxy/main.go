@@ -42,7 +42,16 @@ const usage = `camproxy — a gateway that makes LLM agents better without touch
 
 Usage:
   camproxy serve [--config FILE]   serve the gateway (FILE defaults to $CAMPROXY_CONFIG, else built-in defaults)
+  camproxy replay import --format tau-bench|jsonl FILE [--to URI] [--arm NAME]
+                                   copy trajectories or events into a replay buffer
+  camproxy replay export [--from URI] --out FILE [--format jsonl|parquet]
+                                   one row per episode (--out - writes to stdout)
+  camproxy replay stats [--from URI] [--format text|json]
+                                   episodes, tasks, rewards and arms of a replay buffer
   camproxy version                 print the version
+
+Replay URIs: file:///path/dir (default file://./camproxy-data/replay),
+  redis://host:6379/0?stream=camproxy:replay, s3://bucket/prefix?region=…&endpoint=…
 
 Exit status: 0 done, 1 failed at run time, 2 bad usage or bad config.`
 
@@ -54,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stderr, getenv)
+	case "replay":
+		return replayCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, versionString())
 		return nil

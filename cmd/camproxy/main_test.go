@@ -35,8 +35,14 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// writeConfig writes a config file; a replay block is added, unless given, so that no
+// test writes into the source tree.
 func writeConfig(t *testing.T, text string) string {
-	p := filepath.Join(t.TempDir(), "camproxy.yaml")
+	dir := t.TempDir()
+	if !strings.Contains(text, "replay:") {
+		text += "replay: {sinks: [\"file://" + dir + "/replay\"], spool_dir: \"" + dir + "/spool\"}\n"
+	}
+	p := filepath.Join(dir, "camproxy.yaml")
 	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}

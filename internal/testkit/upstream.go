@@ -43,6 +43,9 @@ type Upstream struct {
 
 	// Reply scripts the answer to a chat call; nil = DefaultReply.
 	Reply func(body gjson.Result) Reply
+	// ReplyFor, when set, is used instead of Reply and also sees the request headers
+	// (tests that replay recorded conversations name the run in a header).
+	ReplyFor func(h http.Header, body gjson.Result) Reply
 	// BeforeChunk, if set, runs before each SSE event i is written (i from 0): tests use
 	// it to pace a stream or wait for the client.
 	BeforeChunk func(i int)
@@ -142,7 +145,12 @@ func (u *Upstream) chat(w http.ResponseWriter, r *http.Request, body []byte) {
 	if u.Reply != nil {
 		reply = u.Reply
 	}
-	rep := reply(req)
+	var rep Reply
+	if u.ReplyFor != nil {
+		rep = u.ReplyFor(r.Header, req)
+	} else {
+		rep = reply(req)
+	}
 	w.Header().Set("X-Request-Id", "req_chat_1")
 	w.Header().Set("X-Ratelimit-Remaining-Requests", "99")
 	for k, vs := range rep.Header {

@@ -1,0 +1,167 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/internal/testkit"
+	"github.com/camproxy/camproxy/replay"
+)
+
+// privateRedis runs a redis-server of the test's own on a free port, so the test can
+// stop and restart it without disturbing the shared one.
+type privateRedis struct {
+	t    *testing.T
+	port int
+	cmd  *exec.Cmd
+}
+
+func startPrivateRedis(t *testing.T, port int) *privateRedis {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server not installed; `make test` installs it")
+	}
+	if port == 0 {
+		l, _ := net.Listen("tcp", "127.0.0.1:0")
+		port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &privateRedis{t: t, port: port, cmd: cmd}
+	t.Cleanup(r.stop)
+	rdb := redis.NewClient(&redis.Options{Addr: r.addr()})
+	defer rdb.Close()
+	for range 100 {
+		if rdb.Ping(context.Background()).Err() == nil {
+			return r
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("private redis did not start")
+	return nil
+}
+
+func (r *privateRedis) addr() string { return fmt.Sprintf("127.0.0.1:%d", r.port) }
+
+func (r *privateRedis) stop() {
+	if r.cmd.Process != nil && r.cmd.ProcessState == nil {
+		_ = r.cmd.Process.Kill()
+		_ = r.cmd.Wait()
+	}
+}
+
+func eventIDs(t *testing.T, uri string) map[string]bool {
+	t.Helper()
+	ctx := context.Background()
+	src, err := replay.OpenSource(ctx, uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	err = src.Scan(ctx, func(line []byte) error {
+		ev, err := replay.Decode(line)
+		if err != nil {
+			return err
+		}
+		switch e := ev.(type) {
+		case *replay.EpisodeEvent:
+			ids[e.ID] = true
+		case *replay.StepEvent:
+			ids[e.ID] = true
+		case *replay.RewardEvent:
+			ids[e.ID] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", uri, err)
+	}
+	return ids
+}
+
+// TestSinksDownLoseNothing: a Redis sink stopped mid-run and an S3 sink refusing
+// writes lose nothing. Redis's events spool and arrive once it is back, in the same
+// process; S3's events are still spooled at shutdown and the next process delivers them.
+func TestSinksDownLoseNothing(t *testing.T) {
+	pr := startPrivateRedis(t, 0)
+	s3 := testkit.NewS3("replay")
+	defer s3.Close()
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	dir := t.TempDir()
+	fileURI := "file://" + dir + "/replay"
+	redisURI := "redis://" + pr.addr() + "/0?stream=camproxy:replay"
+	s3URI := "s3://replay/buf?region=us-east-1&endpoint=" + s3.URL
+	mutate := func(c *config.Config) {
+		c.Replay.Sinks = []string{fileURI, redisURI, s3URI}
+		c.Replay.SpoolDir = dir + "/spool"
+	}
+	e := newEnv(t, mutate)
+
+	pr.stop()
+	s3.Refuse(true)
+	for i := range 10 {
+		a := newAgent(fmt.Sprintf("Task %d while sinks are down", i), false)
+		for range 3 {
+			e.turn(a)
+		}
+	}
+	spooled := func(uri string) int { return e.app.Recorder.Spooled()[replay.Redact(uri)] }
+	if !waitFor(func() bool { return spooled(redisURI) > 0 }) {
+		t.Fatalf("redis down but nothing spooled: %v", e.app.Recorder.Spooled())
+	}
+	pr = startPrivateRedis(t, pr.port)
+	deadline := time.Now().Add(10 * time.Second)
+	for spooled(redisURI) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := spooled(redisURI); n > 0 {
+		t.Fatalf("redis is back but %d events are still spooled", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.app.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A new process on the same spool delivers S3's backlog once S3 accepts again.
+	s3.Refuse(false)
+	if len(eventIDs(t, s3URI)) != 0 {
+		t.Fatal("S3 refused every write, yet it holds events")
+	}
+	cfg := testConfig(e.up, e.cam)
+	mutate(cfg)
+	next := startApp(t, cfg)
+	deadline = time.Now().Add(15 * time.Second)
+	for next.Recorder.Spooled()[replay.Redact(s3URI)] > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := next.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := eventIDs(t, fileURI)
+	if len(want) != 10*(1+3) {
+		t.Fatalf("file sink holds %d events, want 40", len(want))
+	}
+	for _, uri := range []string{redisURI, s3URI} {
+		got := eventIDs(t, uri)
+		for id := range want {
+			if !got[id] {
+				t.Fatalf("%s lost event %s (%d of %d delivered)", uri, id, len(got), len(want))
+			}
+		}
+	}
+}

@@ -1,0 +1,127 @@
+// Package replay owns the replay buffer: the event schema (episode, step, reward),
+// the recorder that takes events off the request path into a bounded queue and a
+// local spool, the sinks (file, Redis Stream, S3) and the reader that reassembles
+// whole episodes from any of them.
+package replay
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/protocol"
+)
+
+// Version is the schema version every event carries as "v".
+const Version = 1
+
+// Event types.
+const (
+	TypeEpisode = "episode"
+	TypeStep    = "step"
+	TypeReward  = "reward"
+)
+
+// EpisodeEvent opens an episode: who ran what, on which arm, with which exact context.
+type EpisodeEvent struct {
+	V             int       `json:"v"`
+	Type          string    `json:"type"`
+	ID            string    `json:"id"` // unique per event: readers drop duplicates of at-least-once delivery
+	EpisodeID     string    `json:"episode_id"`
+	TaskID        string    `json:"task_id"`
+	Task          string    `json:"task"`
+	Arm           string    `json:"arm"`
+	Context       string    `json:"context"`
+	ContextSource string    `json:"context_source"`
+	Protocol      string    `json:"protocol"`
+	Model         string    `json:"model"`
+	StartedAt     time.Time `json:"started_at"`
+}
+
+// StepEvent is one call of an episode. Messages holds only the messages that are new
+// since the episode's previous step, so an episode costs O(its tokens) to store.
+type StepEvent struct {
+	V         int                `json:"v"`
+	Type      string             `json:"type"`
+	ID        string             `json:"id"`
+	EpisodeID string             `json:"episode_id"`
+	Turn      int                `json:"turn"`
+	Messages  []protocol.Message `json:"messages"`
+	Response  *protocol.Message  `json:"response,omitempty"` // nil when the call produced no answer
+	Usage     protocol.Usage     `json:"usage"`
+	Timing    Timing             `json:"timing_ms"`
+	Status    int                `json:"status"`
+	Error     string             `json:"error,omitempty"`
+	At        time.Time          `json:"at"`
+}
+
+// Timing is a step's latencies in milliseconds.
+type Timing struct {
+	Augment      float64 `json:"augment"`
+	UpstreamTTFB float64 `json:"upstream_ttfb"`
+	Total        float64 `json:"total"`
+}
+
+// RewardEvent is the harness's verdict on an episode. A later reward for the same
+// episode replaces an earlier one.
+type RewardEvent struct {
+	V         int             `json:"v"`
+	Type      string          `json:"type"`
+	ID        string          `json:"id"`
+	EpisodeID string          `json:"episode_id"`
+	Reward    float64         `json:"reward"`
+	Success   *bool           `json:"success,omitempty"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+	At        time.Time       `json:"at"`
+}
+
+// Contributes reports whether a step's messages and answer belong to the episode's
+// history. A failed call (non-2xx, or broken off) is re-sent by the agent, so its
+// messages reappear in the step that succeeds.
+func (s *StepEvent) Contributes() bool {
+	return s.Status/100 == 2 && s.Error == ""
+}
+
+// NewEventID returns a random event id.
+func NewEventID() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ErrUnknownEvent is returned by Decode for a line of another type or version.
+var ErrUnknownEvent = errors.New("unknown replay event")
+
+// Decode parses one JSON line into *EpisodeEvent, *StepEvent or *RewardEvent.
+func Decode(line []byte) (any, error) {
+	if !gjson.ValidBytes(line) {
+		return nil, fmt.Errorf("replay event is not valid JSON")
+	}
+	r := gjson.GetManyBytes(line, "v", "type", "episode_id")
+	if r[0].Int() != Version {
+		return nil, fmt.Errorf("%w: version %s", ErrUnknownEvent, r[0].Raw)
+	}
+	if r[2].String() == "" {
+		return nil, fmt.Errorf("replay event has no episode_id")
+	}
+	var ev any
+	switch r[1].String() {
+	case TypeEpisode:
+		ev = &EpisodeEvent{}
+	case TypeStep:
+		ev = &StepEvent{}
+	case TypeReward:
+		ev = &RewardEvent{}
+	default:
+		return nil, fmt.Errorf("%w: type %q", ErrUnknownEvent, r[1].String())
+	}
+	if err := json.Unmarshal(line, ev); err != nil {
+		return nil, fmt.Errorf("replay event: %w", err)
+	}
+	return ev, nil
+}

@@ -1,0 +1,283 @@
+package replay
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/camproxy/camproxy/protocol"
+)
+
+// Episode is one agent run reassembled from its events: what ran, the whole
+// trajectory, and the harness's verdict.
+type Episode struct {
+	ID, TaskID, Task, Arm, Context, ContextSource, Protocol, Model string
+
+	StartedAt time.Time          // from the episode event; else the first step's At
+	EndedAt   time.Time          // the last contributing step's At
+	Messages  []protocol.Message // the full trajectory, reassembled
+	Steps     int                // contributing steps
+	Usage     protocol.Usage     // summed over contributing steps
+	AugmentMs float64            // the first step's timing augment (context latency)
+	Reward    *float64           // latest reward (by At; ties: the later in scan order)
+	Success   *bool
+	Metadata  json.RawMessage
+	RewardAt  time.Time
+}
+
+// Buffer is everything a Source held, as whole episodes.
+type Buffer struct {
+	Episodes   []*Episode // sorted by StartedAt, then ID
+	Skipped    int        // lines that did not decode (bad JSON, unknown type/version)
+	Duplicates int        // events seen again with an id already read (at-least-once delivery)
+	Orphans    int        // episodes known only from rewards: no episode event and no step
+
+	byID map[string]*Episode
+}
+
+// Task is every run of one task: what reflection contrasts.
+type Task struct {
+	ID, Text string // Text is the first non-empty Task of its episodes
+	Episodes []*Episode
+}
+
+// readStep is what reassembly needs of a step event. A step that does not contribute
+// keeps no messages: the agent re-sends them in the step that succeeds.
+type readStep struct {
+	turn     int
+	at       time.Time
+	augment  float64
+	ok       bool
+	usage    protocol.Usage
+	messages []protocol.Message
+	response *protocol.Message
+}
+
+// readEpisode collects one episode's events until the scan ends; events arrive in
+// any order across writers.
+type readEpisode struct {
+	ep     *Episode
+	opened bool // its episode event was read
+	steps  []readStep
+	reward bool // ep.Reward came from a reward event
+}
+
+// episodeReader folds a stream of lines into episodes.
+type episodeReader struct {
+	seen     map[string]struct{}
+	episodes map[string]*readEpisode
+	buf      Buffer
+}
+
+// Read scans src and reassembles every episode. Lines that do not decode and
+// duplicate events are counted, never fatal: a replay buffer is written by many
+// processes, some of which crashed.
+func Read(ctx context.Context, src Source) (*Buffer, error) {
+	r := &episodeReader{seen: map[string]struct{}{}, episodes: map[string]*readEpisode{}}
+	if err := src.Scan(ctx, r.add); err != nil {
+		return nil, fmt.Errorf("replay: read: %w", err)
+	}
+	return r.finish(), nil
+}
+
+func (r *episodeReader) add(line []byte) error {
+	ev, err := Decode(line)
+	if err != nil {
+		r.buf.Skipped++
+		return nil
+	}
+	if r.duplicate(readEventID(ev)) {
+		r.buf.Duplicates++
+		return nil
+	}
+	switch e := ev.(type) {
+	case *EpisodeEvent:
+		r.addEpisode(e)
+	case *StepEvent:
+		r.addStep(e)
+	case *RewardEvent:
+		r.addReward(e)
+	}
+	return nil
+}
+
+func readEventID(ev any) string {
+	switch e := ev.(type) {
+	case *EpisodeEvent:
+		return e.ID
+	case *StepEvent:
+		return e.ID
+	case *RewardEvent:
+		return e.ID
+	}
+	return ""
+}
+
+// duplicate reports whether id was read before, and remembers it. An event without
+// an id cannot be told apart from another, so it is always kept.
+func (r *episodeReader) duplicate(id string) bool {
+	if id == "" {
+		return false
+	}
+	if _, ok := r.seen[id]; ok {
+		return true
+	}
+	r.seen[id] = struct{}{}
+	return false
+}
+
+func (r *episodeReader) episode(id string) *readEpisode {
+	e := r.episodes[id]
+	if e == nil {
+		e = &readEpisode{ep: &Episode{ID: id}}
+		r.episodes[id] = e
+	}
+	return e
+}
+
+// addEpisode takes the first episode event of an episode; another one (re-sent
+// under a new id) describes the same run.
+func (r *episodeReader) addEpisode(ev *EpisodeEvent) {
+	e := r.episode(ev.EpisodeID)
+	if e.opened {
+		return
+	}
+	e.opened = true
+	ep := e.ep
+	ep.TaskID, ep.Task, ep.Arm, ep.Model = ev.TaskID, ev.Task, ev.Arm, ev.Model
+	ep.Context, ep.ContextSource, ep.Protocol = ev.Context, ev.ContextSource, ev.Protocol
+	ep.StartedAt = ev.StartedAt
+}
+
+func (r *episodeReader) addStep(ev *StepEvent) {
+	e := r.episode(ev.EpisodeID)
+	s := readStep{turn: ev.Turn, at: ev.At, augment: ev.Timing.Augment, ok: ev.Contributes()}
+	if s.ok {
+		s.usage, s.messages, s.response = ev.Usage, ev.Messages, ev.Response
+	}
+	e.steps = append(e.steps, s)
+}
+
+// addReward keeps the latest verdict: feedback sent again replaces the earlier one.
+// On equal times the later event in scan order wins.
+func (r *episodeReader) addReward(ev *RewardEvent) {
+	e := r.episode(ev.EpisodeID)
+	if e.reward && ev.At.Before(e.ep.RewardAt) {
+		return
+	}
+	e.reward = true
+	v := ev.Reward
+	e.ep.Reward, e.ep.Success, e.ep.Metadata, e.ep.RewardAt = &v, ev.Success, ev.Metadata, ev.At
+}
+
+// finish reassembles every episode and orders them.
+func (r *episodeReader) finish() *Buffer {
+	b := &r.buf
+	b.Episodes = make([]*Episode, 0, len(r.episodes))
+	for _, e := range r.episodes {
+		if !e.opened && len(e.steps) == 0 {
+			b.Orphans++
+			continue
+		}
+		b.Episodes = append(b.Episodes, e.assemble())
+	}
+	r.episodes, r.seen = nil, nil
+	slices.SortFunc(b.Episodes, func(x, y *Episode) int {
+		if c := x.StartedAt.Compare(y.StartedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(x.ID, y.ID)
+	})
+	b.byID = make(map[string]*Episode, len(b.Episodes))
+	for _, ep := range b.Episodes {
+		b.byID[ep.ID] = ep
+	}
+	return b
+}
+
+// assemble builds the trajectory: steps by turn (ties by time, then scan order),
+// each contributing step's new messages followed by its answer. It releases the
+// steps, which are only needed until here.
+func (e *readEpisode) assemble() *Episode {
+	ep := e.ep
+	steps := e.steps
+	e.steps = nil
+	if len(steps) == 0 {
+		return ep
+	}
+	slices.SortStableFunc(steps, func(x, y readStep) int {
+		if c := cmp.Compare(x.turn, y.turn); c != 0 {
+			return c
+		}
+		return x.at.Compare(y.at)
+	})
+	if ep.StartedAt.IsZero() {
+		ep.StartedAt = steps[0].at
+	}
+	ep.AugmentMs = steps[0].augment
+	ep.Messages = make([]protocol.Message, 0, readMessageCount(steps))
+	for _, s := range steps {
+		if !s.ok {
+			continue
+		}
+		ep.Messages = append(ep.Messages, s.messages...)
+		if s.response != nil {
+			ep.Messages = append(ep.Messages, *s.response)
+		}
+		ep.Steps++
+		ep.Usage.InputTokens += s.usage.InputTokens
+		ep.Usage.OutputTokens += s.usage.OutputTokens
+		ep.EndedAt = s.at
+	}
+	return ep
+}
+
+func readMessageCount(steps []readStep) int {
+	n := 0
+	for _, s := range steps {
+		n += len(s.messages)
+		if s.response != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Tasks groups the episodes by TaskID, tasks sorted by ID, episodes in Buffer order.
+// Episodes without a task id (their episode event is missing) form the task "".
+func (b *Buffer) Tasks() []*Task {
+	byID := map[string]*Task{}
+	var tasks []*Task
+	for _, ep := range b.Episodes {
+		t := byID[ep.TaskID]
+		if t == nil {
+			t = &Task{ID: ep.TaskID}
+			byID[ep.TaskID] = t
+			tasks = append(tasks, t)
+		}
+		if t.Text == "" {
+			t.Text = ep.Task
+		}
+		t.Episodes = append(t.Episodes, ep)
+	}
+	slices.SortFunc(tasks, func(x, y *Task) int { return strings.Compare(x.ID, y.ID) })
+	return tasks
+}
+
+// Episode returns the episode with this id, or nil. A Buffer built by hand (no index)
+// is searched in order.
+func (b *Buffer) Episode(id string) *Episode {
+	if ep, ok := b.byID[id]; ok || len(b.byID) == len(b.Episodes) && b.byID != nil {
+		return ep
+	}
+	for _, ep := range b.Episodes {
+		if ep.ID == id {
+			return ep
+		}
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// s3MaxLine bounds the memory one corrupt object (gigabytes without a newline) can
+// make Scan allocate; real events are at most a few MB.
+const s3MaxLine = 64 << 20
+
+// s3ContentType is the Content-Type of every object the S3 sink writes.
+const s3ContentType = "application/x-ndjson"
+
+// S3Sink writes each batch as one gzip-compressed JSON Lines object, keyed by time
+// and writer so that keys sort in time order and writers never collide:
+//
+//	<prefix>/<yyyy>/<mm>/<dd>/<hh>/<20-digit unix nanos>-<writer>-<6-digit seq>.jsonl.gz
+type S3Sink struct {
+	client *s3.Client
+	bucket string
+	prefix string // no leading or trailing "/"
+	writer string // safe for a key
+	seq    atomic.Uint64
+	now    func() time.Time
+}
+
+// NewS3Sink returns a sink that puts objects into bucket under prefix. writer names
+// this process in the keys (characters other than letters, digits, ".", "_" and "-"
+// become "_").
+func NewS3Sink(client *s3.Client, bucket, prefix, writer string) *S3Sink {
+	return &S3Sink{client: client, bucket: bucket, prefix: cleanS3Prefix(prefix), writer: keySafe(writer), now: time.Now}
+}
+
+// Name is the sink's metric label.
+func (s *S3Sink) Name() string { return "s3" }
+
+// BatchPolicy: few, large objects — 5000 events, or every 5 seconds.
+func (s *S3Sink) BatchPolicy() BatchPolicy {
+	return BatchPolicy{MaxEvents: 5000, MaxWait: 5 * time.Second}
+}
+
+// Write puts the batch as one object. A retried batch becomes a second object with
+// the same events; readers drop duplicates by event id.
+func (s *S3Sink) Write(ctx context.Context, lines [][]byte) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	for _, line := range lines {
+		_, _ = zw.Write(line)
+		_, _ = zw.Write([]byte{'\n'})
+	}
+	if err := zw.Close(); err != nil {
+		return fmt.Errorf("s3 sink: gzip: %w", err)
+	}
+	key := s.key(s.now(), s.seq.Add(1)-1)
+	body := buf.Bytes()
+	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket:        aws.String(s.bucket),
+		Key:           aws.String(key),
+		Body:          bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))),
+		ContentType:   aws.String(s3ContentType),
+	})
+	if err != nil {
+		return fmt.Errorf("s3 put s3://%s/%s: %w", s.bucket, key, err)
+	}
+	return nil
+}
+
+// key is the object key of a batch written at t with sequence number seq.
+func (s *S3Sink) key(t time.Time, seq uint64) string {
+	t = t.UTC()
+	name := fmt.Sprintf("%04d/%02d/%02d/%02d/%020d-%s-%06d.jsonl.gz",
+		t.Year(), int(t.Month()), t.Day(), t.Hour(), t.UnixNano(), s.writer, seq%1000000)
+	if s.prefix == "" {
+		return name
+	}
+	return s.prefix + "/" + name
+}
+
+// Close does nothing: the client holds no resource that needs releasing.
+func (s *S3Sink) Close() error { return nil }
+
+// S3Source reads back every object under a prefix, as the S3 sink writes them.
+type S3Source struct {
+	client   *s3.Client
+	bucket   string
+	prefix   string
+	pageSize int32 // keys per ListObjectsV2 page; 0 = the server's default (1000)
+}
+
+// NewS3Source returns a source over the objects of bucket under prefix.
+func NewS3Source(client *s3.Client, bucket, prefix string) *S3Source {
+	return &S3Source{client: client, bucket: bucket, prefix: cleanS3Prefix(prefix)}
+}
+
+// Scan lists the objects under the prefix in key order (which is time order for the
+// sink's keys), and calls fn with every line of each, gunzipped. An object that is
+// not gzip JSON Lines is an error naming its key. Zero-byte "folder" keys ending in
+// "/" are skipped.
+func (s *S3Source) Scan(ctx context.Context, fn func(line []byte) error) error {
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket)}
+	if s.pageSize > 0 {
+		in.MaxKeys = aws.Int32(s.pageSize)
+	}
+	if s.prefix != "" {
+		in.Prefix = aws.String(s.prefix + "/")
+	}
+	pages := s3.NewListObjectsV2Paginator(s.client, in)
+	var buf []byte
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("s3 list s3://%s/%s: %w", s.bucket, s.prefix, err)
+		}
+		keys := make([]string, 0, len(page.Contents))
+		for _, o := range page.Contents {
+			k := aws.ToString(o.Key)
+			if strings.HasSuffix(k, "/") && aws.ToInt64(o.Size) == 0 {
+				continue
+			}
+			keys = append(keys, k)
+		}
+		slices.Sort(keys) // S3 lists in key order already; stores that do not still work
+		for _, k := range keys {
+			if buf, err = s.scanObject(ctx, k, buf, fn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// errFn marks an error returned by Scan's callback, so that it is passed on as is.
+type errFn struct{ err error }
+
+func (e errFn) Error() string { return e.err.Error() }
+
+// scanObject reads one object and calls fn with each of its lines. buf is reused
+// between objects and returned.
+func (s *S3Source) scanObject(ctx context.Context, key string, buf []byte, fn func([]byte) error) ([]byte, error) {
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)},
+		func(o *s3.Options) { o.DisableLogOutputChecksumValidationSkipped = true })
+	if err != nil {
+		return buf, fmt.Errorf("s3 get s3://%s/%s: %w", s.bucket, key, err)
+	}
+	defer out.Body.Close()
+	buf, err = gunzipLines(out.Body, buf, func(line []byte) error {
+		if err := fn(line); err != nil {
+			return errFn{err}
+		}
+		return nil
+	})
+	if fe, ok := errors.AsType[errFn](err); ok {
+		return buf, fe.err
+	}
+	if err != nil {
+		return buf, fmt.Errorf("s3 object s3://%s/%s is not gzip JSON Lines: %w", s.bucket, key, err)
+	}
+	return buf, nil
+}
+
+// gunzipLines calls fn with each non-empty line of the gzip stream r (a last line
+// may lack its "\n"; a "\r" before the "\n" is dropped). buf is scratch space,
+// returned for reuse.
+func gunzipLines(r io.Reader, buf []byte, fn func([]byte) error) ([]byte, error) {
+	zr, err := gzip.NewReader(bufio.NewReaderSize(r, 64<<10))
+	if err != nil {
+		return buf, err
+	}
+	br := bufio.NewReaderSize(zr, 64<<10)
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line := chunk
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A long line: gather it in buf.
+			buf = append(buf[:0], chunk...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				if len(buf) > s3MaxLine {
+					return buf[:0], fmt.Errorf("a line is longer than %d MiB", s3MaxLine>>20)
+				}
+				chunk, err = br.ReadSlice('\n')
+				buf = append(buf, chunk...)
+			}
+			line = buf
+		}
+		if err != nil && err != io.EOF {
+			return buf, err
+		}
+		line = bytes.TrimSuffix(line, []byte{'\n'})
+		line = bytes.TrimSuffix(line, []byte{'\r'})
+		if len(line) > 0 {
+			if ferr := fn(line); ferr != nil {
+				return buf, ferr
+			}
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+	}
+}
+
+// cleanS3Prefix drops leading and trailing slashes.
+func cleanS3Prefix(p string) string { return strings.Trim(p, "/") }
+
+// keySafe keeps letters, digits, ".", "_" and "-", and replaces anything else by "_".
+func keySafe(s string) string {
+	if s == "" {
+		return "writer"
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}

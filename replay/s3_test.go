@@ -1,0 +1,274 @@
+package replay
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/camproxy/camproxy/internal/testkit"
+)
+
+// s3Env keeps the AWS SDK hermetic: static test credentials and region from the
+// environment, no shared config files, no instance metadata.
+func s3Env(t *testing.T) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("AWS_ACCESS_KEY_ID", testkit.S3AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", testkit.S3SecretKey)
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_REGION", testkit.S3Region)
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_CONFIG_FILE", dir+"/config")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", dir+"/credentials")
+	t.Setenv("AWS_ENDPOINT_URL", "")
+	t.Setenv("AWS_ENDPOINT_URL_S3", "")
+}
+
+func newTestS3(t *testing.T, buckets ...string) *testkit.S3 {
+	t.Helper()
+	s3Env(t)
+	fake := testkit.NewS3(buckets...)
+	t.Cleanup(fake.Close)
+	return fake
+}
+
+func listKeys(t *testing.T, c *s3.Client, bucket, prefix string) []string {
+	t.Helper()
+	out, err := c.ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	var keys []string
+	for _, o := range out.Contents {
+		keys = append(keys, aws.ToString(o.Key))
+	}
+	return keys
+}
+
+var s3KeyRE = regexp.MustCompile(`^runs/a/(\d{4})/(\d{2})/(\d{2})/(\d{2})/(\d{20})-host-1_x-(\d{6})\.jsonl\.gz$`)
+
+func TestS3SinkWriteScan(t *testing.T) {
+	fake := newTestS3(t, "replay")
+	c := fake.Client()
+	sink := NewS3Sink(c, "replay", "/runs/a/", "host-1/x") // slashes trimmed; the writer made key-safe
+	if sink.Name() != "s3" {
+		t.Errorf("Name = %q", sink.Name())
+	}
+	if p := sink.BatchPolicy(); p.MaxEvents != 5000 || p.MaxWait != 5*time.Second {
+		t.Errorf("BatchPolicy = %+v", p)
+	}
+	var want [][]byte
+	for i := 0; i < 4; i++ {
+		batch := testLines(i*300, 300)
+		if err := sink.Write(t.Context(), batch); err != nil {
+			t.Fatalf("Write %d: %v", i, err)
+		}
+		want = append(want, batch...)
+	}
+	if err := sink.Write(t.Context(), nil); err != nil {
+		t.Fatalf("empty Write: %v", err)
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	keys := listKeys(t, c, "replay", "")
+	if len(keys) != 4 {
+		t.Fatalf("%d objects, want one per batch: %v", len(keys), keys)
+	}
+	for i, k := range keys {
+		m := s3KeyRE.FindStringSubmatch(k)
+		if m == nil {
+			t.Fatalf("key %q does not match %s", k, s3KeyRE)
+		}
+		nanos, _ := strconv.ParseInt(m[5], 10, 64)
+		at := time.Unix(0, nanos).UTC()
+		if got := m[1] + "/" + m[2] + "/" + m[3] + "/" + m[4]; got != at.Format("2006/01/02/15") {
+			t.Errorf("key %q: date path %s, but the nanos say %s", k, got, at.Format("2006/01/02/15"))
+		}
+		if time.Since(at) > time.Minute || time.Since(at) < 0 {
+			t.Errorf("key %q: time %v is not now", k, at)
+		}
+		if seq, _ := strconv.Atoi(m[6]); seq != i {
+			t.Errorf("key %q: seq %d, want %d", k, seq, i)
+		}
+	}
+
+	head, err := c.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String("replay"), Key: aws.String(keys[0])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := aws.ToString(head.ContentType); ct != "application/x-ndjson" {
+		t.Errorf("Content-Type = %q", ct)
+	}
+	if ce := aws.ToString(head.ContentEncoding); ce != "" {
+		t.Errorf("Content-Encoding = %q, want none", ce)
+	}
+
+	// The object is gzip of the lines, each ending in "\n".
+	obj, err := c.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String("replay"), Key: aws.String(keys[1])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(obj.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	_ = obj.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(raw) != string(bytes.Join(want[300:600], []byte("\n")))+"\n" {
+		t.Errorf("object body is not the batch's lines:\n%.200s", raw)
+	}
+
+	checkLines(t, scanAll(t, NewS3Source(c, "replay", "runs/a")), want)
+	checkLines(t, scanAll(t, NewS3Source(c, "replay", "/runs/")), want)
+	if got := scanAll(t, NewS3Source(c, "replay", "runs/b")); len(got) != 0 {
+		t.Errorf("other prefix scanned %d lines", len(got))
+	}
+	// "runs/a" must not match "runs/ab".
+	if err := NewS3Sink(c, "replay", "runs/ab", "w").Write(t.Context(), testLines(9000, 1)); err != nil {
+		t.Fatal(err)
+	}
+	checkLines(t, scanAll(t, NewS3Source(c, "replay", "runs/a")), want)
+}
+
+func TestS3SinkKeyFormat(t *testing.T) {
+	s := NewS3Sink(nil, "b", "p/q", "")
+	at := time.Date(2026, 3, 4, 5, 6, 7, 89, time.FixedZone("X", 3*3600))
+	if got, want := s.key(at, 1234567), "p/q/2026/03/04/02/01772589967000000089-writer-234567.jsonl.gz"; got != want {
+		t.Errorf("key = %q, want %q", got, want)
+	}
+	s = NewS3Sink(nil, "b", "", "w")
+	if got := s.key(time.Unix(0, 5).UTC(), 7); got != "1970/01/01/00/00000000000000000005-w-000007.jsonl.gz" {
+		t.Errorf("key without prefix = %q", got)
+	}
+}
+
+func TestS3SinkScanManyObjects(t *testing.T) {
+	fake := newTestS3(t, "replay")
+	c := fake.Client()
+	sink := NewS3Sink(c, "replay", "p", "w")
+	var want [][]byte
+	for i := 0; i < 7; i++ {
+		b := testLines(i*3, 3)
+		if err := sink.Write(t.Context(), b); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, b...)
+	}
+	src := NewS3Source(c, "replay", "p")
+	src.pageSize = 2 // four ListObjectsV2 pages
+	before := fake.Requests()
+	checkLines(t, scanAll(t, src), want)
+	if n := fake.Requests() - before; n != 4+7 {
+		t.Errorf("scan made %d requests, want 4 lists and 7 gets", n)
+	}
+}
+
+func TestS3SinkRefused(t *testing.T) {
+	fake := newTestS3(t, "replay")
+	c := fake.Client()
+	sink := NewS3Sink(c, "replay", "p", "w")
+	if err := sink.Write(t.Context(), testLines(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	fake.Refuse(true)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	err := sink.Write(ctx, testLines(2, 2))
+	if err == nil {
+		t.Fatal("Write to a refusing S3 succeeded")
+	}
+	if !strings.Contains(err.Error(), "SlowDown") || !strings.Contains(err.Error(), "503") {
+		t.Errorf("error does not carry S3's answer: %v", err)
+	}
+	if err := NewS3Source(c, "replay", "p").Scan(ctx, func([]byte) error { return nil }); err == nil {
+		t.Error("Scan of a refusing S3 succeeded")
+	}
+	fake.Refuse(false)
+	if err := sink.Write(t.Context(), testLines(2, 2)); err != nil {
+		t.Fatalf("Write after Refuse(false): %v", err)
+	}
+	checkLines(t, scanAll(t, NewS3Source(c, "replay", "p")), testLines(0, 4))
+}
+
+func TestS3SourceCorruptObject(t *testing.T) {
+	fake := newTestS3(t, "replay")
+	c := fake.Client()
+	if err := NewS3Sink(c, "replay", "p", "w").Write(t.Context(), testLines(0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	for key, body := range map[string][]byte{
+		"p/9999/junk.jsonl.gz": []byte(`{"v":1}` + "\n"), // not gzip
+		"p/9999/trunc.jsonl.gz": func() []byte { // gzip cut short
+			var b bytes.Buffer
+			zw := gzip.NewWriter(&b)
+			_, _ = zw.Write(bytes.Repeat([]byte("x\n"), 1000))
+			_ = zw.Close()
+			return b.Bytes()[:b.Len()-6]
+		}(),
+	} {
+		if _, err := c.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String("replay"), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		err := NewS3Source(c, "replay", "p").Scan(t.Context(), func([]byte) error { n++; return nil })
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Fatalf("Scan over %s = %v; want an error naming the key", key, err)
+		}
+		if n < 3 {
+			t.Errorf("only %d lines before the corrupt object", n)
+		}
+		if _, err := c.DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String("replay"), Key: aws.String(key)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A folder marker is skipped; the callback's error comes back as is.
+	if _, err := c.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String("replay"), Key: aws.String("p/"), Body: bytes.NewReader(nil)}); err != nil {
+		t.Fatal(err)
+	}
+	stop := errors.New("stop")
+	if err := NewS3Source(c, "replay", "p").Scan(t.Context(), func([]byte) error { return stop }); err != stop {
+		t.Fatalf("Scan = %v, want the callback's error", err)
+	}
+	if got := scanAll(t, NewS3Source(c, "replay", "p")); len(got) != 3 {
+		t.Fatalf("scanned %d lines, want 3", len(got))
+	}
+}
+
+func TestGunzipLines(t *testing.T) {
+	long := strings.Repeat("y", 200<<10) // longer than the line reader's buffer
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	_, _ = io.WriteString(zw, "a\n\n"+long+"\r\nb\n"+long+"z")
+	_ = zw.Close()
+	var got []string
+	if _, err := gunzipLines(&b, nil, func(l []byte) error { got = append(got, string(l)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a", long, "b", long + "z"}
+	if len(got) != len(want) {
+		t.Fatalf("got %d lines, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d: %d bytes, want %d", i, len(got[i]), len(want[i]))
+		}
+	}
+}

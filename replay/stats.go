@@ -1,0 +1,147 @@
+package replay
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Stats summarises a replay buffer: enough to tell, before training, whether there
+// are several rewarded runs per task (what contrastive reflection needs) and how the
+// arms compare.
+type Stats struct {
+	Episodes      int         `json:"episodes"`
+	Tasks         int         `json:"tasks"`
+	Rewarded      int         `json:"rewarded"`
+	RunsPerTask   RunsPerTask `json:"runs_per_task"`
+	RewardedShare float64     `json:"rewarded_share"` // Rewarded / Episodes
+	MeanReward    float64     `json:"mean_reward"`    // over rewarded episodes
+	SuccessRate   float64     `json:"success_rate"`   // successes / rewarded episodes
+	Arms          []ArmStats  `json:"arms"`           // by arm name
+	Skipped       int         `json:"skipped"`        // lines the reader could not use
+	Duplicates    int         `json:"duplicates"`     // events dropped as repeats
+}
+
+// RunsPerTask is the spread of episodes per task. Median is the lower middle value
+// for an even number of tasks, so it is always a count that occurs.
+type RunsPerTask struct {
+	Min    int `json:"min"`
+	Median int `json:"median"`
+	Max    int `json:"max"`
+}
+
+// ArmStats is one arm's share of the buffer and its outcome.
+type ArmStats struct {
+	Arm         string  `json:"arm"`
+	Episodes    int     `json:"episodes"`
+	Rewarded    int     `json:"rewarded"`
+	MeanReward  float64 `json:"mean_reward"`  // over rewarded episodes
+	SuccessRate float64 `json:"success_rate"` // successes / rewarded episodes
+}
+
+// tally accumulates rewards; both the totals and each arm use it.
+type tally struct {
+	episodes, rewarded, successes int
+	rewardSum                     float64
+}
+
+func (t *tally) add(e *Episode) {
+	t.episodes++
+	if e.Reward == nil {
+		return
+	}
+	t.rewarded++
+	t.rewardSum += *e.Reward
+	if e.Success != nil && *e.Success {
+		t.successes++
+	}
+}
+
+func (t *tally) mean() float64 { return ratio(t.rewardSum, t.rewarded) }
+func (t *tally) rate() float64 { return ratio(float64(t.successes), t.rewarded) }
+
+func ratio(num float64, den int) float64 {
+	if den == 0 {
+		return 0
+	}
+	return num / float64(den)
+}
+
+// ComputeStats summarises b.
+func ComputeStats(b *Buffer) Stats {
+	var all tally
+	arms := map[string]*tally{}
+	for _, e := range b.Episodes {
+		all.add(e)
+		if arms[e.Arm] == nil {
+			arms[e.Arm] = &tally{}
+		}
+		arms[e.Arm].add(e)
+	}
+	tasks := b.Tasks()
+	return Stats{
+		Episodes: all.episodes, Tasks: len(tasks), Rewarded: all.rewarded,
+		RunsPerTask:   runsPerTask(tasks),
+		RewardedShare: ratio(float64(all.rewarded), all.episodes),
+		MeanReward:    all.mean(), SuccessRate: all.rate(),
+		Arms:    armStats(arms),
+		Skipped: b.Skipped, Duplicates: b.Duplicates,
+	}
+}
+
+func runsPerTask(tasks []*Task) RunsPerTask {
+	if len(tasks) == 0 {
+		return RunsPerTask{}
+	}
+	n := make([]int, len(tasks))
+	for i, t := range tasks {
+		n[i] = len(t.Episodes)
+	}
+	slices.Sort(n)
+	return RunsPerTask{Min: n[0], Median: n[(len(n)-1)/2], Max: n[len(n)-1]}
+}
+
+func armStats(arms map[string]*tally) []ArmStats {
+	out := make([]ArmStats, 0, len(arms))
+	for name, t := range arms {
+		out = append(out, ArmStats{Arm: name, Episodes: t.episodes, Rewarded: t.rewarded, MeanReward: t.mean(), SuccessRate: t.rate()})
+	}
+	slices.SortFunc(out, func(a, b ArmStats) int { return strings.Compare(a.Arm, b.Arm) })
+	return out
+}
+
+// WriteText prints the stats as two aligned tables: the buffer as a whole, then one
+// line per arm.
+func (s Stats) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "episodes\t%d\n", s.Episodes)
+	fmt.Fprintf(tw, "tasks\t%d\n", s.Tasks)
+	fmt.Fprintf(tw, "runs per task\tmin %d, median %d, max %d\n", s.RunsPerTask.Min, s.RunsPerTask.Median, s.RunsPerTask.Max)
+	fmt.Fprintf(tw, "rewarded\t%d (%.1f%%)\n", s.Rewarded, 100*s.RewardedShare)
+	fmt.Fprintf(tw, "mean reward\t%.3f\n", s.MeanReward)
+	fmt.Fprintf(tw, "success rate\t%.1f%%\n", 100*s.SuccessRate)
+	fmt.Fprintf(tw, "skipped lines\t%d\n", s.Skipped)
+	fmt.Fprintf(tw, "duplicates\t%d\n", s.Duplicates)
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write stats: %w", err)
+	}
+	return s.writeArms(w)
+}
+
+func (s Stats) writeArms(w io.Writer) error {
+	if len(s.Arms) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w)
+	fmt.Fprint(tw, "arm\tepisodes\trewarded\tmean reward\tsuccess rate\n")
+	for _, a := range s.Arms {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.1f%%\n", a.Arm, a.Episodes, a.Rewarded, a.MeanReward, 100*a.SuccessRate)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write stats: %w", err)
+	}
+	return nil
+}

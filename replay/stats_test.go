@@ -1,0 +1,98 @@
+package replay
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// statsBuffer: tasks a (3 runs), b (1 run), c (2 runs); arms cam and baseline.
+func statsBuffer() *Buffer {
+	ep := func(id, task, arm string, reward *float64, success *bool) *Episode {
+		return &Episode{ID: id, TaskID: task, Arm: arm, Reward: reward, Success: success}
+	}
+	return &Buffer{
+		Episodes: []*Episode{
+			ep("1", "a", "cam", ptr(1.0), ptr(true)),
+			ep("2", "a", "cam", ptr(0.5), ptr(false)),
+			ep("3", "a", "baseline", ptr(0.0), ptr(false)),
+			ep("4", "b", "baseline", nil, nil),
+			ep("5", "c", "cam", nil, nil),
+			ep("6", "c", "baseline", ptr(1.0), nil), // a reward without a success flag
+		},
+		Skipped: 2, Duplicates: 7,
+	}
+}
+
+func TestComputeStats(t *testing.T) {
+	got := ComputeStats(statsBuffer())
+	want := Stats{
+		Episodes: 6, Tasks: 3, Rewarded: 4,
+		RunsPerTask:   RunsPerTask{Min: 1, Median: 2, Max: 3},
+		RewardedShare: 4.0 / 6, MeanReward: 2.5 / 4, SuccessRate: 1.0 / 4,
+		Arms: []ArmStats{
+			{Arm: "baseline", Episodes: 3, Rewarded: 2, MeanReward: 0.5, SuccessRate: 0},
+			{Arm: "cam", Episodes: 3, Rewarded: 2, MeanReward: 0.75, SuccessRate: 0.5},
+		},
+		Skipped: 2, Duplicates: 7,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ComputeStats:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestComputeStatsEmpty(t *testing.T) {
+	got := ComputeStats(&Buffer{})
+	if got.Episodes != 0 || got.RewardedShare != 0 || got.MeanReward != 0 || got.RunsPerTask != (RunsPerTask{}) || len(got.Arms) != 0 {
+		t.Errorf("empty buffer: %+v", got)
+	}
+	var sb strings.Builder
+	if err := got.WriteText(&sb); err != nil || !strings.Contains(sb.String(), "episodes") {
+		t.Errorf("WriteText of empty stats: %v\n%s", err, sb.String())
+	}
+}
+
+func TestRunsPerTaskEvenMedian(t *testing.T) {
+	b := &Buffer{}
+	for i, task := range []string{"a", "b", "b", "c", "c", "c", "d", "d", "d", "d"} {
+		b.Episodes = append(b.Episodes, &Episode{ID: string(rune('0' + i)), TaskID: task})
+	}
+	if got := ComputeStats(b).RunsPerTask; got != (RunsPerTask{Min: 1, Median: 2, Max: 4}) {
+		t.Errorf("runs per task %+v", got)
+	}
+}
+
+func TestStatsWriteText(t *testing.T) {
+	var sb strings.Builder
+	if err := ComputeStats(statsBuffer()).WriteText(&sb); err != nil {
+		t.Fatal(err)
+	}
+	text := sb.String()
+	for _, frag := range []string{
+		"episodes       6", "tasks          3", "min 1, median 2, max 3", "rewarded       4 (66.7%)",
+		"mean reward    0.625", "success rate   25.0%", "skipped lines  2", "duplicates     7",
+		"arm       episodes  rewarded  mean reward  success rate",
+		"baseline  3         2         0.500        0.0%",
+		"cam       3         2         0.750        50.0%",
+	} {
+		if !strings.Contains(text, frag) {
+			t.Errorf("text lacks %q:\n%s", frag, text)
+		}
+	}
+}
+
+func TestStatsJSON(t *testing.T) {
+	b, err := json.Marshal(ComputeStats(statsBuffer()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, frag := range []string{
+		`"episodes":6`, `"tasks":3`, `"rewarded":4`, `"runs_per_task":{"min":1,"median":2,"max":3}`,
+		`"mean_reward":0.625`, `"success_rate":0.25`, `"arms":[{"arm":"baseline"`, `"skipped":2`, `"duplicates":7`,
+	} {
+		if !strings.Contains(string(b), frag) {
+			t.Errorf("JSON lacks %s:\n%s", frag, b)
+		}
+	}
+}
