@@ -203,3 +203,16 @@ func (e *env) metric(name string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// newS3 starts an in-process S3 with a "replay" bucket and points the AWS default
+// credential chain at static test keys, so nothing reaches past loopback.
+func newS3(t *testing.T, accessKey, secretKey string) *testkit.S3 {
+	t.Helper()
+	s3 := testkit.NewS3("replay")
+	t.Cleanup(s3.Close)
+	t.Setenv("AWS_ACCESS_KEY_ID", accessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secretKey)
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	return s3
+}

@@ -191,12 +191,7 @@ func postFeedback(t *testing.T, admin, episode string, reward float64) {
 func TestTauBenchThroughProxy(t *testing.T) {
 	runs := loadTau(t)
 	requireRedis(t)
-	s3 := testkit.NewS3("replay")
-	defer s3.Close()
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTESTTESTTEST")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret-key-never-stored")
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	s3 := newS3(t, "AKIDTESTTESTTEST", "test-secret-key-never-stored")
 	stream := fmt.Sprintf("camproxy:test:%d", time.Now().UnixNano())
 	dir := t.TempDir()
 	sinks := []string{

@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/camproxy/camproxy/config"
-	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/replay"
 )
 
@@ -96,12 +95,7 @@ func eventIDs(t *testing.T, uri string) map[string]bool {
 // process; S3's events are still spooled at shutdown and the next process delivers them.
 func TestSinksDownLoseNothing(t *testing.T) {
 	pr := startPrivateRedis(t, 0)
-	s3 := testkit.NewS3("replay")
-	defer s3.Close()
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	s3 := newS3(t, "AKIDTEST", "secret")
 	dir := t.TempDir()
 	fileURI := "file://" + dir + "/replay"
 	redisURI := "redis://" + pr.addr() + "/0?stream=camproxy:replay"
