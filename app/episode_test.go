@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -125,7 +126,10 @@ func TestTwoProcessesShareRedis(t *testing.T) {
 	e2 := &env{t: t, up: e.up, cam: e.cam, app: second, base: "http://" + second.Addr()}
 
 	task := fmt.Sprintf("Upgrade reservation %d to business class.", time.Now().UnixNano())
+	// Same task (one cache key), different agents: their histories differ from the
+	// system prompt on, so stitching cannot confuse them.
 	a1, a2 := newAgent(task, false), newAgent(task, false)
+	a2.msgs[0] = json.RawMessage(`{"role":"system","content":"You are the second agent."}`)
 	var wg sync.WaitGroup
 	wg.Go(func() { e.turn(a1) })
 	wg.Go(func() { e2.turn(a2) })

@@ -48,3 +48,35 @@ var (
 	ErrMissingMessages = errors.New("request body has no \"messages\" array")
 	ErrNoTask          = errors.New("no task text found by any task rule")
 )
+
+// View is what the proxy reads of a call, whatever its wire API.
+type View struct {
+	Model    string    // as the client named it (for Bedrock: the decoded model id of the path)
+	Stream   bool      // the answer is a stream (SSE or AWS event stream)
+	Messages []Message // every message normalised; a top-level system prompt becomes messages[0]
+	Task     string    // "" when no task rule matched
+}
+
+// Request is a parsed call of one wire API: a read-only view, the splice that inserts
+// context into the original bytes, and a decoder for its answer.
+type Request interface {
+	// Parsed is the call's view. (Adapters embed View in their request type, so the
+	// method cannot be called View.)
+	Parsed() *View
+	// Splice returns a new body with text inserted per placement; every other byte of
+	// body (the body that was parsed) is unchanged.
+	Splice(body []byte, p Placement, text string) []byte
+	// Decoder returns a fresh decoder for this call's answer.
+	Decoder() Decoder
+}
+
+// Decoder assembles an answer from the response bytes as they are relayed, in any
+// chunking. It never fails: bytes it cannot read leave the answer incomplete.
+type Decoder interface {
+	Write(p []byte) (int, error)
+	// Finished reports that the answer is complete: the final event of a stream, or a
+	// whole JSON body.
+	Finished() bool
+	Message() Message // role "assistant"
+	Usage() Usage
+}

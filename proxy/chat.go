@@ -12,7 +12,6 @@ import (
 	"github.com/camproxy/camproxy/augment"
 	"github.com/camproxy/camproxy/episode"
 	"github.com/camproxy/camproxy/protocol"
-	"github.com/camproxy/camproxy/protocol/openai"
 )
 
 // Inbound and outbound headers camproxy owns (DESIGN.md "Headers").
@@ -28,31 +27,46 @@ const (
 // treated like a missing one (fail open).
 const storeTimeout = 500 * time.Millisecond
 
-// serveChat is the augmented OpenAI chat-completions route.
-func (s *Server) serveChat(fc *fasthttp.RequestCtx) {
+// route is an augmented API: its protocol label, upstream, error shape and parser.
+type route struct {
+	proto string // metric label and the episode's protocol: openai, anthropic, bedrock
+	up    *Upstream
+	style Style
+	// parse reads the body; errSkip means "a body this adapter does not understand":
+	// it is forwarded untouched.
+	parse func(fc *fasthttp.RequestCtx, body []byte) (protocol.Request, error)
+}
+
+// errSkip marks a call camproxy forwards untouched because it cannot read its body.
+var errSkip = errors.New("body not understood; forwarded untouched")
+
+// serveAugmented runs the pipeline on one call of an augmented route.
+func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 	start := time.Now()
 	if !fc.IsPost() {
-		writeError(fc, &Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
-			Msg: "method " + string(fc.Method()) + " is not allowed on /v1/chat/completions; use POST"})
-		s.m.Requests.WithLabelValues("openai", "", statusLabel(http.StatusMethodNotAllowed)).Inc()
+		s.fail(fc, rt, &Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
+			Msg: "method " + string(fc.Method()) + " is not allowed on " + string(fc.Path()) + "; use POST"})
 		return
 	}
 	if string(fc.Request.Header.Peek(hdrSkip)) == "1" {
-		s.passthrough(fc, s.openai)
+		s.passthrough(fc, rt.up)
 		fc.Response.Header.Set(hdrContext, "skip")
 		return
 	}
 	body := fc.PostBody()
-	req, err := openai.Parse(body, s.rules)
-	if err != nil {
-		writeError(fc, badRequest("%v", err))
-		s.m.Requests.WithLabelValues("openai", "", statusLabel(http.StatusBadRequest)).Inc()
+	req, err := rt.parse(fc, body)
+	if errors.Is(err, errSkip) {
+		s.passthrough(fc, rt.up)
+		fc.Response.Header.Set(hdrContext, "skip")
 		return
 	}
-	c, e := s.beginTurn(fc, req, start)
+	if err != nil {
+		s.fail(fc, rt, badRequest("%v", err))
+		return
+	}
+	c, e := s.beginTurn(fc, rt, req, start)
 	if e != nil {
-		writeError(fc, e)
-		s.m.Requests.WithLabelValues("openai", "", statusLabel(e.Status)).Inc()
+		s.fail(fc, rt, e)
 		return
 	}
 	out := body
@@ -62,11 +76,17 @@ func (s *Server) serveChat(fc *fasthttp.RequestCtx) {
 	}
 	// Read before forwarding: once a stream starts, c belongs to the stream goroutine.
 	id, arm, source := c.ep.ID, c.ep.Arm, c.source
-	s.forward(fc, s.openai, out, true, c)
+	s.forward(fc, rt.up, out, true, rt.style, c)
 	h := &fc.Response.Header
 	h.Set(hdrEpisode, id)
 	h.Set(hdrArm, arm)
 	h.Set(hdrContext, source)
+}
+
+// fail answers a call camproxy refuses, in the route's error shape.
+func (s *Server) fail(fc *fasthttp.RequestCtx, rt *route, e *Error) {
+	writeError(fc, rt.style, e)
+	s.m.Requests.WithLabelValues(rt.proto, "", statusLabel(e.Status)).Inc()
 }
 
 func (s *Server) placementFor(arm string) Placement {
@@ -77,8 +97,9 @@ func (s *Server) placementFor(arm string) Placement {
 }
 
 // beginTurn finds or starts the call's episode and, for a new one, its arm and context.
-func (s *Server) beginTurn(fc *fasthttp.RequestCtx, req *openai.Request, start time.Time) (*chatCall, *Error) {
-	c := &chatCall{s: s, req: req, start: start, chain: episode.Chain(req.Messages)}
+func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, r protocol.Request, start time.Time) (*chatCall, *Error) {
+	req := r.Parsed()
+	c := &chatCall{s: s, proto: rt.proto, req: req, dec: r.Decoder(), start: start, chain: episode.Chain(req.Messages)}
 	id := string(fc.Request.Header.Peek(hdrEpisode))
 	if id != "" && !validID(id) {
 		return nil, badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrEpisode, len(id))
@@ -108,7 +129,7 @@ func (s *Server) beginTurn(fc *fasthttp.RequestCtx, req *openai.Request, start t
 	c.augment = time.Since(augStart)
 	now := time.Now().UTC()
 	ep := &episode.Episode{ID: id, TaskID: taskID, Task: req.Task, Arm: arm.Name, Context: text, ContextSource: source,
-		Protocol: "openai", Model: req.Model, StartedAt: now, UpdatedAt: now}
+		Protocol: rt.proto, Model: req.Model, StartedAt: now, UpdatedAt: now}
 	sctx, cancel := context.WithTimeout(s.base, storeTimeout)
 	defer cancel()
 	stored, created, err := s.episodes.Create(sctx, ep)
@@ -165,7 +186,7 @@ func (s *Server) findEpisode(id string, msgs []protocol.Message, chain []uint64)
 
 // resolveContext gets a new episode's context: cache, then the augmenter, all within
 // the augmenter's deadline. Any failure is fail-open: no context, never a failed call.
-func (s *Server) resolveContext(arm, name string, req *openai.Request, taskID string) (string, string) {
+func (s *Server) resolveContext(arm, name string, req *protocol.View, taskID string) (string, string) {
 	src, ok := s.augmenters[name]
 	if name == "none" || !ok {
 		return "", "none"
@@ -203,7 +224,8 @@ func validID(id string) bool {
 // chatCall is one call's state; as the tee it decodes the answer while it is relayed.
 type chatCall struct {
 	s       *Server
-	req     *openai.Request
+	proto   string
+	req     *protocol.View
 	start   time.Time
 	chain   []uint64
 	ep      *episode.Episode
@@ -213,16 +235,17 @@ type chatCall struct {
 	augment time.Duration
 	index   int // turn index: completed turns before this one
 
-	dec      openai.StreamDecoder
-	body     []byte // a non-streamed answer
+	dec      protocol.Decoder
+	status   int // the upstream's status, once its headers arrived
 	advanced bool
 	answer   protocol.Message
 	usage    protocol.Usage
 }
 
+func (c *chatCall) begin(status int) { c.status = status }
+
 func (c *chatCall) chunk(p []byte) {
-	if !c.req.Stream {
-		c.body = p
+	if c.status/100 != 2 {
 		return
 	}
 	_, _ = c.dec.Write(p)
@@ -235,24 +258,13 @@ func (c *chatCall) chunk(p []byte) {
 
 func (c *chatCall) done(status int, err error, ttfb time.Duration) {
 	s := c.s
-	if !c.req.Stream && c.body != nil && status/100 == 2 && err == nil {
-		if msg, usage, derr := openai.DecodeResponse(c.body); derr == nil {
-			c.usage = usage
-			c.advance(msg)
-		}
-	}
-	if c.req.Stream {
-		c.usage = c.dec.Usage()
-		if !c.advanced && err == nil && status/100 == 2 && c.dec.Finished() {
-			c.advance(c.dec.Message())
-		}
-	}
+	c.usage = c.dec.Usage()
 	if errors.Is(err, errClientGone) {
 		status = 499
 	}
 	total := time.Since(c.start)
-	s.m.Requests.WithLabelValues("openai", c.ep.Arm, statusLabel(status)).Inc()
-	s.m.RequestDuration.WithLabelValues("openai", c.ep.Arm).Observe(total.Seconds())
+	s.m.Requests.WithLabelValues(c.proto, c.ep.Arm, statusLabel(status)).Inc()
+	s.m.RequestDuration.WithLabelValues(c.proto, c.ep.Arm).Observe(total.Seconds())
 	if c.usage.InputTokens > 0 || c.usage.OutputTokens > 0 {
 		s.m.Tokens.WithLabelValues(c.ep.Arm, "input").Add(float64(c.usage.InputTokens))
 		s.m.Tokens.WithLabelValues(c.ep.Arm, "output").Add(float64(c.usage.OutputTokens))
@@ -261,6 +273,8 @@ func (c *chatCall) done(status int, err error, ttfb time.Duration) {
 		Response: c.answer, Usage: c.usage, Status: status, Augment: c.augment, TTFB: ttfb, Total: total, At: time.Now().UTC()}
 	if err != nil {
 		t.Error = err.Error()
+	} else if !c.advanced && status/100 == 2 {
+		t.Error = "answer incomplete: the upstream's response ended before its final event"
 	}
 	s.rec.Record(t)
 }

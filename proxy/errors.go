@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -52,25 +53,81 @@ func upstreamError(target string, err error) *Error {
 	}
 }
 
-// writeError renders e in the OpenAI error envelope, which every OpenAI-compatible SDK
-// surfaces with its message.
-func writeError(ctx *fasthttp.RequestCtx, e *Error) {
-	body := []byte(`{"error":{"message":"","type":"","param":null,"code":null}}`)
-	body, _ = sjson.SetBytes(body, "error.message", e.Error())
-	body, _ = sjson.SetBytes(body, "error.type", e.Type)
-	ctx.Response.Reset()
-	ctx.SetStatusCode(e.Status)
-	ctx.SetContentType("application/json")
-	ctx.SetBody(body)
+// Style is the error shape a client's SDK understands.
+type Style int
+
+const (
+	StyleOpenAI    Style = iota // {"error":{"message","type","param","code"}}
+	StyleAnthropic              // {"type":"error","error":{"type","message"}}
+	StyleAWS                    // {"message"} with x-amzn-ErrorType, as the AWS SDKs read it
+)
+
+// styleFor picks the error shape from the raw path, for failures before routing.
+func styleFor(fc *fasthttp.RequestCtx) Style {
+	p := fc.URI().PathOriginal()
+	switch {
+	case bytes.HasPrefix(p, []byte("/model/")):
+		return StyleAWS
+	case bytes.HasPrefix(p, []byte("/v1/messages")):
+		return StyleAnthropic
+	}
+	return StyleOpenAI
+}
+
+// writeError renders e in the shape the client's SDK surfaces with its message.
+func writeError(fc *fasthttp.RequestCtx, st Style, e *Error) {
+	var body []byte
+	switch st {
+	case StyleAWS:
+		body, _ = sjson.SetBytes([]byte(`{"message":""}`), "message", e.Error())
+	case StyleAnthropic:
+		body, _ = sjson.SetBytes([]byte(`{"type":"error","error":{"type":"","message":""}}`), "error.message", e.Error())
+		body, _ = sjson.SetBytes(body, "error.type", anthropicType(e))
+	default:
+		body, _ = sjson.SetBytes([]byte(`{"error":{"message":"","type":"","param":null,"code":null}}`), "error.message", e.Error())
+		body, _ = sjson.SetBytes(body, "error.type", e.Type)
+	}
+	fc.Response.Reset()
+	fc.SetStatusCode(e.Status)
+	fc.SetContentType("application/json")
+	if st == StyleAWS {
+		fc.Response.Header.Set("X-Amzn-Errortype", awsType(e.Status))
+	}
+	fc.SetBody(body)
+}
+
+// awsType is the exception name an AWS SDK maps to its error type.
+func awsType(status int) string {
+	switch status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusMethodNotAllowed:
+		return "ValidationException"
+	case http.StatusGatewayTimeout:
+		return "ModelTimeoutException"
+	case http.StatusBadGateway, http.StatusServiceUnavailable:
+		return "ServiceUnavailableException"
+	}
+	return "InternalServerException"
+}
+
+func anthropicType(e *Error) string {
+	switch {
+	case e.Status == http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case e.Status < 500:
+		return "invalid_request_error"
+	case e.Status == http.StatusGatewayTimeout:
+		return "timeout_error"
+	}
+	return "api_error"
 }
 
 // serverError is fasthttp's ErrorHandler: failures before the handler runs (too large,
-// malformed HTTP) still get an envelope that names the problem.
+// malformed HTTP) still get an error that names the problem.
 func (s *Server) serverError(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		writeError(ctx, &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+		writeError(ctx, styleFor(ctx), &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
 			Msg: fmt.Sprintf("request body is larger than server.max_body_bytes (%d bytes)", s.maxBody)})
 		return
 	}
-	writeError(ctx, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Msg: "malformed HTTP request", Err: err})
+	writeError(ctx, styleFor(ctx), &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Msg: "malformed HTTP request", Err: err})
 }

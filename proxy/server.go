@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,8 @@ type Options struct {
 	Logger       *slog.Logger
 	Metrics      *metrics.Metrics
 	OpenAI       *Upstream
+	Anthropic    *Upstream // nil: /v1/messages is passed to OpenAI's upstream untouched
+	Bedrock      *Upstream // nil: /model/… is passed through untouched
 	Transport    http.RoundTripper
 	TaskRules    []protocol.TaskRule
 	Placement    Placement // default placement
@@ -70,6 +73,10 @@ type Server struct {
 	log        *slog.Logger
 	m          *metrics.Metrics
 	openai     *Upstream
+	anthropic  *Upstream
+	bedrock    *Upstream
+
+	openaiRoute, anthropicRoute, bedrockRoute *route
 	client     *http.Client
 	rules      []protocol.TaskRule
 	placement  Placement
@@ -97,7 +104,7 @@ func New(o Options) *Server {
 		rec = nopRecorder{}
 	}
 	s := &Server{
-		log: o.Logger, m: o.Metrics, openai: o.OpenAI,
+		log: o.Logger, m: o.Metrics, openai: o.OpenAI, anthropic: o.Anthropic, bedrock: o.Bedrock,
 		client: &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse // relay redirects, never follow them to another host
 		}},
@@ -106,6 +113,7 @@ func New(o Options) *Server {
 		base: base, cancelBase: cancel,
 		bufs: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }},
 	}
+	s.buildRoutes()
 	s.srv = &fasthttp.Server{
 		Handler:               s.handle,
 		ErrorHandler:          s.serverError,
@@ -138,19 +146,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Handler exposes the request handler (for in-memory tests and benchmarks).
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 
-func (s *Server) handle(ctx *fasthttp.RequestCtx) {
-	switch string(ctx.Path()) {
-	case "/v1/chat/completions":
-		s.serveChat(ctx)
-	default:
-		s.passthrough(ctx, s.openai)
+func (s *Server) handle(fc *fasthttp.RequestCtx) {
+	if rt := s.route(fc); rt != nil {
+		s.serveAugmented(fc, rt)
+		return
 	}
+	s.passthrough(fc, s.passUpstream(fc))
 }
 
 // passthrough forwards a route camproxy does not augment, untouched.
 func (s *Server) passthrough(fc *fasthttp.RequestCtx, up *Upstream) {
 	start := time.Now()
-	res := s.forward(fc, up, fc.PostBody(), false, nil)
+	res := s.forward(fc, up, fc.PostBody(), false, styleFor(fc), nil)
 	s.m.Requests.WithLabelValues(up.Name, "", statusLabel(res.status)).Inc()
 	s.m.RequestDuration.WithLabelValues(up.Name, "").Observe(time.Since(start).Seconds())
 }
@@ -158,6 +165,7 @@ func (s *Server) passthrough(fc *fasthttp.RequestCtx, up *Upstream) {
 // tee receives a copy of each response chunk before the client does, so the answer can
 // be decoded (and the episode advanced) without holding the stream back.
 type tee interface {
+	begin(status int) // the upstream's status, before any chunk
 	chunk(p []byte)
 	// done is called once, after the last byte was relayed or the stream failed.
 	done(status int, err error, ttfb time.Duration)
@@ -172,13 +180,13 @@ type forwardResult struct {
 // forward sends body upstream and relays the answer to the client: buffered for plain
 // JSON answers, chunk by chunk for streams. t (optional) sees every byte. For streams
 // forward returns before the body is relayed; t.done reports the end.
-func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, identity bool, t tee) forwardResult {
+func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, identity bool, st Style, t tee) forwardResult {
 	uctx, cancel := context.WithCancel(s.base)
 	req, err := up.newRequest(uctx, fc, body, identity)
 	if err != nil {
 		cancel()
-		e := &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Msg: "cannot forward request", Err: err}
-		writeError(fc, e)
+		e := &Error{Status: http.StatusBadGateway, Type: "upstream_request", Msg: "cannot build the upstream request", Err: err}
+		writeError(fc, st, e)
 		return s.finishEarly(t, e)
 	}
 	start := time.Now()
@@ -186,14 +194,17 @@ func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, ide
 	ttfb := time.Since(start)
 	if err != nil {
 		cancel()
-		e := upstreamError(up.Base.Host, err)
+		e := upstreamError(req.URL.Host, err)
 		s.log.Warn("upstream call failed", "upstream", up.Name, "status", e.Status, "err", err)
-		writeError(fc, e)
+		writeError(fc, st, e)
 		return s.finishEarly(t, e)
 	}
 	s.m.UpstreamTTFB.WithLabelValues(up.Name).Observe(ttfb.Seconds())
 	fc.SetStatusCode(resp.StatusCode)
 	copyResponseHeaders(fc, resp.Header)
+	if t != nil {
+		t.begin(resp.StatusCode)
+	}
 
 	if !isStream(resp) {
 		defer cancel()
@@ -201,8 +212,8 @@ func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, ide
 		fc.Response.ResetBody()
 		_, err := io.Copy(fc.Response.BodyWriter(), io.LimitReader(resp.Body, maxResponseBytes))
 		if err != nil {
-			e := upstreamError(up.Base.Host, err)
-			writeError(fc, e)
+			e := upstreamError(req.URL.Host, err)
+			writeError(fc, st, e)
 			return s.finishEarly(t, e)
 		}
 		if t != nil {
@@ -225,9 +236,10 @@ func (s *Server) finishEarly(t tee, e *Error) forwardResult {
 // maxResponseBytes bounds a buffered (non-streamed) upstream answer.
 const maxResponseBytes = 256 << 20
 
+// isStream says whether an answer is relayed chunk by chunk: SSE or AWS event streams.
 func isStream(resp *http.Response) bool {
 	ct := resp.Header.Get("Content-Type")
-	return len(ct) >= 17 && (ct[:17] == "text/event-stream" || (len(ct) >= 32 && ct[:32] == "application/vnd.amazon.eventstre"))
+	return strings.HasPrefix(ct, "text/event-stream") || strings.HasPrefix(ct, "application/vnd.amazon.eventstream")
 }
 
 // relayStream writes each upstream read to the client and flushes it at once: a chunk

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"encoding/json"
 	"os"
 	"reflect"
 	"regexp"
@@ -9,12 +8,11 @@ import (
 	"testing"
 
 	"github.com/camproxy/camproxy/protocol"
-	"github.com/tidwall/gjson"
 )
 
 // fuzzText is spliced by the fuzzers. It starts with a short escape, not a \u one:
 // gjson would join a \u escape to a lone surrogate escape that ends the task
-// (see rawOffset), and the re-parse check would then see different text.
+// (see jsontext.RawOffset), and the re-parse check would then see different text.
 const fuzzText = "\n\nContext: \"é\" </>\t\u2028"
 
 // seedBodies are realistic request bodies for the fuzz corpora.
@@ -117,32 +115,6 @@ func FuzzStreamDecoder(f *testing.F) {
 		if !reflect.DeepEqual(whole.Message(), chunked.Message()) || whole.Usage() != chunked.Usage() || whole.Finished() != chunked.Finished() {
 			t.Fatalf("chunking changed the answer:\n%#v %+v %v\n%#v %+v %v",
 				whole.Message(), whole.Usage(), whole.Finished(), chunked.Message(), chunked.Usage(), chunked.Finished())
-		}
-	})
-}
-
-// FuzzRawOffset: rawOffset agrees with gjson's decoding on any valid string.
-func FuzzRawOffset(f *testing.F) {
-	f.Add(`caf\u00e9 \/ \"q\" \ud83d\ude00 \ud800\u0041`, 5)
-	f.Add(`a\nb`, 2)
-	f.Fuzz(func(t *testing.T, raw string, k int) {
-		if !gjson.Valid(`"`+raw+`"`) || k < 0 {
-			return
-		}
-		checkRawOffset(t, raw, k)
-	})
-}
-
-// FuzzAppendEscaped: the escaping matches encoding/json's.
-func FuzzAppendEscaped(f *testing.F) {
-	f.Add("\n\nHint: \"x\" </> \u2028 \xff")
-	f.Fuzz(func(t *testing.T, s string) {
-		got := appendEscaped(nil, s)
-		if want := jsonEscape(t, s); string(got) != want {
-			t.Fatalf("appendEscaped(%q) = %s; want %s", s, got, want)
-		}
-		if !json.Valid([]byte(`"` + string(got) + `"`)) {
-			t.Fatalf("not a JSON string: %s", got)
 		}
 	})
 }

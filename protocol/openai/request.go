@@ -22,10 +22,7 @@ const maxDepth = 10000
 
 // Request is the read-only view of a /v1/chat/completions body.
 type Request struct {
-	Model    string
-	Stream   bool
-	Messages []protocol.Message // every message normalised
-	Task     string             // "" when no rule matched
+	protocol.View // Model, Stream, Messages (normalised), Task ("" when no rule matched)
 
 	// bodyLen is the length of the parsed body: Splice refuses a different body
 	// rather than inserting at offsets that mean nothing in it.

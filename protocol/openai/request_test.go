@@ -255,32 +255,3 @@ func TestParseDoesNotAliasBody(t *testing.T) {
 		t.Fatalf("view changed with the body: %+v", r)
 	}
 }
-
-func TestRawOffset(t *testing.T) {
-	tests := []struct {
-		raw     string
-		decoded int
-		want    int
-	}{
-		{`abc`, 2, 2},
-		{`abc`, 3, 3},
-		{`abc`, 9, 3},
-		{`a\nb`, 1, 1},
-		{`a\nb`, 2, 3},
-		{`a\/b`, 3, 4},
-		{`\"x\"`, 2, 3},
-		{`caf\u00e9!`, 3, 3},
-		{`caf\u00e9!`, 5, 9},
-		{`caf\u00e9!`, 4, 9}, // inside the escape's bytes: after the escape
-		{`\ud83d\ude00x`, 4, 12},
-		{`\ud83d\ude00x`, 5, 13},
-		{`\ud800x`, 3, 6},        // lone surrogate: U+FFFD
-		{`\ud800\u0041x`, 3, 12}, // gjson takes any \u after a surrogate as its pair
-		{`\\u0041`, 2, 3},
-	}
-	for _, tt := range tests {
-		if got := rawOffset(tt.raw, tt.decoded); got != tt.want {
-			t.Errorf("rawOffset(%q, %d) = %d; want %d", tt.raw, tt.decoded, got, tt.want)
-		}
-	}
-}

@@ -3,9 +3,9 @@ package openai
 import (
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/jsontext"
 )
 
 // insertKind says what bytes an insertion writes around the escaped text.
@@ -47,10 +47,8 @@ func (r *Request) Splice(body []byte, p protocol.Placement, text string) []byte 
 	if text == "" {
 		return body
 	}
-	out := make([]byte, 0, len(body)+len(text)+len(text)/8+48)
-	out = append(out, body[:a.at]...)
-	out = appendInsert(out, a, text)
-	return append(out, body[a.at:]...)
+	prefix, suffix := a.wrap()
+	return jsontext.Insert(body, a.at, prefix, text, suffix)
 }
 
 // anchorFor resolves a placement to an anchor; false when there is none.
@@ -66,80 +64,21 @@ func (r *Request) anchorFor(p protocol.Placement) (anchor, bool) {
 	return anchor{}, false
 }
 
-// appendInsert appends what anchor a inserts, holding text, to dst.
-func appendInsert(dst []byte, a anchor, text string) []byte {
+// wrap returns the JSON that anchor a writes around the escaped text.
+func (a anchor) wrap() (prefix, suffix string) {
 	switch a.kind {
 	case insPart:
 		if a.comma {
-			dst = append(dst, ',')
+			return `,{"type":"text","text":"`, `"}`
 		}
-		dst = append(dst, `{"type":"text","text":"`...)
-		dst = appendEscaped(dst, text)
-		return append(dst, `"}`...)
+		return `{"type":"text","text":"`, `"}`
 	case insSystemMessage:
-		dst = append(dst, `{"role":"system","content":"`...)
-		dst = appendEscaped(dst, text)
-		dst = append(dst, `"}`...)
 		if a.comma {
-			dst = append(dst, ',')
+			return `{"role":"system","content":"`, `"},`
 		}
-		return dst
+		return `{"role":"system","content":"`, `"}`
 	case insUserMessage:
-		dst = append(dst, `,{"role":"user","content":"`...)
-		dst = appendEscaped(dst, text)
-		return append(dst, `"}`...)
+		return `,{"role":"user","content":"`, `"}`
 	}
-	return appendEscaped(dst, text)
-}
-
-// appendEscaped appends s as the inside of a JSON string, escaped as encoding/json
-// does with SetEscapeHTML(false): quote, backslash and control characters escaped,
-// U+2028 and U+2029 escaped for JavaScript, invalid UTF-8 replaced by U+FFFD.
-func appendEscaped(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= ' ' && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case c == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case c == '\u2028' || c == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	return append(dst, s[start:]...)
+	return "", ""
 }

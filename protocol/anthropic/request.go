@@ -1,0 +1,126 @@
+// Package anthropic is the adapter for the Anthropic Messages API (POST /v1/messages,
+// and the Claude body of Bedrock InvokeModel): it reads a request body into a
+// protocol view normalised to the OpenAI chat shape, splices context into it by
+// byte insertion, and decodes answers (JSON, SSE streams and already-framed stream
+// events) into normalised messages.
+//
+// Nothing here re-marshals a body: reading goes through gjson, which reports the raw
+// byte offset of every value, and writing is a single insertion at such an offset
+// (protocol/jsontext), so that every byte the client sent reaches the upstream
+// unchanged.
+package anthropic
+
+import (
+	"fmt"
+
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/jsontext"
+	"github.com/tidwall/gjson"
+)
+
+// Request is a parsed POST /v1/messages body (also the body of Bedrock InvokeModel
+// for Claude): the view, and where in the body each placement inserts.
+type Request struct {
+	protocol.View // Model, Stream, Messages (normalised), Task ("" when no rule matched)
+
+	// bodyLen is the length of the parsed body: Splice refuses a different body
+	// rather than inserting at offsets that mean nothing in it.
+	bodyLen int
+	// task says where the task sits; meaningful only when Task != "".
+	task taskSpot
+	// sys says where the System placement inserts.
+	sys anchor
+}
+
+var _ protocol.Request = (*Request)(nil)
+
+// taskSpot locates the task inside the raw body.
+type taskSpot struct {
+	at    int    // raw offset right after the task text (AppendToTask inserts here)
+	after anchor // where NewMessage inserts its user message
+}
+
+// Parse reads a Messages API body; the model and stream flags come from the body.
+// rules are tried in order; the first that matches sets Task. A body whose task no
+// rule finds parses fine with Task "".
+func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
+	return parse(body, rules, nil)
+}
+
+// ParseBody reads a body whose model and streaming are decided outside it: Bedrock
+// InvokeModel names the model in the path and streams by route, and its body holds
+// anthropic_version instead of model. Any model or stream key of the body is ignored.
+func ParseBody(body []byte, rules []protocol.TaskRule, model string, stream bool) (*Request, error) {
+	return parse(body, rules, &protocol.View{Model: model, Stream: stream})
+}
+
+// parse reads body; outside, when not nil, holds the model and stream to use.
+func parse(body []byte, rules []protocol.TaskRule, outside *protocol.View) (*Request, error) {
+	if err := validate(body); err != nil {
+		return nil, err
+	}
+	// One copy of the body: every string of the view aliases it, so the view stays
+	// valid after the caller reuses its buffer, at the cost of one allocation.
+	js := string(body)
+	open, closing := objectBounds(js)
+	if open < 0 {
+		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrMissingMessages)
+	}
+	root := gjson.Result{Type: gjson.JSON, Raw: js}
+	r := &Request{bodyLen: len(body)}
+	var system, msgs gjson.Result
+	// Last key wins on duplicates, as in the Python and Go decoders upstream.
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			r.Model = v.Str // "" unless a string
+		case "stream":
+			r.Stream = v.Type == gjson.True
+		case "system":
+			system = v
+		case "messages":
+			msgs = v
+		}
+		return true
+	})
+	if outside != nil {
+		r.Model, r.Stream = outside.Model, outside.Stream
+	}
+	if !msgs.IsArray() {
+		return nil, fmt.Errorf("%w: \"messages\" is missing or not an array", protocol.ErrMissingMessages)
+	}
+	segs := r.readSystem(system, open, closing)
+	segs = r.readMessages(msgs, segs)
+	r.findTask(rules, segs)
+	return r, nil
+}
+
+// Parsed returns the call's view.
+func (r *Request) Parsed() *protocol.View { return &r.View }
+
+// validate reports whether body is one JSON document that gjson may walk safely.
+func validate(body []byte) error {
+	if jsontext.TooDeep(body) {
+		return fmt.Errorf("%w: nested deeper than %d levels", protocol.ErrInvalidJSON, jsontext.MaxDepth)
+	}
+	if !gjson.ValidBytes(body) {
+		return protocol.ErrInvalidJSON
+	}
+	return nil
+}
+
+// objectBounds returns the offsets of the '{' and '}' that open and close the valid
+// JSON document js, or -1, -1 when it is not an object.
+func objectBounds(js string) (open, closing int) {
+	if jsontext.FirstByte(js) != '{' {
+		return -1, -1
+	}
+	open, closing = 0, len(js)-1
+	for js[open] != '{' {
+		open++
+	}
+	for js[closing] != '}' {
+		closing--
+	}
+	return open, closing
+}

@@ -1,0 +1,239 @@
+// Package jsontext holds the protocol-independent primitives the protocol adapters
+// splice with: mapping an offset in the decoded value of a JSON string to its raw
+// offset, escaping text as encoding/json does (without HTML escaping), inserting an
+// escaped string into a body at a raw offset, matching a task rule's regex against
+// a text, and the depth guard that makes a body safe to walk with gjson.
+//
+// Everything works on the raw bytes a client sent: nothing here re-marshals JSON.
+package jsontext
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// MaxDepth bounds the nesting of a JSON document the adapters accept. gjson
+// validates recursively, so a body of a few MiB of '[' would otherwise grow the
+// goroutine stack by gigabytes and kill the process; encoding/json uses the same limit.
+const MaxDepth = 10000
+
+// TooDeep reports whether body nests arrays and objects deeper than MaxDepth. It
+// skips strings with IndexByte, so it costs little next to a parse. Check it before
+// gjson.Valid on untrusted input.
+func TooDeep(body []byte) bool {
+	if len(body) <= MaxDepth {
+		return false // a document needs at least one byte per level
+	}
+	depth := 0
+	for i := 0; i < len(body); i++ {
+		switch body[i] {
+		case '"':
+			i = stringEnd(body, i+1)
+		case '[', '{':
+			depth++
+			if depth > MaxDepth {
+				return true
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return false
+}
+
+// stringEnd returns the offset of the quote that closes the string whose contents
+// start at i, or len(b) when it is unterminated.
+func stringEnd(b []byte, i int) int {
+	for i < len(b) {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return len(b)
+		}
+		q := i + j
+		// The quote is escaped when an odd number of backslashes precede it.
+		n := 0
+		for k := q - 1; k >= i && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q
+		}
+		i = q + 1
+	}
+	return len(b)
+}
+
+// FirstByte returns the first byte of s that is not JSON whitespace, or 0.
+func FirstByte(s string) byte {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return s[i]
+		}
+	}
+	return 0
+}
+
+// FindTask matches re against text, the decoded value of a JSON string. The task is
+// re's first capture group, or the whole match when re has none; ok is false when
+// re does not match or the task is empty. end is the offset in text right after the
+// task: map it to the raw string with RawOffset.
+func FindTask(re *regexp.Regexp, text string) (task string, end int, ok bool) {
+	g := 0
+	if re.NumSubexp() > 0 {
+		g = 1
+	}
+	loc := re.FindStringSubmatchIndex(text)
+	if loc == nil || loc[2*g] < 0 || loc[2*g+1] <= loc[2*g] {
+		return "", 0, false
+	}
+	return text[loc[2*g]:loc[2*g+1]], loc[2*g+1], true
+}
+
+// RawOffset maps an offset into the decoded value of a JSON string to the offset in
+// its raw text (raw excludes the quotes), so that an insertion lands after exactly
+// the decoded bytes before it and the client's escapes stay as they were.
+//
+// It decodes as gjson does, since gjson produced the text the offset points into:
+// a \u escape of any surrogate swallows a following \u escape as its pair (an
+// invalid pair decodes to U+FFFD), and a lone surrogate decodes to U+FFFD. An
+// offset inside the bytes of one escape maps to the end of that escape; an offset
+// past the end maps to len(raw).
+func RawOffset(raw string, decoded int) int {
+	i, d := 0, 0
+	for d < decoded && i < len(raw) {
+		if raw[i] != '\\' {
+			// Plain bytes map one to one up to the next escape.
+			j := strings.IndexByte(raw[i:], '\\')
+			if j < 0 || d+j >= decoded {
+				return min(i+decoded-d, len(raw))
+			}
+			i, d = i+j, d+j
+			continue
+		}
+		if i+1 < len(raw) && raw[i+1] == 'u' && i+6 <= len(raw) {
+			var n int
+			i, n = unicodeEscape(raw, i)
+			d += n
+			continue
+		}
+		i, d = i+2, d+1 // \n, \", \\, \/ and friends decode to one byte
+	}
+	return min(i, len(raw))
+}
+
+// QuotedOffset is RawOffset for a raw JSON string with its quotes, such as the Raw
+// of a gjson.Result of type String: the offset it returns counts the opening quote.
+func QuotedOffset(quoted string, decoded int) int {
+	if len(quoted) < 2 {
+		return 0
+	}
+	return 1 + RawOffset(quoted[1:len(quoted)-1], decoded)
+}
+
+// unicodeEscape decodes the \uXXXX escape at raw[i:] (and the pair gjson joins to
+// it) and returns the offset after it and the number of UTF-8 bytes it decodes to.
+func unicodeEscape(raw string, i int) (next, n int) {
+	r := hex4(raw[i+2 : i+6])
+	i += 6
+	if utf16.IsSurrogate(r) && i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+		r = utf16.DecodeRune(r, hex4(raw[i+2:i+6]))
+		i += 6
+	}
+	n = utf8.RuneLen(r)
+	if n < 0 {
+		n = utf8.RuneLen(utf8.RuneError) // written as U+FFFD
+	}
+	return i, n
+}
+
+// hex4 parses four hex digits; invalid digits count as 0, as in gjson (a validated
+// body has none).
+func hex4(s string) rune {
+	var r rune
+	for i := 0; i < 4 && i < len(s); i++ {
+		c := s[i]
+		var v byte
+		switch {
+		case '0' <= c && c <= '9':
+			v = c - '0'
+		case 'a' <= c && c <= 'f':
+			v = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			v = c - 'A' + 10
+		default:
+			return 0
+		}
+		r = r<<4 | rune(v)
+	}
+	return r
+}
+
+// Insert returns a new body: body with prefix, then text escaped as the inside of a
+// JSON string (AppendEscaped), then suffix inserted at offset at. prefix and suffix
+// are written as they are: they carry the JSON around the text, such as
+// `{"type":"text","text":"` and `"}`. body is not modified. at must be within body.
+func Insert(body []byte, at int, prefix, text, suffix string) []byte {
+	out := make([]byte, 0, len(body)+len(prefix)+len(text)+len(text)/8+len(suffix)+8)
+	out = append(out, body[:at]...)
+	out = append(out, prefix...)
+	out = AppendEscaped(out, text)
+	out = append(out, suffix...)
+	return append(out, body[at:]...)
+}
+
+// AppendEscaped appends s as the inside of a JSON string, escaped as encoding/json
+// does with SetEscapeHTML(false): quote, backslash and control characters escaped,
+// U+2028 and U+2029 escaped for JavaScript, invalid UTF-8 replaced by U+FFFD.
+func AppendEscaped(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= ' ' && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case c == '\u2028' || c == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	return append(dst, s[start:]...)
+}

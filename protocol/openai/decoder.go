@@ -1,0 +1,51 @@
+package openai
+
+import (
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/protocol"
+)
+
+// Parsed returns the call's view.
+func (r *Request) Parsed() *protocol.View { return &r.View }
+
+// Decoder returns a decoder for the answer: SSE when the call streams, else JSON.
+func (r *Request) Decoder() protocol.Decoder {
+	if r.Stream {
+		return &StreamDecoder{}
+	}
+	return &JSONDecoder{}
+}
+
+// JSONDecoder assembles a non-streamed chat.completion; it is finished once the bytes
+// written form a complete answer.
+type JSONDecoder struct {
+	buf   []byte
+	done  bool
+	msg   protocol.Message
+	usage protocol.Usage
+}
+
+// Write buffers p and decodes once the body is a whole JSON document.
+func (d *JSONDecoder) Write(p []byte) (int, error) {
+	if d.done {
+		return len(p), nil
+	}
+	d.buf = append(d.buf, p...)
+	if gjson.ValidBytes(d.buf) {
+		if msg, usage, err := DecodeResponse(d.buf); err == nil {
+			d.msg, d.usage, d.done = msg, usage, true
+			d.buf = nil
+		}
+	}
+	return len(p), nil
+}
+
+// Finished reports whether a complete answer was decoded.
+func (d *JSONDecoder) Finished() bool { return d.done }
+
+// Message is the decoded answer.
+func (d *JSONDecoder) Message() protocol.Message { return d.msg }
+
+// Usage is the decoded token usage.
+func (d *JSONDecoder) Usage() protocol.Usage { return d.usage }
