@@ -15,6 +15,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
@@ -69,12 +72,10 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task.rules: %w", err)
 	}
-	base, err := url.Parse(cfg.Upstreams.OpenAI.BaseURL)
+	ups, err := buildUpstreams(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("upstreams.openai.base_url: %w", err)
+		return nil, err
 	}
-	up := &proxy.Upstream{Name: "openai", Base: base, APIKey: cfg.Upstreams.OpenAI.APIKey,
-		FirstByteTimeout: cfg.Upstreams.OpenAI.FirstByteTimeout, IdleTimeout: cfg.Upstreams.OpenAI.IdleTimeout}
 	rec := o.Recorder
 	if rec == nil {
 		if a.Recorder, err = openRecorder(cfg, log, a.Metrics); err != nil {
@@ -82,9 +83,10 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		}
 		rec = turnRecorder{a.Recorder}
 	}
-	transport := o.Transport
-	if transport == nil {
-		transport = proxy.NewTransport(cfg.Upstreams.OpenAI.FirstByteTimeout)
+	if o.Transport != nil {
+		for _, u := range ups {
+			u.Transport = o.Transport
+		}
 	}
 
 	cacheRedis, err := a.redisClient(cfg.Cache.RedisURL)
@@ -114,7 +116,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	}
 
 	a.Proxy = proxy.New(proxy.Options{
-		Logger: log, Metrics: a.Metrics, OpenAI: up, Transport: transport, TaskRules: rules,
+		Logger: log, Metrics: a.Metrics, OpenAI: ups[0], Anthropic: ups[1], Bedrock: ups[2], TaskRules: rules,
 		Placement:    proxy.Placement{Mode: protocol.Placement(cfg.Placement.Mode), Template: cfg.Placement.Template},
 		ArmPlacement: armPlace, Policy: policy, Augmenters: sources, Cache: a.Cache, Episodes: a.Episodes,
 		Recorder: rec, MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout,
@@ -133,6 +135,54 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return a, nil
+}
+
+// buildUpstreams makes the OpenAI, Anthropic and Bedrock upstreams, in that order,
+// each with its own transport (their first-byte timeouts differ).
+func buildUpstreams(cfg *config.Config) ([]*proxy.Upstream, error) {
+	u := cfg.Upstreams
+	openaiBase, err := url.Parse(u.OpenAI.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("upstreams.openai.base_url: %w", err)
+	}
+	anthropicBase, err := url.Parse(u.Anthropic.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("upstreams.anthropic.base_url: %w", err)
+	}
+	var openaiAuth, anthropicAuth proxy.Auth
+	if u.OpenAI.APIKey != "" {
+		openaiAuth = proxy.BearerKey(u.OpenAI.APIKey)
+	}
+	if u.Anthropic.APIKey != "" {
+		anthropicAuth = proxy.APIKeyHeader(u.Anthropic.APIKey)
+	}
+	bedrockBase := &url.URL{Scheme: "https", Host: "bedrock-runtime." + u.Bedrock.Region + ".amazonaws.com"}
+	if u.Bedrock.Endpoint != "" {
+		if bedrockBase, err = url.Parse(u.Bedrock.Endpoint); err != nil {
+			return nil, fmt.Errorf("upstreams.bedrock.endpoint: %w", err)
+		}
+	}
+	// The default credential chain is resolved lazily, at the first Bedrock call that
+	// needs signing: loading it reads env and files only.
+	// A broken AWS profile must not stop an OpenAI-only camproxy: Bedrock calls then
+	// fail with the reason.
+	var creds aws.CredentialsProvider
+	if awsCfg, err := awsconfig.LoadDefaultConfig(context.Background()); err == nil {
+		creds = awsCfg.Credentials
+	} else {
+		creds = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{}, fmt.Errorf("loading the AWS configuration: %w", err)
+		})
+	}
+	sig := &proxy.SigV4{Credentials: creds, Region: u.Bedrock.Region, Endpoint: u.Bedrock.Endpoint != "", Signer: v4.NewSigner()}
+	return []*proxy.Upstream{
+		{Name: "openai", Base: openaiBase, Auth: openaiAuth, FirstByteTimeout: u.OpenAI.FirstByteTimeout, IdleTimeout: u.OpenAI.IdleTimeout,
+			Transport: proxy.NewTransport(u.OpenAI.FirstByteTimeout)},
+		{Name: "anthropic", Base: anthropicBase, Auth: anthropicAuth, FirstByteTimeout: u.Anthropic.FirstByteTimeout, IdleTimeout: u.Anthropic.IdleTimeout,
+			Transport: proxy.NewTransport(u.Anthropic.FirstByteTimeout)},
+		{Name: "bedrock", Base: bedrockBase, Auth: sig, FirstByteTimeout: u.Bedrock.FirstByteTimeout, IdleTimeout: u.Bedrock.IdleTimeout,
+			Transport: proxy.NewTransport(u.Bedrock.FirstByteTimeout)},
+	}, nil
 }
 
 // record takes a replay event from the control plane (rewards).
@@ -239,7 +289,8 @@ func (a *App) Start() error {
 		}
 	}()
 	a.log.Info("camproxy serving", "listen", a.dataLn.Addr().String(), "admin", a.adminLn.Addr().String(),
-		"upstream", a.cfg.Upstreams.OpenAI.BaseURL, "experiment", a.cfg.Experiment.Name)
+		"openai", a.cfg.Upstreams.OpenAI.BaseURL, "anthropic", a.cfg.Upstreams.Anthropic.BaseURL,
+		"bedrock", a.cfg.Upstreams.Bedrock.Region+" "+a.cfg.Upstreams.Bedrock.Endpoint, "experiment", a.cfg.Experiment.Name)
 	return nil
 }
 

@@ -51,8 +51,10 @@ type Upstream struct {
 
 // Bedrock is the AWS Bedrock upstream.
 type Bedrock struct {
-	Region   string `yaml:"region"`
-	Endpoint string `yaml:"endpoint"` // "" = the regional endpoint
+	Region           string        `yaml:"region"`             // "" = the region of the client's own signature
+	Endpoint         string        `yaml:"endpoint"`           // "" = the regional endpoint
+	FirstByteTimeout time.Duration `yaml:"first_byte_timeout"` // wait for response headers
+	IdleTimeout      time.Duration `yaml:"idle_timeout"`       // max gap inside an event stream
 }
 
 // Task says how the task text is found in a conversation.
@@ -171,7 +173,7 @@ func Default() *Config {
 		Upstreams: Upstreams{
 			OpenAI:    defaultUpstream("https://api.openai.com"),
 			Anthropic: defaultUpstream("https://api.anthropic.com"),
-			Bedrock:   Bedrock{Region: "us-east-1"},
+			Bedrock:   Bedrock{Region: "us-east-1", FirstByteTimeout: 10 * time.Minute, IdleTimeout: 5 * time.Minute},
 		},
 		Task:       Task{Rules: []TaskRule{{FirstUserMessage: true}}},
 		Placement:  Placement{Mode: "append_to_task", Template: "\n\n" + ContextPlaceholder},

@@ -75,9 +75,8 @@ func (s Server) check(p *problems) {
 func (u Upstreams) check(p *problems) {
 	u.OpenAI.check(p, "upstreams.openai")
 	u.Anthropic.check(p, "upstreams.anthropic")
-	if u.Bedrock.Region == "" {
-		p.add("upstreams.bedrock.region", "required, e.g. us-east-1")
-	}
+	checkPositive(p, "upstreams.bedrock.first_byte_timeout", u.Bedrock.FirstByteTimeout)
+	checkPositive(p, "upstreams.bedrock.idle_timeout", u.Bedrock.IdleTimeout)
 	if u.Bedrock.Endpoint != "" {
 		checkHTTPURL(p, "upstreams.bedrock.endpoint", u.Bedrock.Endpoint)
 	}

@@ -48,7 +48,6 @@ type Options struct {
 	OpenAI       *Upstream
 	Anthropic    *Upstream // nil: /v1/messages is passed to OpenAI's upstream untouched
 	Bedrock      *Upstream // nil: /model/… is passed through untouched
-	Transport    http.RoundTripper
 	TaskRules    []protocol.TaskRule
 	Placement    Placement // default placement
 	ArmPlacement map[string]Placement
@@ -70,24 +69,23 @@ type Placement struct {
 
 // Server is the data plane.
 type Server struct {
-	log        *slog.Logger
-	m          *metrics.Metrics
-	openai     *Upstream
-	anthropic  *Upstream
-	bedrock    *Upstream
+	log       *slog.Logger
+	m         *metrics.Metrics
+	openai    *Upstream
+	anthropic *Upstream
+	bedrock   *Upstream
 
 	openaiRoute, anthropicRoute, bedrockRoute *route
-	client     *http.Client
-	rules      []protocol.TaskRule
-	placement  Placement
-	armPlace   map[string]Placement
-	policy     *policies.Policy
-	augmenters map[string]ContextSource
-	cache      ContextCache
-	episodes   episode.Store
-	rec        Recorder
-	maxBody    int
-	srv        *fasthttp.Server
+	rules                                     []protocol.TaskRule
+	placement                                 Placement
+	armPlace                                  map[string]Placement
+	policy                                    *policies.Policy
+	augmenters                                map[string]ContextSource
+	cache                                     ContextCache
+	episodes                                  episode.Store
+	rec                                       Recorder
+	maxBody                                   int
+	srv                                       *fasthttp.Server
 
 	// base outlives shutdown's listener close so that in-flight upstream calls finish;
 	// it is cancelled only when the grace period is over.
@@ -105,13 +103,15 @@ func New(o Options) *Server {
 	}
 	s := &Server{
 		log: o.Logger, m: o.Metrics, openai: o.OpenAI, anthropic: o.Anthropic, bedrock: o.Bedrock,
-		client: &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse // relay redirects, never follow them to another host
-		}},
 		rules: o.TaskRules, placement: o.Placement, armPlace: o.ArmPlacement, policy: o.Policy,
 		augmenters: o.Augmenters, cache: o.Cache, episodes: o.Episodes, rec: rec, maxBody: o.MaxBodyBytes,
 		base: base, cancelBase: cancel,
 		bufs: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }},
+	}
+	for _, u := range []*Upstream{o.OpenAI, o.Anthropic, o.Bedrock} {
+		if u != nil {
+			u.init()
+		}
 	}
 	s.buildRoutes()
 	s.srv = &fasthttp.Server{
@@ -190,7 +190,7 @@ func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, ide
 		return s.finishEarly(t, e)
 	}
 	start := time.Now()
-	resp, err := s.client.Do(req)
+	resp, err := up.client.Do(req)
 	ttfb := time.Since(start)
 	if err != nil {
 		cancel()

@@ -17,9 +17,23 @@ import (
 type Upstream struct {
 	Name             string // protocol label, e.g. "openai"
 	Base             *url.URL
-	APIKey           string // "" = pass the client's auth through
+	Auth             Auth // nil = pass the client's auth through
+	Transport        http.RoundTripper
 	FirstByteTimeout time.Duration
 	IdleTimeout      time.Duration
+
+	client *http.Client
+}
+
+// init makes the upstream's client: redirects are relayed, never followed to another host.
+func (u *Upstream) init() {
+	t := u.Transport
+	if t == nil {
+		t = NewTransport(u.FirstByteTimeout)
+	}
+	u.client = &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
 }
 
 // NewTransport is the upstream HTTP transport. camproxy streams upstream with net/http
@@ -79,9 +93,10 @@ func (u *Upstream) newRequest(ctx context.Context, fc *fasthttp.RequestCtx, body
 		}
 		req.Header.Add(key, string(v))
 	}
-	if u.APIKey != "" {
-		req.Header.Del("Api-Key")
-		req.Header.Set("Authorization", "Bearer "+u.APIKey)
+	if u.Auth != nil {
+		if err := u.Auth.Apply(ctx, req, body); err != nil {
+			return nil, err
+		}
 	}
 	return req, nil
 }

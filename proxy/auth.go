@@ -1,0 +1,101 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+)
+
+// Auth fits a forwarded request's credentials to its upstream. Without one the
+// client's own credentials go through untouched.
+type Auth interface {
+	Apply(ctx context.Context, req *http.Request, body []byte) error
+}
+
+// BearerKey replaces the client's Authorization with a configured key (OpenAI).
+type BearerKey string
+
+func (k BearerKey) Apply(_ context.Context, req *http.Request, _ []byte) error {
+	req.Header.Del("Api-Key")
+	req.Header.Set("Authorization", "Bearer "+string(k))
+	return nil
+}
+
+// APIKeyHeader replaces the client's x-api-key with a configured key (Anthropic).
+type APIKeyHeader string
+
+func (k APIKeyHeader) Apply(_ context.Context, req *http.Request, _ []byte) error {
+	req.Header.Del("Authorization")
+	req.Header.Set("X-Api-Key", string(k))
+	return nil
+}
+
+// SigV4 re-signs Bedrock calls: the agent's signature cannot survive a changed body,
+// so camproxy signs the exact host and escaped path it sends with its own credentials
+// (the AWS default chain: env, shared config, web identity/IRSA, pod identity). A client
+// that uses a Bedrock API key (Authorization: Bearer …) is passed through as it is.
+type SigV4 struct {
+	Credentials aws.CredentialsProvider
+	// Region signs and, without Endpoint, names the regional endpoint; "" takes the
+	// region of the client's own signature scope, else us-east-1.
+	Region string
+	// Endpoint pins the upstream host; "" = https://bedrock-runtime.{region}.amazonaws.com.
+	Endpoint bool
+	Signer   *v4.Signer
+	Now      func() time.Time
+}
+
+// amzHeaders are the client's signing headers, meaningless once camproxy re-signs.
+var amzHeaders = []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token", "X-Amz-Content-Sha256"}
+
+func (s *SigV4) Apply(ctx context.Context, req *http.Request, body []byte) error {
+	authz := req.Header.Get("Authorization")
+	if strings.HasPrefix(authz, "Bearer ") {
+		return nil
+	}
+	region := s.Region
+	if region == "" {
+		region = scopeRegion(authz)
+	}
+	if !s.Endpoint {
+		req.URL.Host = "bedrock-runtime." + region + ".amazonaws.com"
+		req.URL.Scheme = "https"
+		req.Host = ""
+	}
+	for _, h := range amzHeaders {
+		req.Header.Del(h)
+	}
+	creds, err := s.Credentials.Retrieve(ctx)
+	if err != nil {
+		return fmt.Errorf("no AWS credentials to sign the Bedrock call (env, shared config, IRSA or pod identity): %w", err)
+	}
+	sum := sha256.Sum256(body)
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	if err := s.Signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "bedrock", region, now().UTC()); err != nil {
+		return fmt.Errorf("signing the Bedrock call: %w", err)
+	}
+	return nil
+}
+
+// scopeRegion reads the region of a SigV4 Authorization header's credential scope
+// (Credential=AKID/20240101/us-west-2/bedrock/aws4_request).
+func scopeRegion(authz string) string {
+	_, after, ok := strings.Cut(authz, "Credential=")
+	if ok {
+		parts := strings.Split(strings.SplitN(after, ",", 2)[0], "/")
+		if len(parts) >= 3 && parts[2] != "" {
+			return parts[2]
+		}
+	}
+	return "us-east-1"
+}
