@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/pretty"
 
 	"github.com/camproxy/camproxy/protocol"
 )
@@ -105,11 +107,21 @@ func writeCanonical(d *xxhash.Digest, m *protocol.Message) {
 		_, _ = d.Write([]byte{1})
 		_, _ = d.WriteString(tc.Name)
 		_, _ = d.Write([]byte{1})
-		// JSON arguments: whitespace outside strings is insignificant, drop it all.
-		writeCollapsed(d, tc.Arguments, true)
+		writeArguments(d, tc.Arguments)
 		_, _ = d.Write([]byte{2})
 	}
 	_, _ = d.WriteString(m.ToolCallID)
+}
+
+// writeArguments hashes tool-call arguments as JSON: SDKs re-serialise them (Bedrock
+// and Anthropic clients send the input back as an object, often with its keys sorted),
+// so keys are sorted and whitespace dropped. Text that is not JSON is hashed as text.
+func writeArguments(d *xxhash.Digest, args string) {
+	if args != "" && gjson.Valid(args) {
+		_, _ = d.Write(pretty.Ugly(pretty.PrettyOptions([]byte(args), &pretty.Options{SortKeys: true})))
+		return
+	}
+	writeCollapsed(d, args, true)
 }
 
 // writeCollapsed hashes s with runs of whitespace collapsed to one space (or dropped

@@ -31,7 +31,7 @@ func TestChainCanonical(t *testing.T) {
 	reserialised := []protocol.Message{
 		{Role: "system", Content: " policy"},
 		{Role: "user", Content: "book a flight"},
-		{Role: "assistant", ToolCalls: []protocol.ToolCall{{ID: "c1", Name: "search", Arguments: "{\"from\":\"SFO\",\n \"to\": \"JFK\"}"}}},
+		{Role: "assistant", ToolCalls: []protocol.ToolCall{{ID: "c1", Name: "search", Arguments: "{\"to\": \"JFK\",\n \"from\":\"SFO\"}"}}},
 		{Role: "tool", ToolCallID: "c1", Content: "[]"},
 	}
 	a, b := Chain(base), Chain(reserialised)

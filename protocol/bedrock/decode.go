@@ -1,0 +1,476 @@
+package bedrock
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/base64"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/anthropic"
+)
+
+// jsonDecoder assembles an answer that comes as one JSON body. It decodes when the
+// bytes so far end like a whole object, so that a body fed byte by byte costs one
+// decode, not one per byte; it is finished once a decode finds an answer.
+type jsonDecoder struct {
+	decode func(body []byte) (protocol.Message, protocol.Usage, bool)
+	buf    []byte
+	over   bool // the body outgrew maxFrame
+	done   bool
+	msg    protocol.Message
+	usage  protocol.Usage
+}
+
+func newJSONDecoder(decode func([]byte) (protocol.Message, protocol.Usage, bool)) *jsonDecoder {
+	return &jsonDecoder{decode: decode}
+}
+
+// Write buffers p and decodes once the body may be whole. It never fails.
+func (d *jsonDecoder) Write(p []byte) (int, error) {
+	if d.done || d.over || len(p) == 0 {
+		return len(p), nil
+	}
+	if len(d.buf)+len(p) > maxFrame {
+		d.over, d.buf = true, nil
+		return len(p), nil
+	}
+	d.buf = append(d.buf, p...)
+	if t := bytes.TrimRight(p, " \t\r\n"); len(t) > 0 && t[len(t)-1] == '}' {
+		if m, u, ok := d.decode(d.buf); ok {
+			d.msg, d.usage, d.done, d.buf = m, u, true, nil
+		}
+	}
+	return len(p), nil
+}
+
+// Finished reports whether a complete answer was decoded.
+func (d *jsonDecoder) Finished() bool { return d.done }
+
+// Message is the decoded answer.
+func (d *jsonDecoder) Message() protocol.Message {
+	if !d.done {
+		return protocol.Message{Role: "assistant"}
+	}
+	return d.msg
+}
+
+// Usage is the decoded token usage.
+func (d *jsonDecoder) Usage() protocol.Usage { return d.usage }
+
+// decodeConverseResponse reads a Converse answer, which an Amazon Nova InvokeModel
+// answer shares: {"output":{"message":{"role","content":[…]}},"stopReason",
+// "usage":{"inputTokens","outputTokens"}}. ok is false without output.message.
+func decodeConverseResponse(body []byte) (protocol.Message, protocol.Usage, bool) {
+	if validate(body) != nil {
+		return protocol.Message{}, protocol.Usage{}, false
+	}
+	root := gjson.ParseBytes(body)
+	msg := objectKey(objectKey(root, "output"), "message")
+	if !msg.IsObject() {
+		return protocol.Message{}, protocol.Usage{}, false
+	}
+	m := protocol.Message{Role: "assistant"}
+	var j joiner
+	msg.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "role":
+			if v.Str != "" {
+				m.Role = v.Str
+			}
+		case "content":
+			v.ForEach(func(_, b gjson.Result) bool {
+				if !b.IsObject() {
+					return true
+				}
+				b.ForEach(func(bk, bv gjson.Result) bool {
+					switch bk.Str {
+					case "text":
+						if bv.Type == gjson.String {
+							j.add(bv.Str)
+						}
+					case "toolUse":
+						m.ToolCalls = append(m.ToolCalls, readToolUse(bv))
+					}
+					return true
+				})
+				return true
+			})
+		}
+		return true
+	})
+	m.Content = j.String()
+	m = clone(m)
+	return m, converseUsage(objectKey(root, "usage")), true
+}
+
+// converseUsage reads {"inputTokens","outputTokens"}.
+func converseUsage(v gjson.Result) protocol.Usage {
+	var u protocol.Usage
+	if !v.IsObject() {
+		return u
+	}
+	v.ForEach(func(k, n gjson.Result) bool {
+		switch k.Str {
+		case "inputTokens":
+			u.InputTokens = n.Int()
+		case "outputTokens":
+			u.OutputTokens = n.Int()
+		}
+		return true
+	})
+	return u
+}
+
+// decodeLlamaResponse reads a Llama InvokeModel answer: {"generation",
+// "prompt_token_count","generation_token_count","stop_reason"}. ok is false without
+// a generation string.
+func decodeLlamaResponse(body []byte) (protocol.Message, protocol.Usage, bool) {
+	if validate(body) != nil {
+		return protocol.Message{}, protocol.Usage{}, false
+	}
+	var l llamaAcc
+	ok := l.chunk(gjson.ParseBytes(body))
+	return l.message(), l.usage, ok
+}
+
+// clone copies the strings of m out of the body they alias.
+func clone(m protocol.Message) protocol.Message {
+	m.Role = strings.Clone(m.Role)
+	m.Content = strings.Clone(m.Content)
+	for i := range m.ToolCalls {
+		tc := &m.ToolCalls[i]
+		tc.ID, tc.Type, tc.Name, tc.Arguments = strings.Clone(tc.ID), strings.Clone(tc.Type), strings.Clone(tc.Name), strings.Clone(tc.Arguments)
+	}
+	return m
+}
+
+// streamKind is what the events of a stream carry.
+type streamKind int
+
+const (
+	// streamConverse: ConverseStream; :event-type names the event, the payload is
+	// its JSON.
+	streamConverse streamKind = iota
+	// streamClaude, streamNova, streamLlama: InvokeModelWithResponseStream; chunk
+	// events whose payload {"bytes": base64} holds the model's own stream event.
+	streamClaude
+	streamNova
+	streamLlama
+)
+
+// streamDecoder assembles an answer from an AWS event stream.
+type streamDecoder struct {
+	frames    FrameReader
+	kind      streamKind
+	exception bool // the stream carried an exception: the answer is incomplete
+
+	conv   converseAcc
+	llama  llamaAcc
+	claude anthropic.EventDecoder
+
+	metrics  protocol.Usage // amazon-bedrock-invocationMetrics, when sent
+	chunkBuf []byte         // reused for decoded chunk bytes
+}
+
+func newStreamDecoder(kind streamKind) *streamDecoder {
+	d := &streamDecoder{kind: kind}
+	d.frames.Frame = d.frame
+	return d
+}
+
+// Write feeds the next bytes of the stream. It never fails.
+func (d *streamDecoder) Write(p []byte) (int, error) { return d.frames.Write(p) }
+
+// Finished reports that the stream ended its answer (messageStop, Claude's
+// message_stop, a Llama stop_reason) and carried no exception.
+func (d *streamDecoder) Finished() bool {
+	if d.exception {
+		return false
+	}
+	switch d.kind {
+	case streamClaude:
+		return d.claude.Finished()
+	case streamLlama:
+		return d.llama.done
+	}
+	return d.conv.done
+}
+
+// Message returns the answer assembled so far.
+func (d *streamDecoder) Message() protocol.Message {
+	switch d.kind {
+	case streamClaude:
+		m := d.claude.Message()
+		if m.Role == "" {
+			m.Role = "assistant"
+		}
+		return m
+	case streamLlama:
+		return d.llama.message()
+	}
+	return d.conv.message()
+}
+
+// Usage returns the token usage the model reported; a count it did not report is
+// taken from the invocation metrics Bedrock adds to the last chunk of an
+// InvokeModel stream. (Claude's decoder reads those metrics itself.)
+func (d *streamDecoder) Usage() protocol.Usage {
+	var u protocol.Usage
+	switch d.kind {
+	case streamClaude:
+		return d.claude.Usage()
+	case streamLlama:
+		u = d.llama.usage
+	default:
+		u = d.conv.usage
+	}
+	if u.InputTokens == 0 {
+		u.InputTokens = d.metrics.InputTokens
+	}
+	if u.OutputTokens == 0 {
+		u.OutputTokens = d.metrics.OutputTokens
+	}
+	return u
+}
+
+// frame handles one frame of the stream.
+func (d *streamDecoder) frame(msg eventstream.Message) {
+	if d.exception {
+		return
+	}
+	switch header(msg, ":message-type") {
+	case "event", "":
+	case "exception", "error":
+		d.exception = true
+		return
+	default:
+		return
+	}
+	if validate(msg.Payload) != nil {
+		return
+	}
+	payload := gjson.ParseBytes(msg.Payload)
+	event := header(msg, ":event-type")
+	if d.kind == streamConverse {
+		d.conv.event(event, payload)
+		return
+	}
+	if event != "chunk" {
+		return
+	}
+	b := objectKey(payload, "bytes")
+	if b.Type != gjson.String {
+		return
+	}
+	n := base64.StdEncoding.DecodedLen(len(b.Str))
+	if cap(d.chunkBuf) < n {
+		d.chunkBuf = make([]byte, n)
+	}
+	n, err := base64.StdEncoding.Decode(d.chunkBuf[:n], []byte(b.Str))
+	if err != nil {
+		return
+	}
+	d.chunk(d.chunkBuf[:n])
+	if cap(d.chunkBuf) > keepBuf {
+		d.chunkBuf = nil
+	}
+}
+
+// chunk handles the decoded JSON of one InvokeModel stream chunk.
+func (d *streamDecoder) chunk(js []byte) {
+	if d.kind == streamClaude {
+		d.claude.Event(js) // it validates
+		return
+	}
+	if validate(js) != nil {
+		return
+	}
+	ev := gjson.ParseBytes(js)
+	if !ev.IsObject() {
+		return
+	}
+	if m := objectKey(ev, "amazon-bedrock-invocationMetrics"); m.IsObject() {
+		d.readMetrics(m)
+	}
+	switch d.kind {
+	case streamNova:
+		// {"contentBlockDelta": {…}}: the ConverseStream events, keyed by name.
+		ev.ForEach(func(k, v gjson.Result) bool {
+			d.conv.event(k.Str, v)
+			return true
+		})
+	case streamLlama:
+		d.llama.chunk(ev)
+	}
+}
+
+// readMetrics reads {"inputTokenCount","outputTokenCount",…}.
+func (d *streamDecoder) readMetrics(m gjson.Result) {
+	m.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "inputTokenCount":
+			d.metrics.InputTokens = v.Int()
+		case "outputTokenCount":
+			d.metrics.OutputTokens = v.Int()
+		}
+		return true
+	})
+}
+
+// converseAcc assembles an answer from ConverseStream events.
+type converseAcc struct {
+	role     string
+	content  []byte
+	lastText int64 // content block index of the last text delta
+	hasText  bool
+	tools    []toolAcc
+	toolAt   map[int64]int // content block index → position in tools
+	usage    protocol.Usage
+	done     bool
+}
+
+// toolAcc assembles one toolUse block.
+type toolAcc struct {
+	index    int64
+	id, name string
+	input    []byte
+}
+
+// event applies one event: its name and its JSON.
+func (c *converseAcc) event(name string, v gjson.Result) {
+	if !v.IsObject() {
+		return
+	}
+	switch name {
+	case "messageStart":
+		if r := objectKey(v, "role"); r.Str != "" {
+			c.role = strings.Clone(r.Str)
+		}
+	case "contentBlockStart":
+		tu := objectKey(objectKey(v, "start"), "toolUse")
+		if !tu.IsObject() {
+			return
+		}
+		t := c.tool(objectKey(v, "contentBlockIndex").Int())
+		tu.ForEach(func(k, f gjson.Result) bool {
+			switch k.Str {
+			case "toolUseId":
+				t.id = strings.Clone(f.Str)
+			case "name":
+				t.name = strings.Clone(f.Str)
+			}
+			return true
+		})
+	case "contentBlockDelta":
+		index := objectKey(v, "contentBlockIndex").Int()
+		objectKey(v, "delta").ForEach(func(k, f gjson.Result) bool {
+			switch k.Str {
+			case "text":
+				if f.Type != gjson.String {
+					return true
+				}
+				// Text blocks are joined with "\n", as in a whole answer.
+				if c.hasText && index != c.lastText {
+					c.content = append(c.content, '\n')
+				}
+				c.content = append(c.content, f.Str...)
+				c.hasText, c.lastText = true, index
+			case "toolUse":
+				if in := objectKey(f, "input"); in.Type == gjson.String {
+					t := c.tool(index)
+					t.input = append(t.input, in.Str...)
+				}
+			}
+			return true
+		})
+	case "messageStop":
+		c.done = true
+	case "metadata":
+		c.usage = converseUsage(objectKey(v, "usage"))
+	}
+}
+
+// tool returns the accumulator of the toolUse block at index, adding it when new.
+func (c *converseAcc) tool(index int64) *toolAcc {
+	if i, ok := c.toolAt[index]; ok {
+		return &c.tools[i]
+	}
+	if c.toolAt == nil {
+		c.toolAt = make(map[int64]int)
+	}
+	c.toolAt[index] = len(c.tools)
+	c.tools = append(c.tools, toolAcc{index: index})
+	return &c.tools[len(c.tools)-1]
+}
+
+// message returns the answer so far: the text deltas joined, and the tool calls
+// in block order with their input fragments joined (compact JSON; "{}" when none
+// came, as a whole answer gives for an empty input).
+func (c *converseAcc) message() protocol.Message {
+	m := protocol.Message{Role: c.role, Content: string(c.content)}
+	if m.Role == "" {
+		m.Role = "assistant"
+	}
+	if len(c.tools) == 0 {
+		return m
+	}
+	tools := slices.Clone(c.tools)
+	slices.SortFunc(tools, func(a, b toolAcc) int { return cmp.Compare(a.index, b.index) })
+	m.ToolCalls = make([]protocol.ToolCall, len(tools))
+	for i, t := range tools {
+		args := string(t.input)
+		switch {
+		case len(bytes.TrimSpace(t.input)) == 0:
+			args = "{}"
+		case validate(t.input) == nil:
+			args = compact(args)
+		}
+		m.ToolCalls[i] = protocol.ToolCall{ID: t.id, Type: "function", Name: t.name, Arguments: args}
+	}
+	return m
+}
+
+// llamaAcc assembles a Llama answer from its chunks (or its one whole body).
+type llamaAcc struct {
+	content []byte
+	usage   protocol.Usage
+	done    bool
+}
+
+// chunk applies one {"generation","prompt_token_count","generation_token_count",
+// "stop_reason"}; it reports whether the object had a generation string. Token
+// counts are cumulative, so the largest seen wins.
+func (l *llamaAcc) chunk(v gjson.Result) bool {
+	if !v.IsObject() {
+		return false
+	}
+	ok := false
+	v.ForEach(func(k, f gjson.Result) bool {
+		switch k.Str {
+		case "generation":
+			if f.Type == gjson.String {
+				l.content = append(l.content, f.Str...)
+				ok = true
+			}
+		case "prompt_token_count":
+			l.usage.InputTokens = max(l.usage.InputTokens, f.Int())
+		case "generation_token_count":
+			l.usage.OutputTokens = max(l.usage.OutputTokens, f.Int())
+		case "stop_reason":
+			if f.Type == gjson.String && f.Str != "" {
+				l.done = true
+			}
+		}
+		return true
+	})
+	return ok
+}
+
+func (l *llamaAcc) message() protocol.Message {
+	return protocol.Message{Role: "assistant", Content: string(l.content)}
+}

@@ -1,0 +1,266 @@
+package bedrock
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/jsontext"
+)
+
+// chatTemplate is the set of special tokens of one Llama chat template.
+type chatTemplate struct {
+	start, end, eot string
+}
+
+// templates are the Llama chat templates a prompt may use: Llama 3 (3, 3.1, 3.2,
+// 3.3) and Llama 4.
+var templates = []chatTemplate{
+	{start: "<|start_header_id|>", end: "<|end_header_id|>", eot: "<|eot_id|>"},
+	{start: "<|header_start|>", end: "<|header_end|>", eot: "<|eot|>"},
+}
+
+// llamaBlock is one header block of a templated prompt. Offsets are into the
+// decoded prompt.
+type llamaBlock struct {
+	role             string
+	start            int // offset of the header's start token
+	textStart, text  int // the block's text, whitespace around it trimmed: [textStart, text)
+	eotEnd           int // offset right after the block's end-of-turn token; -1 when it has none
+	isMessage, isCue bool
+}
+
+// LlamaRequest is a parsed InvokeModel body of a Meta Llama model:
+// {"prompt": "…", "max_gen_len", "temperature", "top_p", …}. A prompt in a Llama
+// chat template gives one message per header block; any other prompt is one user
+// message.
+type LlamaRequest struct {
+	protocol.View
+
+	op      Op
+	bodyLen int
+	quoted  string // the prompt's raw JSON string, quotes included
+	open    int    // raw offset of its opening quote
+	prompt  string // its decoded value
+
+	tmpl   *chatTemplate // nil for a plain prompt
+	blocks []llamaBlock
+
+	taskBlock int // index of the block holding the task; -1 for a plain prompt
+	taskAt    int // decoded offset right after the task
+}
+
+// parseLlama reads a Llama InvokeModel body.
+func parseLlama(body []byte, rules []protocol.TaskRule, op Op) (*LlamaRequest, error) {
+	root, err := rootObject(body)
+	if err != nil {
+		return nil, err
+	}
+	p := objectKey(root, "prompt")
+	if p.Type != gjson.String {
+		return nil, fmt.Errorf("%w: \"prompt\" is missing or not a string", protocol.ErrMissingMessages)
+	}
+	r := &LlamaRequest{op: op, bodyLen: len(body), quoted: p.Raw, open: p.Index, prompt: p.Str, taskBlock: -1}
+	r.Stream = op.Stream()
+	r.readPrompt()
+	r.findTask(rules)
+	return r, nil
+}
+
+// readPrompt splits the prompt into header blocks when it uses a chat template.
+func (r *LlamaRequest) readPrompt() {
+	s := r.prompt
+	for i := range templates {
+		if strings.Contains(s, templates[i].start) {
+			r.tmpl = &templates[i]
+			break
+		}
+	}
+	if r.tmpl == nil {
+		r.Messages = []protocol.Message{{Role: "user", Content: s}}
+		return
+	}
+	t := r.tmpl
+	at := strings.Index(s, t.start)
+	for at >= 0 {
+		nameAt := at + len(t.start)
+		e := strings.Index(s[nameAt:], t.end)
+		if e < 0 {
+			break // a header without its end token is no block
+		}
+		if n := strings.Index(s[nameAt:nameAt+e], t.start); n >= 0 {
+			at = nameAt + n // a header cut short by the next one is no block
+			continue
+		}
+		b := llamaBlock{role: strings.TrimSpace(s[nameAt : nameAt+e]), start: at, eotEnd: -1}
+		body := nameAt + e + len(t.end)
+		next := strings.Index(s[body:], t.start)
+		stop := len(s)
+		if next >= 0 {
+			next += body
+			stop = next
+		}
+		if eot := strings.Index(s[body:stop], t.eot); eot >= 0 {
+			stop = body + eot
+			b.eotEnd = stop + len(t.eot)
+		}
+		b.textStart, b.text = trimSpan(s, body, stop)
+		// The open block that ends the prompt with nothing in it is the cue for the
+		// model to answer, not a message.
+		b.isCue = b.eotEnd < 0 && next < 0 && b.textStart == b.text
+		b.isMessage = !b.isCue
+		if b.role == "ipython" {
+			b.role = "tool" // Llama 3.1's role for tool output
+		}
+		r.blocks = append(r.blocks, b)
+		if b.isMessage {
+			r.Messages = append(r.Messages, protocol.Message{Role: b.role, Content: s[b.textStart:b.text]})
+		}
+		at = next
+	}
+	if len(r.blocks) == 0 {
+		// No complete header: the prompt is plain text after all.
+		r.tmpl = nil
+		r.Messages = []protocol.Message{{Role: "user", Content: s}}
+	}
+}
+
+// trimSpan returns [from, to) of s with the whitespace at both ends cut off.
+func trimSpan(s string, from, to int) (int, int) {
+	t := strings.TrimLeftFunc(s[from:to], unicode.IsSpace)
+	from = to - len(t)
+	return from, from + len(strings.TrimRightFunc(t, unicode.IsSpace))
+}
+
+// findTask applies rules in order to the texts of system and user blocks (or to the
+// whole plain prompt); the first that matches sets r.Task.
+func (r *LlamaRequest) findTask(rules []protocol.TaskRule) {
+	for _, rule := range rules {
+		if r.tmpl == nil {
+			switch {
+			case rule.Regex != nil:
+				if task, end, ok := jsontext.FindTask(rule.Regex, r.prompt); ok {
+					r.Task, r.taskAt = task, end
+					return
+				}
+			case rule.FirstUserMessage:
+				if r.prompt != "" {
+					r.Task, r.taskAt = r.prompt, len(r.prompt)
+					return
+				}
+			}
+			continue
+		}
+		for i, b := range r.blocks {
+			if !b.isMessage || (b.role != "user" && b.role != "system") {
+				continue
+			}
+			text := r.prompt[b.textStart:b.text]
+			if rule.Regex != nil {
+				if task, end, ok := jsontext.FindTask(rule.Regex, text); ok {
+					r.Task, r.taskAt, r.taskBlock = task, b.textStart+end, i
+					return
+				}
+				continue
+			}
+			if rule.FirstUserMessage && b.role == "user" && text != "" {
+				r.Task, r.taskAt, r.taskBlock = text, b.text, i
+				return
+			}
+		}
+	}
+}
+
+// Parsed returns the call's view.
+func (r *LlamaRequest) Parsed() *protocol.View { return &r.View }
+
+// raw maps an offset of the decoded prompt to its offset in the body.
+func (r *LlamaRequest) raw(decoded int) int {
+	return r.open + jsontext.QuotedOffset(r.quoted, decoded)
+}
+
+// Splice returns a new body with text inserted into the prompt per placement; body
+// is not modified.
+//
+//   - AppendToTask inserts text right after the task (before the end-of-turn token
+//     of its block).
+//   - System appends text to the text of the first system block, or inserts a
+//     system block in front of the first block when there is none; a plain prompt
+//     gets the text and a blank line in front.
+//   - NewMessage inserts a user block holding the text after the task's block; a
+//     plain prompt gets a blank line and the text at its end (before a closing
+//     "[/INST]").
+//
+// Except for AppendToTask and an existing system block's text, the text has its
+// leading whitespace trimmed. With no task, AppendToTask and NewMessage return body
+// unchanged, as do a body other than the one parsed, an unknown placement, an empty
+// text and a task block without an end-of-turn token for NewMessage.
+func (r *LlamaRequest) Splice(body []byte, p protocol.Placement, text string) []byte {
+	if len(body) != r.bodyLen || text == "" {
+		return body
+	}
+	trimmed := strings.TrimLeftFunc(text, unicode.IsSpace)
+	if p != protocol.AppendToTask && trimmed == "" {
+		return body
+	}
+	switch p {
+	case protocol.AppendToTask:
+		if r.Task == "" {
+			return body
+		}
+		return jsontext.Insert(body, r.raw(r.taskAt), "", text, "")
+	case protocol.System:
+		return r.spliceSystem(body, text, trimmed)
+	case protocol.NewMessage:
+		if r.Task == "" {
+			return body
+		}
+		if r.tmpl == nil {
+			at := len(r.prompt)
+			if t := strings.TrimRightFunc(r.prompt, unicode.IsSpace); strings.HasSuffix(t, "[/INST]") {
+				at = len(t) - len("[/INST]")
+			}
+			return jsontext.Insert(body, r.raw(at), "", "\n\n"+trimmed, "")
+		}
+		b := r.blocks[r.taskBlock]
+		if b.eotEnd < 0 {
+			return body
+		}
+		return jsontext.Insert(body, r.raw(b.eotEnd), r.header("user"), trimmed, r.tmpl.eot)
+	}
+	return body
+}
+
+// spliceSystem splices for the System placement.
+func (r *LlamaRequest) spliceSystem(body []byte, text, trimmed string) []byte {
+	if r.tmpl == nil {
+		return jsontext.Insert(body, r.raw(0), "", trimmed+"\n\n", "")
+	}
+	for _, b := range r.blocks {
+		if b.role == "system" && b.isMessage {
+			if b.textStart == b.text {
+				text = trimmed // nothing to separate the text from
+			}
+			return jsontext.Insert(body, r.raw(b.text), "", text, "")
+		}
+	}
+	return jsontext.Insert(body, r.raw(r.blocks[0].start), r.header("system"), trimmed, r.tmpl.eot)
+}
+
+// header is the raw JSON text that opens a block of role: the header tokens and the
+// blank line the template puts after them.
+func (r *LlamaRequest) header(role string) string {
+	return r.tmpl.start + role + r.tmpl.end + `\n\n`
+}
+
+// Decoder returns a decoder for the answer: an event stream of generation chunks
+// for InvokeModelWithResponseStream, else a JSON body.
+func (r *LlamaRequest) Decoder() protocol.Decoder {
+	if r.op == InvokeStream {
+		return newStreamDecoder(streamLlama)
+	}
+	return newJSONDecoder(decodeLlamaResponse)
+}
