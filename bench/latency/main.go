@@ -8,6 +8,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -19,6 +21,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/app"
@@ -91,6 +95,16 @@ func run(n int, dataPath string, size int) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	// Bedrock: camproxy re-signs with these, as it would with the pod's credentials.
+	br := testkit.NewBedrock("AKIDBENCH", "bench-secret", "us-east-1")
+	defer br.Close()
+	br.ReplyFn = func(string, string, gjson.Result) testkit.BedrockReply {
+		return testkit.BedrockReply{Content: "I have checked the reservation and the flight is on time."}
+	}
+	os.Setenv("AWS_ACCESS_KEY_ID", "AKIDBENCH")
+	os.Setenv("AWS_SECRET_ACCESS_KEY", "bench-secret")
+	os.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	cfg.Upstreams.Bedrock.Endpoint = br.URL
 	cfg.Replay.Sinks = []string{"file://" + tmp + "/replay"}
 	cfg.Replay.SpoolDir = tmp + "/spool"
 	if err := cfg.Validate(); err != nil {
@@ -108,16 +122,39 @@ func run(n int, dataPath string, size int) error {
 	defer silent.Shutdown(context.Background())
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
-	urls := []string{up.URL + "/v1/chat/completions", "http://" + recording.Addr() + "/v1/chat/completions",
-		"http://" + silent.Addr() + "/v1/chat/completions"}
+	hosts := []string{up.URL, "http://" + recording.Addr(), "http://" + silent.Addr()}
 	stream, err := withStream(body)
 	if err != nil {
 		return err
 	}
+	converse, err := converseBody(body)
+	if err != nil {
+		return err
+	}
+	chat := func(b []byte) func(int) *http.Request {
+		return func(i int) *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, hosts[i]+"/v1/chat/completions", bytes.NewReader(b))
+			r.Header.Set("Content-Type", "application/json")
+			return r
+		}
+	}
+	bedrockHosts := []string{br.URL, hosts[1], hosts[2]}
+	converseStream := func(i int) *http.Request {
+		r, _ := http.NewRequest(http.MethodPost, bedrockHosts[i]+"/model/us.anthropic.claude-3-5-sonnet-20241022-v2%3A0/converse-stream", bytes.NewReader(converse))
+		r.Header.Set("Content-Type", "application/json")
+		if i == 0 { // straight to Bedrock: the client signs, as an SDK would
+			sum := sha256.Sum256(converse)
+			creds := aws.Credentials{AccessKeyID: "AKIDBENCH", SecretAccessKey: "bench-secret"}
+			_ = v4.NewSigner().SignHTTP(context.Background(), creds, r, hex.EncodeToString(sum[:]), "bedrock", "us-east-1", time.Now())
+		}
+		return r
+	}
 	for range 50 { // warm up connections and the context cache
-		for _, u := range urls {
-			if _, err := call(client, u, body); err != nil {
-				return err
+		for i := range hosts {
+			for _, mk := range []func(int) *http.Request{chat(body), converseStream} {
+				if _, err := call(client, mk(i)); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -126,12 +163,12 @@ func run(n int, dataPath string, size int) error {
 	fmt.Printf("%-26s %9s %10s %9s %7s %11s %9s\n", "", "direct", "camproxy", "added", "ratio", "no-record", "recording")
 	for _, mode := range []struct {
 		name string
-		body []byte
-	}{{"non-streaming total", body}, {"streaming first byte", stream}} {
-		lat := make([][]time.Duration, len(urls))
+		req  func(int) *http.Request
+	}{{"non-streaming total", chat(body)}, {"streaming first byte", chat(stream)}, {"bedrock stream 1st event", converseStream}} {
+		lat := make([][]time.Duration, len(hosts))
 		for range n {
-			for i, u := range urls {
-				d, err := call(client, u, mode.body)
+			for i := range hosts {
+				d, err := call(client, mode.req(i))
 				if err != nil {
 					return err
 				}
@@ -166,6 +203,43 @@ func startApp(cfg *config.Config, rec proxy.Recorder) (*app.App, error) {
 	return a, a.Start()
 }
 
+// converseBody turns the chat conversation into a Converse body of about the same
+// size: the system prompt, then the texts with roles alternating from a user turn.
+func converseBody(chat []byte) ([]byte, error) {
+	var msgs []map[string]any
+	var system string
+	gjson.GetBytes(chat, "messages").ForEach(func(_, m gjson.Result) bool {
+		role, text := m.Get("role").String(), m.Get("content").String()
+		switch {
+		case role == "system":
+			system = text
+			return true
+		case role == "tool":
+			role = "user"
+		case role != "user" && role != "assistant":
+			return true
+		}
+		if text == "" {
+			text = m.Get("tool_calls").Raw
+		}
+		if len(msgs) == 0 && role != "user" {
+			return true
+		}
+		if n := len(msgs); n > 0 && msgs[n-1]["role"] == role {
+			blocks := msgs[n-1]["content"].([]map[string]any)
+			msgs[n-1]["content"] = append(blocks, map[string]any{"text": text})
+			return true
+		}
+		msgs = append(msgs, map[string]any{"role": role, "content": []map[string]any{{"text": text}}})
+		return true
+	})
+	if n := len(msgs); n > 0 && msgs[n-1]["role"] == "assistant" {
+		msgs = msgs[:n-1]
+	}
+	return json.Marshal(map[string]any{"system": []map[string]any{{"text": system}}, "messages": msgs,
+		"inferenceConfig": map[string]any{"maxTokens": 512}})
+}
+
 func withStream(body []byte) ([]byte, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil {
@@ -176,9 +250,10 @@ func withStream(body []byte) ([]byte, error) {
 }
 
 // call returns the time to the first body byte, then drains the body.
-func call(c *http.Client, url string, body []byte) (time.Duration, error) {
+func call(c *http.Client, req *http.Request) (time.Duration, error) {
+	url := req.URL.String()
 	start := time.Now()
-	resp, err := c.Post(url, "application/json", bytes.NewReader(body))
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, err
 	}

@@ -30,6 +30,10 @@ type Request struct {
 	task taskSpot
 	// sys says where the System placement inserts.
 	sys anchor
+	// arrOpen is the offset of the '[' that opens the messages array.
+	arrOpen int
+	// wireMessages is the number of elements of the messages array.
+	wireMessages int
 }
 
 var _ protocol.Request = (*Request)(nil)

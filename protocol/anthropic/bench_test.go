@@ -1,0 +1,43 @@
+package anthropic
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/camproxy/camproxy/protocol"
+)
+
+// BenchmarkParseSplice parses a ~16 KB body of a real airline trajectory and
+// splices context after its task, as the proxy does on every augmented call.
+func BenchmarkParseSplice(b *testing.B) {
+	body, err := os.ReadFile("testdata/airline.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rules := protocol.DefaultTaskRules()
+	text := "\n\n" + strings.Repeat("Check the cabin class before booking. ", 10)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		r, err := Parse(body, rules)
+		if err != nil || r.Task == "" {
+			b.Fatal(err)
+		}
+		_ = r.Splice(body, protocol.AppendToTask, text)
+	}
+}
+
+// BenchmarkStreamDecoder decodes a realistic stream written in small chunks.
+func BenchmarkStreamDecoder(b *testing.B) {
+	stream := []byte(realisticStream)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(stream)))
+	for b.Loop() {
+		var d StreamDecoder
+		for i := 0; i < len(stream); i += 97 {
+			_, _ = d.Write(stream[i:min(i+97, len(stream))])
+		}
+		_ = d.Message()
+	}
+}

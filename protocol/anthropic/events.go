@@ -1,0 +1,242 @@
+package anthropic
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/tidwall/gjson"
+)
+
+// mapBlocks is the number of content blocks past which they are found by a map.
+const mapBlocks = 8
+
+// EventDecoder assembles an answer from Anthropic stream events that are already
+// framed: JSON objects such as {"type":"content_block_delta",…}, one per Event call.
+// Bedrock InvokeModelWithResponseStream carries them base64-encoded in its chunk
+// events; StreamDecoder feeds it from SSE. The zero value is ready to use. It is not
+// safe for concurrent use.
+//
+// It reads message_start (usage), content_block_start (text, or tool_use with id and
+// name), content_block_delta (text_delta, input_json_delta), message_delta (usage)
+// and message_stop (the end); ping and unknown events are ignored, and an error
+// event means the answer will not be finished. Malformed events are skipped.
+type EventDecoder struct {
+	blocks  []blockAcc
+	blockAt map[int64]int // index → position in blocks, once there are many
+	usage   usageAcc
+	done    bool // saw message_stop
+	failed  bool // saw an error event
+}
+
+// blockKind is what a content block holds.
+type blockKind uint8
+
+const (
+	kindOther blockKind = iota // thinking, server tool blocks…: nothing the answer keeps
+	kindText
+	kindTool
+)
+
+// blockAcc assembles one content block from its deltas.
+type blockAcc struct {
+	index    int64
+	kind     blockKind
+	text     []byte
+	id, name string
+	input    string // the input of content_block_start, used when no delta comes
+	args     []byte // the input_json_delta fragments joined
+}
+
+// Event applies one event, a JSON object.
+func (d *EventDecoder) Event(json []byte) { d.event(json, nil) }
+
+// event applies one event; field, the SSE event field, is its type when the object
+// has none.
+func (d *EventDecoder) event(data, field []byte) {
+	if validate(data) != nil {
+		return
+	}
+	root := gjson.ParseBytes(data)
+	if !root.IsObject() {
+		return
+	}
+	var typ, index, message, cblock, delta, usage, metrics gjson.Result
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "type":
+			typ = v
+		case "index":
+			index = v
+		case "message":
+			message = v
+		case "content_block":
+			cblock = v
+		case "delta":
+			delta = v
+		case "usage":
+			usage = v
+		case "amazon-bedrock-invocationMetrics":
+			metrics = v
+		}
+		return true
+	})
+	name := typ.Str
+	if typ.Type != gjson.String {
+		name = string(field)
+	}
+	switch name {
+	case "message_start":
+		if message.IsObject() {
+			d.usage.read(message.Get("usage"))
+		}
+	case "content_block_start":
+		d.startBlock(indexOf(index), cblock)
+	case "content_block_delta":
+		d.applyDelta(indexOf(index), delta)
+	case "message_delta":
+		d.usage.read(usage)
+	case "message_stop":
+		d.done = true
+		if !d.usage.seen && metrics.IsObject() {
+			// Bedrock's own counts, when the stream carried no usage.
+			d.usage.input = metrics.Get("inputTokenCount").Int()
+			d.usage.output = metrics.Get("outputTokenCount").Int()
+		}
+	case "error":
+		d.failed = true
+	}
+}
+
+// startBlock applies content_block_start.
+func (d *EventDecoder) startBlock(index int64, cb gjson.Result) {
+	if !cb.IsObject() {
+		return // malformed: it claims no index
+	}
+	b := readBlock(cb)
+	switch b.typ.Str {
+	case "text":
+		if acc := d.block(index, kindText); acc != nil {
+			acc.text = append(acc.text, b.text.Str...)
+		}
+	case "tool_use":
+		if acc := d.block(index, kindTool); acc != nil {
+			// Clone: the strings would otherwise pin the whole event.
+			acc.id = strings.Clone(b.id.Str)
+			acc.name = strings.Clone(b.name.Str)
+			acc.input = strings.Clone(b.input.Raw)
+		}
+	default:
+		d.block(index, kindOther)
+	}
+}
+
+// applyDelta applies content_block_delta.
+func (d *EventDecoder) applyDelta(index int64, delta gjson.Result) {
+	if !delta.IsObject() {
+		return
+	}
+	var typ, text, partial gjson.Result
+	delta.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "type":
+			typ = v
+		case "text":
+			text = v
+		case "partial_json":
+			partial = v
+		}
+		return true
+	})
+	switch typ.Str {
+	case "text_delta":
+		if acc := d.block(index, kindText); acc != nil {
+			acc.text = append(acc.text, text.Str...)
+		}
+	case "input_json_delta":
+		if acc := d.block(index, kindTool); acc != nil {
+			acc.args = append(acc.args, partial.Str...)
+		}
+	}
+}
+
+// block returns the block at index, adding it with kind when new; nil when it holds
+// another kind. Indexes come from the stream, so they key a search, not a slice
+// that one bad event could make huge; past a handful of blocks a map keeps the
+// search linear in the stream.
+func (d *EventDecoder) block(index int64, kind blockKind) *blockAcc {
+	pos := -1
+	if d.blockAt != nil {
+		if i, ok := d.blockAt[index]; ok {
+			pos = i
+		}
+	} else {
+		for i := range d.blocks {
+			if d.blocks[i].index == index {
+				pos = i
+				break
+			}
+		}
+	}
+	if pos >= 0 {
+		if d.blocks[pos].kind != kind {
+			return nil
+		}
+		return &d.blocks[pos]
+	}
+	d.blocks = append(d.blocks, blockAcc{index: index, kind: kind})
+	switch {
+	case d.blockAt != nil:
+		d.blockAt[index] = len(d.blocks) - 1
+	case len(d.blocks) > mapBlocks:
+		d.blockAt = make(map[int64]int, 2*len(d.blocks))
+		for i, b := range d.blocks {
+			d.blockAt[b.index] = i
+		}
+	}
+	return &d.blocks[len(d.blocks)-1]
+}
+
+// indexOf returns the integer index v, or 0 when it is absent or not a number.
+func indexOf(v gjson.Result) int64 {
+	if v.Type != gjson.Number {
+		return 0
+	}
+	return v.Int()
+}
+
+// Message returns the answer assembled so far: role "assistant", the text blocks in
+// index order joined with "\n", and the tool_use blocks as tool calls in index order
+// with their input fragments joined (compacted when they form valid JSON).
+func (d *EventDecoder) Message() protocol.Message {
+	m := protocol.Message{Role: "assistant"}
+	if len(d.blocks) == 0 {
+		return m
+	}
+	// Sort a copy: blockAt holds positions in d.blocks, and the stream may go on.
+	blocks := slices.Clone(d.blocks)
+	slices.SortFunc(blocks, func(a, b blockAcc) int { return cmp.Compare(a.index, b.index) })
+	var text joiner
+	for _, b := range blocks {
+		switch b.kind {
+		case kindText:
+			text.add(string(b.text))
+		case kindTool:
+			args := b.input
+			if len(b.args) > 0 {
+				args = string(b.args)
+			}
+			m.ToolCalls = append(m.ToolCalls, protocol.ToolCall{ID: b.id, Type: "function", Name: b.name, Arguments: compactJSON(args)})
+		}
+	}
+	m.Content = text.String()
+	return m
+}
+
+// Usage returns the usage reported so far: message_start's, updated by
+// message_delta's. InputTokens counts cached input tokens too.
+func (d *EventDecoder) Usage() protocol.Usage { return d.usage.usage() }
+
+// Finished reports whether message_stop arrived and no error event did.
+func (d *EventDecoder) Finished() bool { return d.done && !d.failed }

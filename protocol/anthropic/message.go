@@ -1,0 +1,247 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/tidwall/gjson"
+)
+
+// segment is one text that task rules read: the top-level system prompt (a string
+// or one of its text blocks), or the string content or one text block of a user
+// message.
+type segment struct {
+	msg    int    // index of the message in the messages array, -1 for the system prompt
+	idx    int    // raw offset of the string's opening quote
+	raw    string // the raw JSON string, quotes included
+	text   string // its decoded value
+	msgEnd int    // raw offset right after the message object; unused for the system prompt
+}
+
+// block holds the fields of one content block that the normalisation reads. On
+// duplicate keys the last one wins, as in the decoders upstream.
+type block struct {
+	typ, text, id, name, input, toolUseID, content gjson.Result
+}
+
+// readBlock walks the keys of one content block once.
+func readBlock(b gjson.Result) block {
+	var f block
+	if !b.IsObject() {
+		return f
+	}
+	b.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "type":
+			f.typ = v
+		case "text":
+			f.text = v
+		case "id":
+			f.id = v
+		case "name":
+			f.name = v
+		case "input":
+			f.input = v
+		case "tool_use_id":
+			f.toolUseID = v
+		case "content":
+			f.content = v
+		}
+		return true
+	})
+	return f
+}
+
+// isText reports whether the block is {"type":"text","text":"…"}.
+func (b *block) isText() bool { return b.typ.Str == "text" && b.text.Type == gjson.String }
+
+// toolCall normalises a tool_use block.
+func (b *block) toolCall() protocol.ToolCall {
+	return protocol.ToolCall{ID: b.id.Str, Type: "function", Name: b.name.Str, Arguments: compactJSON(b.input.Raw)}
+}
+
+// compactJSON returns the JSON text raw without insignificant whitespace, so that an
+// input the client sent indented and the same input streamed in fragments compare
+// equal; raw itself when it has no whitespace or is not valid JSON.
+func compactJSON(raw string) string {
+	if !strings.ContainsAny(raw, " \t\r\n") {
+		return raw
+	}
+	var b bytes.Buffer
+	b.Grow(len(raw))
+	if json.Compact(&b, []byte(raw)) != nil {
+		return raw
+	}
+	return b.String()
+}
+
+// joiner joins texts with "\n" lazily: one text, the usual case, costs nothing.
+type joiner struct {
+	first  string
+	joined []byte
+	n      int
+}
+
+func (j *joiner) add(s string) {
+	switch j.n {
+	case 0:
+		j.first = s
+	case 1:
+		j.joined = append(append(append(j.joined, j.first...), '\n'), s...)
+	default:
+		j.joined = append(append(j.joined, '\n'), s...)
+	}
+	j.n++
+}
+
+func (j *joiner) String() string {
+	if j.n > 1 {
+		return string(j.joined)
+	}
+	return j.first
+}
+
+// blocksText returns the text of a string, or of the text blocks of an array joined
+// with "\n" (images, documents and other blocks carry no text); "" otherwise. visit,
+// when not nil, sees every text; n is the number of elements of an array.
+func blocksText(c gjson.Result, visit func(text gjson.Result)) (text string, n int) {
+	switch {
+	case c.Type == gjson.String:
+		if visit != nil {
+			visit(c)
+		}
+		return c.Str, 0
+	case !c.IsArray():
+		return "", 0
+	}
+	var j joiner
+	c.ForEach(func(_, v gjson.Result) bool {
+		n++
+		b := readBlock(v)
+		if b.isText() {
+			if visit != nil {
+				visit(b.text)
+			}
+			j.add(b.text.Str)
+		}
+		return true
+	})
+	return j.String(), n
+}
+
+// readSystem normalises the top-level system prompt into messages[0], returns its
+// texts for the task rules and sets where System inserts. open and closing are the
+// offsets of the braces of the body.
+func (r *Request) readSystem(system gjson.Result, open, closing int) []segment {
+	var segs []segment
+	visit := func(t gjson.Result) {
+		segs = append(segs, segment{msg: -1, idx: t.Index, raw: t.Raw, text: t.Str, msgEnd: -1})
+	}
+	switch {
+	case system.Type == gjson.String:
+		visit(system)
+		r.Messages = append(r.Messages, protocol.Message{Role: "system", Content: system.Str})
+		// Into the string; an empty one gets no leading blank lines.
+		r.sys = anchor{at: closingQuote(system), trim: system.Str == ""}
+	case system.IsArray():
+		text, n := blocksText(system, visit)
+		r.Messages = append(r.Messages, protocol.Message{Role: "system", Content: text})
+		// A new text block before the ']': blocks before it keep their cache_control.
+		prefix := `{"type":"text","text":"`
+		if n > 0 {
+			prefix = "," + prefix
+		}
+		r.sys = anchor{at: system.Index + len(system.Raw) - 1, prefix: prefix, suffix: `"}`, trim: true}
+	case !system.Exists():
+		// The first member; the body has at least "messages" after it.
+		r.sys = anchor{at: open + 1, prefix: `"system":"`, suffix: `",`, trim: true}
+	default:
+		// null or a wrong type: a second "system" member, last, so that it is the
+		// one a last-key-wins decoder keeps.
+		r.sys = anchor{at: closing, prefix: `,"system":"`, suffix: `"`, trim: true}
+	}
+	return segs
+}
+
+// readMessages normalises the messages array in one pass and appends the texts task
+// rules may read to segs.
+func (r *Request) readMessages(msgs gjson.Result, segs []segment) []segment {
+	r.arrOpen = msgs.Index
+	msgs.ForEach(func(_, v gjson.Result) bool {
+		w := r.wireMessages
+		r.wireMessages++
+		if !v.IsObject() {
+			r.Messages = append(r.Messages, protocol.Message{})
+			return true
+		}
+		var role, content gjson.Result
+		v.ForEach(func(k, f gjson.Result) bool {
+			switch k.Str {
+			case "role":
+				role = f
+			case "content":
+				content = f
+			}
+			return true
+		})
+		end := v.Index + len(v.Raw)
+		user := role.Str == "user"
+		visit := func(t gjson.Result) {
+			if user {
+				segs = append(segs, segment{msg: w, idx: t.Index, raw: t.Raw, text: t.Str, msgEnd: end})
+			}
+		}
+		if content.Type == gjson.String {
+			visit(content)
+			r.Messages = append(r.Messages, protocol.Message{Role: role.Str, Content: content.Str})
+			return true
+		}
+		r.readBlocks(role.Str, content, visit)
+		return true
+	})
+	return segs
+}
+
+// readBlocks normalises one message whose content is not a string: its text blocks
+// joined and its tool_use blocks as tool calls; for a user message, each tool_result
+// block first as a message of role "tool", and its text (if any) after them.
+func (r *Request) readBlocks(role string, content gjson.Result, visit func(gjson.Result)) {
+	m := protocol.Message{Role: role}
+	var (
+		text    joiner
+		results int
+	)
+	if content.IsArray() {
+		content.ForEach(func(_, v gjson.Result) bool {
+			b := readBlock(v)
+			switch b.typ.Str {
+			case "text":
+				if b.isText() {
+					visit(b.text)
+					text.add(b.text.Str)
+				}
+			case "tool_use":
+				m.ToolCalls = append(m.ToolCalls, b.toolCall())
+			case "tool_result":
+				if role != "user" {
+					break
+				}
+				// is_error has no place in the chat shape: the content says what failed.
+				c, _ := blocksText(b.content, nil)
+				r.Messages = append(r.Messages, protocol.Message{Role: "tool", Content: c, ToolCallID: b.toolUseID.Str})
+				results++
+			}
+			return true
+		})
+	}
+	m.Content = text.String()
+	if results > 0 && text.n == 0 && m.ToolCalls == nil {
+		return // the tool results were all the message held
+	}
+	r.Messages = append(r.Messages, m)
+}
+
+// closingQuote is the raw offset of the quote that closes a string value.
+func closingQuote(s gjson.Result) int { return s.Index + len(s.Raw) - 1 }
