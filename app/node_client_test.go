@@ -26,7 +26,7 @@ func nodeScript(t *testing.T, script string, env ...string) []byte {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), "NODE_NO_WARNINGS=1"), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {

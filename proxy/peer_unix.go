@@ -12,6 +12,13 @@ import (
 // byte it may have sent: a non-blocking MSG_PEEK that reads 0 bytes means EOF. fasthttp
 // gives no other signal for a client that leaves while the upstream is silent.
 func peerClosed(conn net.Conn) bool {
+	for {
+		u, ok := conn.(interface{ Unwrap() net.Conn })
+		if !ok {
+			break
+		}
+		conn = u.Unwrap()
+	}
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
 		return false

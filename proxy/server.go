@@ -132,8 +132,9 @@ func New(o Options) *Server {
 	return s
 }
 
-// Serve accepts connections on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+// Serve accepts connections on ln until Shutdown. HTTP/2 clients with prior knowledge
+// (h2c) are bridged to the same pipeline.
+func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(newSniffListener(ln, s.log)) }
 
 // Shutdown stops accepting, lets in-flight calls and streams finish until ctx is done,
 // then cancels what is left.

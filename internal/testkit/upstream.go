@@ -68,6 +68,14 @@ func NewUpstream() *Upstream {
 	return u
 }
 
+// Configure changes the script while requests may be in flight (from another process,
+// for instance): plain field writes would race with the handlers.
+func (u *Upstream) Configure(fn func(*Upstream)) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	fn(u)
+}
+
 // Requests returns what the upstream has received so far.
 func (u *Upstream) Requests() []Captured {
 	u.mu.Lock()
@@ -130,26 +138,33 @@ func writeOpenAIError(w http.ResponseWriter, status int, msg string) {
 	_, _ = w.Write(b)
 }
 
-// DefaultReply calls a tool on the first turn and answers in text once a tool result is in.
+// DefaultReply calls the request's first tool (or "lookup") on the first turn and
+// answers in text once a tool result is in.
 func DefaultReply(body gjson.Result) Reply {
 	msgs := body.Get("messages").Array()
 	if len(msgs) > 0 && msgs[len(msgs)-1].Get("role").String() == "tool" {
 		return Reply{Content: fmt.Sprintf("Done after %d messages.", len(msgs))}
 	}
-	return Reply{ToolCalls: []ToolCall{{ID: fmt.Sprintf("call_%d", len(msgs)), Name: "lookup", Arguments: `{"query":"flight status","limit":3}`}}}
+	name := body.Get("tools.0.function.name").String()
+	if name == "" {
+		name = "lookup"
+	}
+	return Reply{ToolCalls: []ToolCall{{ID: fmt.Sprintf("call_%d", len(msgs)), Name: name, Arguments: `{"query":"flight status","limit":3}`}}}
 }
 
 func (u *Upstream) chat(w http.ResponseWriter, r *http.Request, body []byte) {
 	req := gjson.ParseBytes(body)
-	reply := DefaultReply
-	if u.Reply != nil {
-		reply = u.Reply
-	}
+	u.mu.Lock()
+	replyFn, replyFor := u.Reply, u.ReplyFor
+	u.mu.Unlock()
 	var rep Reply
-	if u.ReplyFor != nil {
-		rep = u.ReplyFor(r.Header, req)
-	} else {
-		rep = reply(req)
+	switch {
+	case replyFor != nil:
+		rep = replyFor(r.Header, req)
+	case replyFn != nil:
+		rep = replyFn(req)
+	default:
+		rep = DefaultReply(req)
 	}
 	w.Header().Set("X-Request-Id", "req_chat_1")
 	w.Header().Set("X-Ratelimit-Remaining-Requests", "99")

@@ -1,0 +1,136 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// h2Preface opens every HTTP/2 connection with prior knowledge (h2c).
+var h2Preface = []byte(http2.ClientPreface)
+
+// sniffListener splits accepted connections by protocol: HTTP/1.x goes to fasthttp,
+// HTTP/2 with prior knowledge (the AWS JavaScript SDK speaks it to http:// endpoints)
+// goes to a bridge that relays each stream to fasthttp over HTTP/1.1 on loopback.
+// fasthttp has no HTTP/2 server; the bridge keeps one pipeline for every client.
+type sniffListener struct {
+	net.Listener
+	log    *slog.Logger
+	h1     chan net.Conn
+	h2     *http2.Server
+	bridge http.Handler
+	done   chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+}
+
+// sniffTimeout bounds how long a new connection may stay silent before it is classified.
+const sniffTimeout = 30 * time.Second
+
+func newSniffListener(ln net.Listener, log *slog.Logger) *sniffListener {
+	target := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
+		target.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(tcp.Port))
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host
+		},
+		FlushInterval: -1, // streams stay unbuffered across the bridge
+		Transport: &http.Transport{DialContext: (&net.Dialer{}).DialContext, MaxIdleConnsPerHost: 256,
+			DisableCompression: true, ResponseHeaderTimeout: 0},
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	s := &sniffListener{Listener: ln, log: log, h1: make(chan net.Conn), h2: &http2.Server{}, bridge: rp, done: make(chan struct{})}
+	go s.acceptLoop()
+	return s
+}
+
+func (s *sniffListener) acceptLoop() {
+	for {
+		c, err := s.Listener.Accept()
+		if err != nil {
+			s.Close()
+			return
+		}
+		go s.classify(c)
+	}
+}
+
+// classify reads the first bytes: "PRI" can only start the HTTP/2 preface; every
+// HTTP/1 method differs within three bytes. The bytes read are replayed to whoever
+// serves the connection.
+func (s *sniffListener) classify(c net.Conn) {
+	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
+	head := make([]byte, 3)
+	if _, err := io.ReadFull(c, head); err != nil {
+		_ = c.Close()
+		return
+	}
+	if !bytes.Equal(head, h2Preface[:3]) {
+		_ = c.SetReadDeadline(time.Time{})
+		select {
+		case s.h1 <- &prefixConn{Conn: c, pending: head}:
+		case <-s.done:
+			_ = c.Close()
+		}
+		return
+	}
+	rest := make([]byte, len(h2Preface)-3)
+	if _, err := io.ReadFull(c, rest); err != nil || !bytes.Equal(rest, h2Preface[3:]) {
+		_ = c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	s.wg.Add(1)
+	defer s.wg.Done()
+	s.h2.ServeConn(&prefixConn{Conn: c, pending: append([]byte(nil), h2Preface...)},
+		&http2.ServeConnOpts{Handler: s.bridge, Context: context.Background()})
+}
+
+func (s *sniffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.h1:
+		return c, nil
+	case <-s.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (s *sniffListener) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.done)
+		err = s.Listener.Close()
+	})
+	return err
+}
+
+// prefixConn replays bytes already read before the rest of the connection.
+type prefixConn struct {
+	net.Conn
+	pending []byte
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.pending) > 0 {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// Unwrap exposes the connection underneath, so that peerClosed can peek at it.
+func (c *prefixConn) Unwrap() net.Conn { return c.Conn }
