@@ -32,6 +32,8 @@ type Options struct {
 	Ready    []Check
 	Episodes episode.Store
 	Record   func(ev any) // takes replay events (the recorder's Add)
+	// Reward, if set, sees every reward and the one it replaces (adaptive allocation).
+	Reward func(ctx context.Context, arm string, reward float64, previous *float64)
 }
 
 type api struct{ o Options }

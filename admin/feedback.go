@@ -53,6 +53,9 @@ func (a *api) feedback(w http.ResponseWriter, r *http.Request) {
 	}
 	a.o.Record(&replay.RewardEvent{V: replay.Version, Type: replay.TypeReward, ID: replay.NewEventID(), EpisodeID: ep.ID,
 		Reward: fb.Reward, Success: fb.Success, Metadata: fb.Metadata, At: time.Now().UTC()})
+	if a.o.Reward != nil {
+		a.o.Reward(ctx, ep.Arm, fb.Reward, previous)
+	}
 	if m := a.o.Metrics; m != nil {
 		if previous == nil {
 			m.Rewards.WithLabelValues(ep.Arm).Inc()

@@ -46,6 +46,11 @@ type App struct {
 	admin    *http.Server
 	redis    []redis.UniversalClient
 
+	stats   policies.StatsStore // reward statistics for adaptive allocation
+	mu      sync.Mutex                 // guards cfg and run across reloads
+	run     *runtime
+	stopRun context.CancelFunc
+
 	dataLn, adminLn net.Listener
 	serveErr        chan error
 	closeOnce       sync.Once
@@ -68,10 +73,6 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a := &App{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg), serveErr: make(chan error, 2)}
 
-	rules, err := cfg.Task.Compile()
-	if err != nil {
-		return nil, fmt.Errorf("task.rules: %w", err)
-	}
 	ups, err := buildUpstreams(cfg)
 	if err != nil {
 		return nil, err
@@ -106,22 +107,22 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		a.Episodes = episode.NewMemory(cfg.Episodes.IdleTimeout, nil)
 	}
 
-	sources, err := buildAugmenters(cfg, a.Metrics)
-	if err != nil {
-		return nil, err
+	// Reward statistics outlive reloads; with Redis the whole fleet shares them.
+	a.stats = policies.NewMemoryStats()
+	if cacheRedis != nil {
+		a.stats = policies.NewRedisStats(cacheRedis)
 	}
-	policy, armPlace, err := buildPolicy(cfg)
+	run, err := a.buildRuntime(cfg)
 	if err != nil {
 		return nil, err
 	}
 
 	a.Proxy = proxy.New(proxy.Options{
-		Logger: log, Metrics: a.Metrics, OpenAI: ups[0], Anthropic: ups[1], Bedrock: ups[2], TaskRules: rules,
-		Placement:    proxy.Placement{Mode: protocol.Placement(cfg.Placement.Mode), Template: cfg.Placement.Template},
-		ArmPlacement: armPlace, Policy: policy, Augmenters: sources, Cache: a.Cache, Episodes: a.Episodes,
-		Recorder: rec, MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout,
+		Logger: log, Metrics: a.Metrics, OpenAI: ups[0], Anthropic: ups[1], Bedrock: ups[2], Runtime: run.rt,
+		Cache: a.Cache, Episodes: a.Episodes, Recorder: rec, MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout,
 		IdleTimeout: cfg.Server.IdleTimeout,
 	})
+	a.activate(run)
 
 	checks := []admin.Check{{Name: "config", Fn: func(context.Context) error { return nil }},
 		{Name: "episodes", Fn: a.Episodes.Ping},
@@ -131,7 +132,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	}
 	a.admin = &http.Server{
 		Handler: admin.New(admin.Options{Logger: log, Gatherer: reg, Metrics: a.Metrics, Ready: checks,
-			Episodes: a.Episodes, Record: a.record}),
+			Episodes: a.Episodes, Record: a.record, Reward: a.observeReward}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return a, nil
@@ -321,6 +322,11 @@ func (a *App) Shutdown(ctx context.Context) error {
 	var err error
 	a.closeOnce.Do(func() {
 		a.log.Info("camproxy shutting down")
+		a.mu.Lock()
+		if a.stopRun != nil {
+			a.stopRun()
+		}
+		a.mu.Unlock()
 		err = errors.Join(a.Proxy.Shutdown(ctx), a.admin.Shutdown(ctx))
 		if a.Recorder != nil {
 			// After the data plane: every finished turn has been handed over by now.

@@ -97,10 +97,21 @@ type Breaker struct {
 
 // Experiment assigns episodes to arms.
 type Experiment struct {
-	Name          string `yaml:"name"`
-	Sticky        string `yaml:"sticky"`         // episode | task
-	AllowOverride bool   `yaml:"allow_override"` // honour X-CAM-Arm
-	Arms          []Arm  `yaml:"arms"`
+	Name          string   `yaml:"name"`
+	Sticky        string   `yaml:"sticky"`         // episode | task
+	AllowOverride bool     `yaml:"allow_override"` // honour X-CAM-Arm
+	Arms          []Arm    `yaml:"arms"`
+	Adaptive      Adaptive `yaml:"adaptive"`
+}
+
+// Adaptive is Thompson-sampling allocation over episode rewards.
+type Adaptive struct {
+	Enabled      bool          `yaml:"enabled"`       // false: the configured weights hold
+	UpdatePeriod time.Duration `yaml:"update_period"` // how often shares are recomputed
+	MinShare     float64       `yaml:"min_share"`     // floor of every arm not stopped
+	Alpha        float64       `yaml:"alpha"`         // guardrail: stop an arm worse than control with confidence 1-alpha
+	MinEpisodes  int           `yaml:"min_episodes"`  // rewarded episodes per arm before the guardrail judges
+	Control      string        `yaml:"control"`       // "" = the arm named baseline, else the first arm
 }
 
 // Arm is one treatment of an experiment.
@@ -179,9 +190,10 @@ func Default() *Config {
 		Placement:  Placement{Mode: "append_to_task", Template: "\n\n" + ContextPlaceholder},
 		Augmenters: map[string]Augmenter{},
 		Experiment: Experiment{
-			Name:   "default",
-			Sticky: StickyEpisode,
-			Arms:   []Arm{{Name: "baseline", Weight: 1, Augmenter: AugmenterNone}},
+			Name:     "default",
+			Sticky:   StickyEpisode,
+			Arms:     []Arm{{Name: "baseline", Weight: 1, Augmenter: AugmenterNone}},
+			Adaptive: Adaptive{UpdatePeriod: 30 * time.Second, MinShare: 0.05, Alpha: 0.05, MinEpisodes: 20},
 		},
 		Cache:    Cache{LocalEntries: 10000, TTL: 24 * time.Hour},
 		Episodes: Episodes{IdleTimeout: 30 * time.Minute, Store: StoreMemory},

@@ -238,6 +238,23 @@ func (e Experiment) check(p *problems, augmenters map[string]Augmenter) {
 	if !badWeight && (sum <= 0 || math.IsInf(sum, 1)) {
 		p.add("experiment.arms", "the weights must sum to a finite number > 0")
 	}
+	e.Adaptive.check(p, seen, len(e.Arms))
+}
+
+func (a Adaptive) check(p *problems, arms map[string]int, n int) {
+	checkPositive(p, "experiment.adaptive.update_period", a.UpdatePeriod)
+	if !(a.MinShare >= 0) || a.MinShare*float64(n) > 1 {
+		p.add("experiment.adaptive.min_share", "must be >= 0 and at most 1/%d (one share per arm), got %v", n, a.MinShare)
+	}
+	if !(a.Alpha > 0 && a.Alpha < 1) {
+		p.add("experiment.adaptive.alpha", "must be between 0 and 1, got %v", a.Alpha)
+	}
+	if a.MinEpisodes < 0 {
+		p.add("experiment.adaptive.min_episodes", "must be >= 0, got %d", a.MinEpisodes)
+	}
+	if _, ok := arms[a.Control]; a.Control != "" && !ok {
+		p.add("experiment.adaptive.control", "%q is not an arm of the experiment", a.Control)
+	}
 }
 
 func (c Cache) check(p *problems) {

@@ -13,6 +13,8 @@ type Metrics struct {
 	UpstreamTTFB    *prometheus.HistogramVec // protocol
 	Context         *prometheus.CounterVec   // arm, result
 	AugmentDuration *prometheus.HistogramVec // augmenter
+	ContextDuration *prometheus.HistogramVec // arm: time to a new episode's context (cache or augmenter)
+	ArmWeight       *prometheus.GaugeVec     // arm: current traffic share
 	BreakerState    *prometheus.GaugeVec     // augmenter; 0 closed, 1 half-open, 2 open
 	Episodes        *prometheus.CounterVec   // arm
 	Rewards         *prometheus.CounterVec   // arm
@@ -39,6 +41,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Context decisions by arm and result (miss, hit, episode, none, fail-open, skip)."}, []string{"arm", "result"}),
 		AugmentDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "augment_duration_seconds",
 			Help: "Duration of augmenter calls (cache misses).", Buckets: latencyBuckets}, []string{"augmenter"}),
+		ContextDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "context_duration_seconds",
+			Help: "Time to get a new episode's context (cache, then augmenter), by arm.", Buckets: latencyBuckets}, []string{"arm"}),
+		ArmWeight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "arm_weight",
+			Help: "Share of new episodes assigned to each arm (configured, or set by adaptive allocation)."}, []string{"arm"}),
 		BreakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "breaker_state",
 			Help: "Circuit breaker state per augmenter: 0 closed, 1 half-open, 2 open."}, []string{"augmenter"}),
 		Episodes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "episodes_total",
@@ -56,7 +62,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "tokens_total",
 			Help: "Tokens reported by upstreams, by arm and direction (input, output)."}, []string{"arm", "direction"}),
 	}
-	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamTTFB, m.Context, m.AugmentDuration, m.BreakerState,
+	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamTTFB, m.Context, m.AugmentDuration, m.ContextDuration, m.ArmWeight, m.BreakerState,
 		m.Episodes, m.Rewards, m.RewardSum, m.ReplayEvents, m.ReplayQueue, m.ReplaySpooled, m.Tokens)
 	return m
 }

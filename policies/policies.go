@@ -4,6 +4,7 @@ package policies
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -23,14 +24,15 @@ const (
 	StickyTask    Sticky = "task"
 )
 
-// Policy assigns episodes to arms. It holds no mutable state: every replica built
-// from the same config agrees on every assignment without talking.
+// Policy assigns episodes to arms. Assignment is a hash over the current weights: every
+// replica with the same weights agrees on every assignment without talking. Weights
+// are the configured ones, or those an Adaptive allocator last set.
 type Policy struct {
 	name          string
 	sticky        Sticky
 	allowOverride bool
 	arms          []Arm
-	cum           []float64 // cumulative weights normalised to 1
+	cum           atomic.Pointer[[]float64] // cumulative weights normalised to 1
 }
 
 // New builds a policy; arms must have non-negative weights with a positive sum.
@@ -49,12 +51,42 @@ func New(name string, sticky Sticky, allowOverride bool, arms []Arm) (*Policy, e
 		return nil, fmt.Errorf("experiment %q: arm weights sum to 0", name)
 	}
 	p := &Policy{name: name, sticky: sticky, allowOverride: allowOverride, arms: append([]Arm(nil), arms...)}
-	var acc float64
-	for _, a := range arms {
-		acc += a.Weight / sum
-		p.cum = append(p.cum, acc)
+	w := make([]float64, len(arms))
+	for i, a := range arms {
+		w[i] = a.Weight
 	}
+	p.SetWeights(w)
 	return p, nil
+}
+
+// Arms returns the experiment's arms in config order.
+func (p *Policy) Arms() []Arm { return p.arms }
+
+// SetWeights replaces the traffic weights (one per arm, in config order, summing to
+// more than 0). Live episodes keep their arm: it is stored on the episode.
+func (p *Policy) SetWeights(w []float64) {
+	var sum float64
+	for _, x := range w {
+		sum += max(x, 0)
+	}
+	cum := make([]float64, len(w))
+	var acc float64
+	for i, x := range w {
+		acc += max(x, 0) / sum
+		cum[i] = acc
+	}
+	p.cum.Store(&cum)
+}
+
+// Weights returns the current traffic shares, one per arm.
+func (p *Policy) Weights() []float64 {
+	cum := *p.cum.Load()
+	out := make([]float64, len(cum))
+	prev := 0.0
+	for i, c := range cum {
+		out[i], prev = c-prev, c
+	}
+	return out
 }
 
 // Name is the experiment's name.
@@ -92,10 +124,17 @@ func (p *Policy) index(key string) int {
 	_, _ = d.WriteString(key)
 	// 53 high bits → a uniform float in [0,1).
 	u := float64(d.Sum64()>>11) / (1 << 53)
-	for i, c := range p.cum {
+	cum := *p.cum.Load()
+	for i, c := range cum {
 		if u < c {
 			return i
 		}
 	}
-	return len(p.arms) - 1
+	// Rounding left u above the last sum: the last arm with traffic.
+	for i := len(cum) - 1; i > 0; i-- {
+		if cum[i] > cum[i-1] {
+			return i
+		}
+	}
+	return 0
 }

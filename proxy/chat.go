@@ -34,7 +34,7 @@ type route struct {
 	style Style
 	// parse reads the body; errSkip means "a body this adapter does not understand":
 	// it is forwarded untouched.
-	parse func(fc *fasthttp.RequestCtx, body []byte) (protocol.Request, error)
+	parse func(fc *fasthttp.RequestCtx, body []byte, rules []protocol.TaskRule) (protocol.Request, error)
 }
 
 // errSkip marks a call camproxy forwards untouched because it cannot read its body.
@@ -54,7 +54,8 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 		return
 	}
 	body := fc.PostBody()
-	req, err := rt.parse(fc, body)
+	run := s.rt.Load()
+	req, err := rt.parse(fc, body, run.TaskRules)
 	if errors.Is(err, errSkip) {
 		s.passthrough(fc, rt.up)
 		fc.Response.Header.Set(hdrContext, "skip")
@@ -64,14 +65,14 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 		s.fail(fc, rt, badRequest("%v", err))
 		return
 	}
-	c, e := s.beginTurn(fc, rt, req, start)
+	c, e := s.beginTurn(fc, rt, run, req, start)
 	if e != nil {
 		s.fail(fc, rt, e)
 		return
 	}
 	out := body
 	if c.ep.Context != "" {
-		pl := s.placementFor(c.ep.Arm)
+		pl := run.placementFor(c.ep.Arm)
 		out = req.Splice(body, pl.Mode, strings.ReplaceAll(pl.Template, "{{context}}", c.ep.Context))
 	}
 	// Read before forwarding: once a stream starts, c belongs to the stream goroutine.
@@ -89,15 +90,15 @@ func (s *Server) fail(fc *fasthttp.RequestCtx, rt *route, e *Error) {
 	s.m.Requests.WithLabelValues(rt.proto, "", statusLabel(e.Status)).Inc()
 }
 
-func (s *Server) placementFor(arm string) Placement {
-	if p, ok := s.armPlace[arm]; ok {
+func (run *Runtime) placementFor(arm string) Placement {
+	if p, ok := run.ArmPlacement[arm]; ok {
 		return p
 	}
-	return s.placement
+	return run.Placement
 }
 
 // beginTurn finds or starts the call's episode and, for a new one, its arm and context.
-func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, r protocol.Request, start time.Time) (*chatCall, *Error) {
+func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, run *Runtime, r protocol.Request, start time.Time) (*chatCall, *Error) {
 	req := r.Parsed()
 	c := &chatCall{s: s, proto: rt.proto, req: req, dec: r.Decoder(), start: start, chain: episode.Chain(req.Messages)}
 	id := string(fc.Request.Header.Peek(hdrEpisode))
@@ -123,10 +124,11 @@ func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, r protocol.Reques
 	if taskID == "" {
 		taskID = episode.TaskID(req.Task)
 	}
-	arm := s.policy.Assign(id, taskID, string(fc.Request.Header.Peek(hdrArm)))
+	arm := run.Policy.Assign(id, taskID, string(fc.Request.Header.Peek(hdrArm)))
 	augStart := time.Now()
-	text, source := s.resolveContext(arm.Name, arm.Augmenter, req, taskID)
+	text, source := s.resolveContext(run, arm.Name, arm.Augmenter, req, taskID)
 	c.augment = time.Since(augStart)
+	s.m.ContextDuration.WithLabelValues(arm.Name).Observe(c.augment.Seconds())
 	now := time.Now().UTC()
 	ep := &episode.Episode{ID: id, TaskID: taskID, Task: req.Task, Arm: arm.Name, Context: text, ContextSource: source,
 		Protocol: rt.proto, Model: req.Model, StartedAt: now, UpdatedAt: now}
@@ -186,8 +188,8 @@ func (s *Server) findEpisode(id string, msgs []protocol.Message, chain []uint64)
 
 // resolveContext gets a new episode's context: cache, then the augmenter, all within
 // the augmenter's deadline. Any failure is fail-open: no context, never a failed call.
-func (s *Server) resolveContext(arm, name string, req *protocol.View, taskID string) (string, string) {
-	src, ok := s.augmenters[name]
+func (s *Server) resolveContext(run *Runtime, arm, name string, req *protocol.View, taskID string) (string, string) {
+	src, ok := run.Augmenters[name]
 	if name == "none" || !ok {
 		return "", "none"
 	}

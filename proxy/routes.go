@@ -15,13 +15,13 @@ import (
 // buildRoutes makes the augmented routes of the configured upstreams.
 func (s *Server) buildRoutes() {
 	s.openaiRoute = &route{proto: "openai", up: s.openai, style: StyleOpenAI,
-		parse: func(_ *fasthttp.RequestCtx, body []byte) (protocol.Request, error) {
-			return openai.Parse(body, s.rules)
+		parse: func(_ *fasthttp.RequestCtx, body []byte, rules []protocol.TaskRule) (protocol.Request, error) {
+			return openai.Parse(body, rules)
 		}}
 	if s.anthropic != nil {
 		s.anthropicRoute = &route{proto: "anthropic", up: s.anthropic, style: StyleAnthropic,
-			parse: func(_ *fasthttp.RequestCtx, body []byte) (protocol.Request, error) {
-				return anthropic.Parse(body, s.rules)
+			parse: func(_ *fasthttp.RequestCtx, body []byte, rules []protocol.TaskRule) (protocol.Request, error) {
+				return anthropic.Parse(body, rules)
 			}}
 	}
 	if s.bedrock != nil {
@@ -31,12 +31,12 @@ func (s *Server) buildRoutes() {
 
 // parseBedrock reads the operation and model id from the raw path and the body by
 // model family. A body of a family camproxy does not know is forwarded untouched.
-func (s *Server) parseBedrock(fc *fasthttp.RequestCtx, body []byte) (protocol.Request, error) {
+func (s *Server) parseBedrock(fc *fasthttp.RequestCtx, body []byte, rules []protocol.TaskRule) (protocol.Request, error) {
 	model, op, err := bedrock.ParsePath(string(fc.URI().PathOriginal()))
 	if err != nil {
 		return nil, err
 	}
-	req, err := bedrock.Parse(op, model, body, s.rules)
+	req, err := bedrock.Parse(op, model, body, rules)
 	if errors.Is(err, bedrock.ErrUnsupported) {
 		return nil, errSkip
 	}

@@ -48,11 +48,7 @@ type Options struct {
 	OpenAI       *Upstream
 	Anthropic    *Upstream // nil: /v1/messages is passed to OpenAI's upstream untouched
 	Bedrock      *Upstream // nil: /model/… is passed through untouched
-	TaskRules    []protocol.TaskRule
-	Placement    Placement // default placement
-	ArmPlacement map[string]Placement
-	Policy       *policies.Policy
-	Augmenters   map[string]ContextSource
+	Runtime      *Runtime
 	Cache        ContextCache
 	Episodes     episode.Store
 	Recorder     Recorder // nil = record nothing
@@ -60,6 +56,22 @@ type Options struct {
 	ReadTimeout  time.Duration
 	IdleTimeout  time.Duration
 }
+
+// Runtime is what a config reload replaces while calls are in flight: the task rules,
+// placements, the experiment and the augmenters. A call reads it once, at its start.
+type Runtime struct {
+	TaskRules    []protocol.TaskRule
+	Placement    Placement // default placement
+	ArmPlacement map[string]Placement
+	Policy       *policies.Policy
+	Augmenters   map[string]ContextSource
+}
+
+// SetRuntime swaps in a new runtime; calls already started finish on the old one.
+func (s *Server) SetRuntime(rt *Runtime) { s.rt.Store(rt) }
+
+// Runtime returns the runtime new calls use.
+func (s *Server) Runtime() *Runtime { return s.rt.Load() }
 
 // Placement is where and how context is spliced.
 type Placement struct {
@@ -76,16 +88,13 @@ type Server struct {
 	bedrock   *Upstream
 
 	openaiRoute, anthropicRoute, bedrockRoute *route
-	rules                                     []protocol.TaskRule
-	placement                                 Placement
-	armPlace                                  map[string]Placement
-	policy                                    *policies.Policy
-	augmenters                                map[string]ContextSource
-	cache                                     ContextCache
-	episodes                                  episode.Store
-	rec                                       Recorder
-	maxBody                                   int
-	srv                                       *fasthttp.Server
+
+	rt       atomic.Pointer[Runtime]
+	cache    ContextCache
+	episodes episode.Store
+	rec      Recorder
+	maxBody  int
+	srv      *fasthttp.Server
 
 	// base outlives shutdown's listener close so that in-flight upstream calls finish;
 	// it is cancelled only when the grace period is over.
@@ -103,8 +112,7 @@ func New(o Options) *Server {
 	}
 	s := &Server{
 		log: o.Logger, m: o.Metrics, openai: o.OpenAI, anthropic: o.Anthropic, bedrock: o.Bedrock,
-		rules: o.TaskRules, placement: o.Placement, armPlace: o.ArmPlacement, policy: o.Policy,
-		augmenters: o.Augmenters, cache: o.Cache, episodes: o.Episodes, rec: rec, maxBody: o.MaxBodyBytes,
+		cache: o.Cache, episodes: o.Episodes, rec: rec, maxBody: o.MaxBodyBytes,
 		base: base, cancelBase: cancel,
 		bufs: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }},
 	}
@@ -113,6 +121,7 @@ func New(o Options) *Server {
 			u.init()
 		}
 	}
+	s.rt.Store(o.Runtime)
 	s.buildRoutes()
 	s.srv = &fasthttp.Server{
 		Handler:               s.handle,

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/camproxy/camproxy/app"
 	"github.com/camproxy/camproxy/config"
@@ -36,7 +40,62 @@ func serve(ctx context.Context, args []string, stderr io.Writer, getenv func(str
 	if err != nil {
 		return usagef("%v", err)
 	}
+	if *path == "" {
+		*path, _ = getenv("CAMPROXY_CONFIG")
+	}
+	go watchConfig(ctx, *path, getenv, a, log)
 	return a.Run(ctx)
+}
+
+// configPoll is how often the config file is checked for changes.
+const configPoll = 2 * time.Second
+
+// watchConfig reloads the config on SIGHUP or when its file changes. A config that
+// does not load or validate is refused with a log line; the old one keeps serving.
+func watchConfig(ctx context.Context, path string, getenv func(string) (string, bool), a *app.App, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	t := time.NewTicker(configPoll)
+	defer t.Stop()
+	last := fileStamp(path)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		case <-t.C:
+			st := fileStamp(path)
+			if st == last {
+				continue
+			}
+			last = st
+		}
+		if path == "" {
+			log.Warn("SIGHUP: camproxy runs on built-in defaults; there is no config file to reload")
+			continue
+		}
+		cfg, err := config.Load(path, getenv)
+		if err != nil {
+			log.Error("config reload refused; the old config keeps serving", "file", path, "err", err)
+			continue
+		}
+		if err := a.Reload(cfg); err != nil {
+			log.Warn("config reload", "file", path, "err", err)
+		}
+	}
+}
+
+// fileStamp identifies a version of a file by size and modification time.
+func fileStamp(path string) string {
+	if path == "" {
+		return ""
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "missing"
+	}
+	return fmt.Sprint(fi.Size(), fi.ModTime().UnixNano())
 }
 
 // loadConfig reads --config, else $CAMPROXY_CONFIG, else uses the built-in defaults.

@@ -1,0 +1,147 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/policies"
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/proxy"
+)
+
+// runtime is the reloadable part of a camproxy: the proxy's Runtime plus the adaptive
+// allocator steering its policy.
+type runtime struct {
+	rt       *proxy.Runtime
+	adaptive *policies.Adaptive // nil unless experiment.adaptive.enabled
+	period   time.Duration
+}
+
+// buildRuntime makes task rules, placements, augmenters and the experiment from cfg.
+func (a *App) buildRuntime(cfg *config.Config) (*runtime, error) {
+	rules, err := cfg.Task.Compile()
+	if err != nil {
+		return nil, fmt.Errorf("task.rules: %w", err)
+	}
+	sources, err := buildAugmenters(cfg, a.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	policy, armPlace, err := buildPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	run := &runtime{rt: &proxy.Runtime{TaskRules: rules, ArmPlacement: armPlace, Policy: policy, Augmenters: sources,
+		Placement: proxy.Placement{Mode: protocol.Placement(cfg.Placement.Mode), Template: cfg.Placement.Template}}}
+	if ad := cfg.Experiment.Adaptive; ad.Enabled {
+		run.period = ad.UpdatePeriod
+		run.adaptive, err = policies.NewAdaptive(policy, a.stats, policies.AdaptiveOptions{UpdatePeriod: ad.UpdatePeriod,
+			MinShare: ad.MinShare, Alpha: ad.Alpha, MinEpisodes: ad.MinEpisodes, Control: ad.Control}, a.log)
+		if err != nil {
+			return nil, fmt.Errorf("experiment.adaptive: %w", err)
+		}
+	}
+	a.setWeights(policy)
+	return run, nil
+}
+
+// activate makes run the one serving new calls and starts its allocator.
+func (a *App) activate(run *runtime) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stopRun != nil {
+		a.stopRun()
+		a.stopRun = nil
+	}
+	a.run = run
+	a.Proxy.SetRuntime(run.rt)
+	if run.adaptive != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		a.stopRun = cancel
+		go a.allocate(ctx, run)
+	}
+}
+
+// allocate recomputes the adaptive weights every update period.
+func (a *App) allocate(ctx context.Context, run *runtime) {
+	t := time.NewTicker(run.period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := run.adaptive.Update(ctx); err != nil {
+				a.log.Warn("adaptive allocation: update failed; keeping the current weights", "err", err)
+				continue
+			}
+			a.setWeights(run.rt.Policy)
+		}
+	}
+}
+
+func (a *App) setWeights(p *policies.Policy) {
+	for i, w := range p.Weights() {
+		a.Metrics.ArmWeight.WithLabelValues(p.Arms()[i].Name).Set(w)
+	}
+}
+
+// observeReward feeds a reward to the adaptive allocator, if one runs.
+func (a *App) observeReward(ctx context.Context, arm string, reward float64, previous *float64) {
+	a.mu.Lock()
+	run := a.run
+	a.mu.Unlock()
+	if run == nil || run.adaptive == nil {
+		return
+	}
+	if err := run.adaptive.Observe(ctx, arm, reward, previous); err != nil {
+		a.log.Warn("adaptive allocation: reward not counted", "arm", arm, "err", err)
+	}
+}
+
+// ErrRestartRequired names config changes a reload cannot apply.
+var ErrRestartRequired = errors.New("needs a restart")
+
+// Reload applies a new config to experiments, augmenters, placements and task rules
+// without dropping a call: calls in flight finish on the old runtime, live episodes keep
+// their arm and context. Keys that need a restart (listeners, upstreams, cache, episode
+// store, replay) are reported and left as they are; an invalid config changes nothing.
+func (a *App) Reload(cfg *config.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("config reload refused: %w", err)
+	}
+	run, err := a.buildRuntime(cfg)
+	if err != nil {
+		return fmt.Errorf("config reload refused: %w", err)
+	}
+	a.mu.Lock()
+	old := a.cfg
+	a.mu.Unlock()
+	var kept []string
+	for _, k := range []struct {
+		key       string
+		old, next any
+	}{
+		{"server", old.Server, cfg.Server}, {"upstreams", old.Upstreams, cfg.Upstreams}, {"cache", old.Cache, cfg.Cache},
+		{"episodes", old.Episodes, cfg.Episodes}, {"replay", old.Replay, cfg.Replay},
+	} {
+		if !reflect.DeepEqual(k.old, k.next) {
+			kept = append(kept, k.key)
+		}
+	}
+	a.mu.Lock()
+	next := *old
+	next.Task, next.Placement, next.Augmenters, next.Experiment = cfg.Task, cfg.Placement, cfg.Augmenters, cfg.Experiment
+	a.cfg = &next
+	a.mu.Unlock()
+	a.activate(run)
+	a.log.Info("config reloaded", "experiment", cfg.Experiment.Name, "arms", len(cfg.Experiment.Arms), "augmenters", len(cfg.Augmenters))
+	if len(kept) > 0 {
+		return fmt.Errorf("%v changed and %w; they keep their old values", kept, ErrRestartRequired)
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package policies
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// simulate runs rounds of episodes through the policy, rewards them from truth, and
+// updates the allocation after each round. It returns the share of traffic each arm
+// got in the last round.
+func simulate(t *testing.T, a *Adaptive, p *Policy, truth map[string]func(*rand.Rand) float64, rounds, perRound int) map[string]float64 {
+	t.Helper()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 7))
+	var last map[string]float64
+	for r := range rounds {
+		last = map[string]float64{}
+		for i := range perRound {
+			arm := p.Assign(fmt.Sprintf("ep-%d-%d", r, i), "", "")
+			last[arm.Name] += 1 / float64(perRound)
+			if err := a.Observe(ctx, arm.Name, truth[arm.Name](rng), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w, err := a.Update(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, arm := range p.Arms() {
+			if !a.Stopped()[arm.Name] && w[i] < a.o.MinShare-1e-9 {
+				t.Fatalf("round %d: arm %s weight %.3f below min_share", r, arm.Name, w[i])
+			}
+		}
+	}
+	return last
+}
+
+func bernoulli(p float64) func(*rand.Rand) float64 {
+	return func(r *rand.Rand) float64 {
+		if r.Float64() < p {
+			return 1
+		}
+		return 0
+	}
+}
+
+func TestAdaptiveShiftsToTheBestArmAndStopsAHarmfulOne(t *testing.T) {
+	arms := []Arm{{Name: "baseline", Weight: 1}, {Name: "rag", Weight: 1}, {Name: "cam", Weight: 1}, {Name: "broken", Weight: 1}}
+	p, _ := New("exp", StickyEpisode, false, arms)
+	a, err := NewAdaptive(p, NewMemoryStats(), AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, MinEpisodes: 20, Seed: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := map[string]func(*rand.Rand) float64{"baseline": bernoulli(0.40), "rag": bernoulli(0.45), "cam": bernoulli(0.70), "broken": bernoulli(0.05)}
+	// 40 rounds × 50 episodes = 2 000 episodes.
+	share := simulate(t, a, p, truth, 40, 50)
+	w := p.Weights()
+	if w[2] < 0.7 || share["cam"] < 0.6 {
+		t.Fatalf("after 2 000 episodes cam has weight %.2f and got %.0f%% of the last round; want most traffic", w[2], 100*share["cam"])
+	}
+	if !a.Stopped()["broken"] || w[3] != 0 || share["broken"] != 0 {
+		t.Fatalf("the harmful arm was not stopped: weight %.3f, share %.3f", w[3], share["broken"])
+	}
+	if a.Stopped()["baseline"] {
+		t.Fatal("the control arm can never be stopped")
+	}
+	for i, name := range []string{"baseline", "rag", "cam"} {
+		if w[i] < 0.05-1e-9 {
+			t.Fatalf("%s fell below min_share: %.3f", name, w[i])
+		}
+	}
+}
+
+func TestAdaptiveContinuousRewards(t *testing.T) {
+	arms := []Arm{{Name: "baseline", Weight: 1}, {Name: "cam", Weight: 1}}
+	p, _ := New("exp", StickyEpisode, false, arms)
+	a, _ := NewAdaptive(p, NewMemoryStats(), AdaptiveOptions{MinShare: 0.1, Alpha: 0.05, MinEpisodes: 20, Seed: 3}, nil)
+	normal := func(mu float64) func(*rand.Rand) float64 {
+		return func(r *rand.Rand) float64 { return mu + 0.2*r.NormFloat64() }
+	}
+	simulate(t, a, p, map[string]func(*rand.Rand) float64{"baseline": normal(0.3), "cam": normal(0.5)}, 20, 40)
+	if w := p.Weights(); math.Abs(w[1]-0.9) > 0.02 {
+		t.Fatalf("cam weight %.3f, want ≈ 1 − min_share", w[1])
+	}
+}
+
+func TestAdaptiveNoDataKeepsEvenSplit(t *testing.T) {
+	p, _ := New("exp", StickyEpisode, false, []Arm{{Name: "a", Weight: 3}, {Name: "b", Weight: 1}})
+	a, _ := NewAdaptive(p, NewMemoryStats(), AdaptiveOptions{MinShare: 0.1, Alpha: 0.05, Seed: 1}, nil)
+	w, _ := a.Update(context.Background())
+	if math.Abs(w[0]-0.5) > 0.05 || math.Abs(w[1]-0.5) > 0.05 {
+		t.Fatalf("no rewards yet: weights %v, want about even (nothing known)", w)
+	}
+}
+
+func TestAdaptiveReplacedRewardIsNotCountedTwice(t *testing.T) {
+	s := NewMemoryStats()
+	ctx := context.Background()
+	p, _ := New("exp", StickyEpisode, false, []Arm{{Name: "a", Weight: 1}})
+	a, _ := NewAdaptive(p, s, AdaptiveOptions{MinShare: 0.1}, nil)
+	_ = a.Observe(ctx, "a", 0, nil)
+	prev := 0.0
+	_ = a.Observe(ctx, "a", 1, &prev)
+	got, _ := s.Load(ctx, "exp", []string{"a"})
+	if got["a"].N != 1 || got["a"].Sum != 1 || got["a"].Successes != 1 {
+		t.Fatalf("stats after a replaced reward: %+v", got["a"])
+	}
+}
+
+func TestRedisStatsShared(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Skipf("redis not reachable: %v", err)
+	}
+	exp := fmt.Sprintf("test-%d", time.Now().UnixNano())
+	defer rdb.Del(context.Background(), statsKey(exp, "a"), statsKey(exp, "b"))
+	arms := []Arm{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}}
+	p1, _ := New(exp, StickyEpisode, false, arms)
+	p2, _ := New(exp, StickyEpisode, false, arms)
+	a1, _ := NewAdaptive(p1, NewRedisStats(rdb), AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, MinEpisodes: 10, Seed: 1}, nil)
+	a2, _ := NewAdaptive(p2, NewRedisStats(rdb), AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, MinEpisodes: 10, Seed: 1}, nil)
+	ctx := context.Background()
+	for i := range 100 { // replica 1 sees only arm a's rewards, replica 2 only b's
+		_ = a1.Observe(ctx, "a", float64(i%2), nil)
+		_ = a2.Observe(ctx, "b", 1, nil)
+	}
+	w1, _ := a1.Update(ctx)
+	w2, _ := a2.Update(ctx)
+	if w1[1] < 0.9 || w2[1] < 0.9 || math.Abs(w1[1]-w2[1]) > 1e-9 {
+		t.Fatalf("replicas disagree or ignore each other's rewards: %v vs %v", w1, w2)
+	}
+}
