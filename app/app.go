@@ -47,7 +47,7 @@ type App struct {
 	redis    []redis.UniversalClient
 
 	stats   policies.StatsStore // reward statistics for adaptive allocation
-	mu      sync.Mutex                 // guards cfg and run across reloads
+	mu      sync.Mutex          // guards cfg and run across reloads
 	run     *runtime
 	stopRun context.CancelFunc
 

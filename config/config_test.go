@@ -118,7 +118,7 @@ func fullConfig() *Config {
 			}(),
 		},
 		Experiment: Experiment{
-			Adaptive: Adaptive{Enabled: true, UpdatePeriod: time.Minute, MinShare: 0.1, Alpha: 0.01, MinEpisodes: 50, Control: "baseline"},
+			Adaptive:      Adaptive{Enabled: true, UpdatePeriod: time.Minute, MinShare: 0.1, Alpha: 0.01, MinEpisodes: 50, Control: "baseline"},
 			Name:          "cam-vs-baseline",
 			Sticky:        "task",
 			AllowOverride: true,
