@@ -56,6 +56,9 @@ type App struct {
 	closeOnce       sync.Once
 }
 
+// recorderFlush bounds the replay flush at shutdown, after the data plane has stopped.
+const recorderFlush = 30 * time.Second
+
 // Options tune what a caller (tests, benchmarks) may replace.
 type Options struct {
 	Logger    *slog.Logger
@@ -228,8 +231,13 @@ func (a *App) redisClient(u string) (redis.UniversalClient, error) {
 	}
 	opts, err := redis.ParseURL(u)
 	if err != nil {
-		return nil, err
+		return nil, errors.New("not a valid redis:// or rediss:// URL") // the parse error may quote the password
 	}
+	// These clients sit on the request path: a stalled Redis must cost one short
+	// deadline, not go-redis's defaults (5 s reads, retries with backoff).
+	opts.ContextTimeoutEnabled = true
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
+	opts.MaxRetries, opts.DialerRetries = 1, 1
 	for _, c := range a.redis {
 		if cl, ok := c.(*redis.Client); ok && cl.Options().Addr == opts.Addr && cl.Options().DB == opts.DB {
 			return c, nil
@@ -240,18 +248,44 @@ func (a *App) redisClient(u string) (redis.UniversalClient, error) {
 	return c, nil
 }
 
-func buildAugmenters(cfg *config.Config, m *metrics.Metrics) (map[string]proxy.ContextSource, error) {
+// fileLoadTimeout bounds the first load of a file-backed augmenter (a rag store's
+// embeddings included) at start.
+const fileLoadTimeout = time.Minute
+
+// versioned is an augmenter whose Version goes into the context cache key.
+type versioned interface {
+	augment.Augmenter
+	Version() string
+}
+
+func buildAugmenters(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (map[string]proxy.ContextSource, error) {
 	hc := &http.Client{Transport: proxy.NewTransport(0)}
 	out := map[string]proxy.ContextSource{}
 	for name, ac := range cfg.Augmenters {
-		cam, err := augment.NewCAM(augment.CAMOptions{Name: name, BaseURL: ac.BaseURL, Model: ac.Model, APIKey: ac.APIKey,
-			SystemPrompt: ac.SystemPrompt, UserTemplate: ac.UserTemplate, MaxTokens: ac.MaxTokens,
-			Temperature: ac.Temperature, ExtraBody: ac.ExtraBody}, hc)
+		var (
+			a   versioned
+			err error
+		)
+		switch ac.Type {
+		case config.AugmenterRAG:
+			// A missing or unparsable guidance file fails the start; it is not a config error.
+			ctx, cancel := context.WithTimeout(context.Background(), fileLoadTimeout)
+			a, err = augment.NewRAG(ctx, augment.RAGOptions{Name: name, GuidanceFile: ac.GuidanceFile, TopK: ac.TopK,
+				MinScore: ac.MinScore, Logger: log, Embeddings: augment.EmbeddingOptions{BaseURL: ac.Embeddings.BaseURL,
+					Model: ac.Embeddings.Model, APIKey: ac.Embeddings.APIKey}}, hc)
+			cancel()
+		case config.AugmenterPlaybook:
+			a, err = augment.NewPlaybook(augment.PlaybookOptions{Name: name, File: ac.File, TopN: ac.TopN, Logger: log})
+		default:
+			a, err = augment.NewCAM(augment.CAMOptions{Name: name, BaseURL: ac.BaseURL, Model: ac.Model, APIKey: ac.APIKey,
+				SystemPrompt: ac.SystemPrompt, UserTemplate: ac.UserTemplate, MaxTokens: ac.MaxTokens,
+				Temperature: ac.Temperature, ExtraBody: ac.ExtraBody}, hc)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("augmenters.%s: %w", name, err)
 		}
-		g := augment.NewGuard(name, cam, ac.Timeout, augment.BreakerOptions{Failures: ac.Breaker.Failures, OpenFor: ac.Breaker.OpenFor}, m)
-		out[name] = proxy.ContextSource{Name: name, Version: cam.Version(), Timeout: ac.Timeout, Augmenter: g}
+		g := augment.NewGuard(name, a, ac.Timeout, augment.BreakerOptions{Failures: ac.Breaker.Failures, OpenFor: ac.Breaker.OpenFor}, m)
+		out[name] = proxy.ContextSource{Name: name, Version: a.Version(), Timeout: ac.Timeout, Augmenter: g}
 	}
 	return out, nil
 }
@@ -329,8 +363,12 @@ func (a *App) Shutdown(ctx context.Context) error {
 		a.mu.Unlock()
 		err = errors.Join(a.Proxy.Shutdown(ctx), a.admin.Shutdown(ctx))
 		if a.Recorder != nil {
-			// After the data plane: every finished turn has been handed over by now.
-			err = errors.Join(err, a.Recorder.Close(ctx))
+			// After the data plane, with a budget of its own: the grace period may be
+			// spent on long streams, and accepted events must still reach a sink or
+			// the spool.
+			rctx, cancel := context.WithTimeout(context.Background(), recorderFlush)
+			err = errors.Join(err, a.Recorder.Close(rctx))
+			cancel()
 		}
 		_ = a.Episodes.Close()
 		for _, r := range a.redis {

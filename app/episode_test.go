@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/internal/testkit"
 )
 
 // splicedTask is the task message the upstream received in a call.
@@ -145,5 +146,40 @@ func TestTwoProcessesShareRedis(t *testing.T) {
 	}
 	if got := splicedTask(e.up.Last().Body); got != task+"\n\nGuidance for: "+task+"\n- check the policy first." {
 		t.Fatalf("turn 2 context = %q", got)
+	}
+}
+
+// TestFailedTurnReleasesItsClaim: two runs with identical histories; run A's second
+// call fails and is retried. The retry must continue A's episode, not take B's.
+func TestFailedTurnReleasesItsClaim(t *testing.T) {
+	e := newEnv(t, nil)
+	var mu sync.Mutex
+	failNext := false
+	e.up.Configure(func(u *testkit.Upstream) {
+		u.Reply = func(body gjson.Result) testkit.Reply {
+			mu.Lock()
+			defer mu.Unlock()
+			if failNext {
+				failNext = false
+				return testkit.Reply{Status: 429, ErrorMsg: "slow down"}
+			}
+			return testkit.DefaultReply(body)
+		}
+	})
+	a, b := newAgent("Same task for two runs", false), newAgent("Same task for two runs", false)
+	e.turn(a)
+	e.turn(b)
+	epA, epB := a.episode, b.episode
+	mu.Lock()
+	failNext = true
+	mu.Unlock()
+	if resp, _ := e.post(a.body(""), nil); resp.StatusCode != 429 {
+		t.Fatalf("expected the scripted 429, got %d", resp.StatusCode)
+	}
+	a.episode, b.episode = "", ""
+	e.turn(a)
+	e.turn(b)
+	if a.episode != epA || b.episode != epB {
+		t.Fatalf("after a failed turn and its retry: run A in %s (was %s), run B in %s (was %s)", a.episode, epA, b.episode, epB)
 	}
 }

@@ -48,6 +48,13 @@ func TestCAMFailsOpen(t *testing.T) {
 			if e.cam.Calls() != 3 {
 				t.Fatalf("CAM calls %d, want 3 before the breaker opens", e.cam.Calls())
 			}
+			// A timed-out call counts against the breaker when it ends, just after the
+			// agent's call went on without it.
+			if !waitFor(func() bool {
+				return strings.Contains(e.metric("camproxy_breaker_state"), `camproxy_breaker_state{augmenter="cam"} 2`)
+			}) {
+				t.Fatalf("breaker not open after 3 failures: %s", e.metric("camproxy_breaker_state"))
+			}
 			// Open: no more CAM calls, and no waiting for the deadline.
 			for i := range 3 {
 				start := time.Now()
@@ -355,5 +362,33 @@ func TestShutdownDrainsStreams(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("shutdown: %v", err)
+	}
+}
+
+// TestAbsoluteFormCannotRedirect: a request line in absolute form naming another host
+// still goes to the configured upstream (with the configured key) or nowhere.
+func TestAbsoluteFormCannotRedirect(t *testing.T) {
+	e := newEnv(t, func(c *config.Config) { c.Upstreams.OpenAI.APIKey = "sk-upstream-secret" })
+	for _, target := range []string{"x.evil.com://h/v1/chat/completions", "http://evil.example/v1/models"} {
+		conn, err := net.Dial("tcp", e.app.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", target, len(body), body)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 && resp.StatusCode != 502 && resp.StatusCode != 400 {
+			t.Fatalf("%s: status %d", target, resp.StatusCode)
+		}
+	}
+	for _, r := range e.up.Requests() {
+		if r.Header.Get("Authorization") != "Bearer sk-upstream-secret" {
+			t.Fatalf("unexpected upstream request %v", r)
+		}
 	}
 }

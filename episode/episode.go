@@ -57,6 +57,9 @@ type Store interface {
 	// once all claims at a tip are taken, the latest episode there is returned again
 	// (a retried turn continues its episode). ok is false when no tip is known.
 	Claim(ctx context.Context, tips []uint64) (id string, pos int, ok bool, err error)
+	// Release gives back a claim whose call failed, so the agent's retry (or the twin
+	// run it was confused with) finds the episode at that tip again.
+	Release(ctx context.Context, tip uint64, id string) error
 	// Ping reports whether the store is usable (readiness).
 	Ping(ctx context.Context) error
 	Close() error

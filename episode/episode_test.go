@@ -134,6 +134,15 @@ func TestStoreContract(t *testing.T) {
 			if _, _, ok, _ := s.Claim(ctx, []uint64{unknown}); ok {
 				t.Fatal("unknown tip claimed")
 			}
+			// A released claim is claimed again before the others.
+			c := NewID()
+			_ = s.SetTip(ctx, tip, c)
+			_ = s.Release(ctx, tip, a)
+			for i, want := range []string{a, c} {
+				if id, _, _, _ := s.Claim(ctx, []uint64{tip}); id != want {
+					t.Fatalf("after release, claim %d = %q, want %q", i, id, want)
+				}
+			}
 		})
 	}
 }

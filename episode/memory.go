@@ -147,6 +147,20 @@ func (m *Memory) Claim(_ context.Context, tips []uint64) (string, int, bool, err
 	return "", 0, false, nil
 }
 
+func (m *Memory) Release(_ context.Context, tip uint64, id string) error {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tips[tip]
+	if !ok || now.After(t.expires) {
+		t = &memTip{last: id}
+		m.tips[tip] = t
+	}
+	t.queue = append([]string{id}, t.queue...)
+	t.expires = now.Add(m.idle)
+	return nil
+}
+
 func (m *Memory) Ping(context.Context) error { return nil }
 
 func (m *Memory) Close() error {

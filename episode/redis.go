@@ -120,6 +120,19 @@ func (r *Redis) Claim(ctx context.Context, tips []uint64) (string, int, bool, er
 	return id, int(pos) - 1, true, nil
 }
 
+func (r *Redis) Release(ctx context.Context, tip uint64, id string) error {
+	q := tipQueueKey(tip)
+	_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.LPush(ctx, q, id)
+		p.PExpire(ctx, q, r.idle)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("episode store: release tip: %w", err)
+	}
+	return nil
+}
+
 func (r *Redis) Ping(ctx context.Context) error { return r.rdb.Ping(ctx).Err() }
 
 // Close does nothing: the caller owns the client.

@@ -105,8 +105,8 @@ func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, run *Runtime, r p
 	if id != "" && !validID(id) {
 		return nil, badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrEpisode, len(id))
 	}
-	if ep, from, ok := s.findEpisode(id, req.Messages, c.chain); ok {
-		c.ep, c.newFrom, c.index = ep, from, ep.Turns
+	if ep, from, tip, ok := s.findEpisode(id, req.Messages, c.chain); ok {
+		c.ep, c.newFrom, c.index, c.claimed = ep, from, ep.Turns, tip
 		c.source = "none"
 		if ep.Context != "" {
 			c.source = "episode"
@@ -155,35 +155,37 @@ func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, run *Runtime, r p
 // findEpisode returns the episode a call continues: the one named by the header, else
 // the one whose tip is the longest prefix of the call's messages. newFrom is the index
 // of the first message the episode has not seen.
-func (s *Server) findEpisode(id string, msgs []protocol.Message, chain []uint64) (*episode.Episode, int, bool) {
+// A stitched call also returns the tip it claimed (nil for the header path).
+func (s *Server) findEpisode(id string, msgs []protocol.Message, chain []uint64) (*episode.Episode, int, *uint64, bool) {
 	ctx, cancel := context.WithTimeout(s.base, storeTimeout)
 	defer cancel()
 	var from int
+	var claimed *uint64
 	if id == "" {
 		tips, ends := episode.Candidates(msgs, chain)
 		if len(tips) == 0 {
-			return nil, 0, false
+			return nil, 0, nil, false
 		}
 		found, pos, ok, err := s.episodes.Claim(ctx, tips)
 		if err != nil {
 			s.log.Warn("episode stitching unavailable", "err", err)
 		}
 		if !ok {
-			return nil, 0, false
+			return nil, 0, nil, false
 		}
-		id, from = found, ends[pos]
+		id, from, claimed = found, ends[pos], &tips[pos]
 	}
 	ep, err := s.episodes.Get(ctx, id)
 	if err != nil {
 		if !errors.Is(err, episode.ErrNotFound) {
 			s.log.Warn("episode store unavailable", "episode", id, "err", err)
 		}
-		return nil, 0, false
+		return nil, 0, nil, false
 	}
 	if from == 0 {
 		from = min(ep.History, len(msgs))
 	}
-	return ep, from, true
+	return ep, from, claimed, true
 }
 
 // resolveContext gets a new episode's context: cache, then the augmenter, all within
@@ -235,7 +237,8 @@ type chatCall struct {
 	newFrom int
 	source  string
 	augment time.Duration
-	index   int // turn index: completed turns before this one
+	index   int     // turn index: completed turns before this one
+	claimed *uint64 // the stitching tip this call claimed, released if it fails
 
 	dec      protocol.Decoder
 	status   int // the upstream's status, once its headers arrived
@@ -263,6 +266,13 @@ func (c *chatCall) done(status int, err error, ttfb time.Duration) {
 	c.usage = c.dec.Usage()
 	if errors.Is(err, errClientGone) {
 		status = 499
+	}
+	if c.claimed != nil && !c.advanced {
+		ctx, cancel := context.WithTimeout(s.base, storeTimeout)
+		if rerr := s.episodes.Release(ctx, *c.claimed, c.ep.ID); rerr != nil {
+			s.log.Warn("episode tip not released; a retry may start a new episode", "episode", c.ep.ID, "err", rerr)
+		}
+		cancel()
 	}
 	total := time.Since(c.start)
 	s.m.Requests.WithLabelValues(c.proto, c.ep.Arm, statusLabel(status)).Inc()

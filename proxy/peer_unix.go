@@ -29,10 +29,11 @@ func peerClosed(conn net.Conn) bool {
 	}
 	closed := false
 	var buf [1]byte
-	_ = rc.Read(func(fd uintptr) bool {
+	// Control, not Read: Read honours the read deadline fasthttp left on the
+	// connection and would stop peeking once server.read_timeout has passed.
+	_ = rc.Control(func(fd uintptr) {
 		n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		closed = n == 0 && err == nil || err != nil && !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EINTR)
-		return true
 	})
 	return closed
 }

@@ -199,11 +199,19 @@ func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, ide
 		writeError(fc, st, e)
 		return s.finishEarly(t, e)
 	}
+	// Watch for a departed client from the start: a model that thinks for minutes
+	// before its first byte must stop when nobody waits for it.
+	var gone atomic.Bool
+	stopWatch := s.watchPeer(fc.Conn(), func() { gone.Store(true); cancel() })
 	start := time.Now()
 	resp, err := up.client.Do(req)
 	ttfb := time.Since(start)
 	if err != nil {
+		stopWatch()
 		cancel()
+		if gone.Load() {
+			return s.finishEarly(t, &Error{Status: 499, Msg: "client went away", Err: errClientGone})
+		}
 		e := upstreamError(req.URL.Host, err)
 		s.log.Warn("upstream call failed", "upstream", up.Name, "status", e.Status, "err", err)
 		writeError(fc, st, e)
@@ -217,11 +225,17 @@ func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, ide
 	}
 
 	if !isStream(resp) {
+		defer stopWatch()
 		defer cancel()
 		defer resp.Body.Close()
 		fc.Response.ResetBody()
-		_, err := io.Copy(fc.Response.BodyWriter(), io.LimitReader(resp.Body, maxResponseBytes))
+		bp := s.bufs.Get().(*[]byte)
+		_, err := io.CopyBuffer(fc.Response.BodyWriter(), io.LimitReader(resp.Body, maxResponseBytes), *bp)
+		s.bufs.Put(bp)
 		if err != nil {
+			if gone.Load() {
+				return s.finishEarly(t, &Error{Status: 499, Msg: "client went away", Err: errClientGone})
+			}
 			e := upstreamError(req.URL.Host, err)
 			writeError(fc, st, e)
 			return s.finishEarly(t, e)
@@ -232,7 +246,7 @@ func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, ide
 		}
 		return forwardResult{status: resp.StatusCode, ttfb: ttfb}
 	}
-	s.relayStream(fc, resp, cancel, up.IdleTimeout, t, ttfb)
+	s.relayStream(fc, resp, cancel, up.IdleTimeout, t, ttfb, stopWatch, &gone)
 	return forwardResult{status: resp.StatusCode, ttfb: ttfb}
 }
 
@@ -258,23 +272,23 @@ func isStream(resp *http.Response) bool {
 // model stops generating. An upstream silent for longer than idle is cut, and a stream
 // that breaks mid-way closes the client's connection without the final chunk, so its
 // SDK reports an error rather than a truncated success.
-func (s *Server) relayStream(fc *fasthttp.RequestCtx, resp *http.Response, cancel context.CancelFunc, idle time.Duration, t tee, ttfb time.Duration) {
+func (s *Server) relayStream(fc *fasthttp.RequestCtx, resp *http.Response, cancel context.CancelFunc, idle time.Duration, t tee,
+	ttfb time.Duration, stopWatch func(), gone *atomic.Bool) {
 	conn := fc.Conn()
 	status := resp.StatusCode
 	fc.SetBodyStreamWriter(func(w *bufio.Writer) {
-		var gone, idled atomic.Bool
+		var idled atomic.Bool
 		defer cancel()
 		defer resp.Body.Close()
+		defer stopWatch()
 		var timer *time.Timer
 		if idle > 0 {
 			timer = time.AfterFunc(idle, func() { idled.Store(true); cancel() })
 			defer timer.Stop()
 		}
-		stop := s.watchPeer(conn, func() { gone.Store(true); cancel() })
-		defer stop()
 		bp := s.bufs.Get().(*[]byte)
 		defer s.bufs.Put(bp)
-		err := copyStream(w, resp.Body, *bp, t, timer, idle)
+		err := copyStream(w, conn, resp.Body, *bp, t, timer, idle)
 		switch {
 		case err == nil:
 		case errors.Is(err, errClientGone) || gone.Load():
@@ -292,8 +306,13 @@ func (s *Server) relayStream(fc *fasthttp.RequestCtx, resp *http.Response, cance
 	})
 }
 
-// copyStream relays r to w one read at a time, flushing each, and feeds t first.
-func copyStream(w *bufio.Writer, r io.Reader, buf []byte, t tee, timer *time.Timer, idle time.Duration) error {
+// copyStream relays r to w one read at a time, flushing each, and feeds t first. A
+// client that stops reading (but keeps its socket open) is cut after idle: each write
+// to conn gets that deadline.
+func copyStream(w *bufio.Writer, conn net.Conn, r io.Reader, buf []byte, t tee, timer *time.Timer, idle time.Duration) error {
+	if conn != nil && idle > 0 {
+		defer conn.SetWriteDeadline(time.Time{})
+	}
 	for {
 		n, err := r.Read(buf)
 		if timer != nil {
@@ -302,6 +321,9 @@ func copyStream(w *bufio.Writer, r io.Reader, buf []byte, t tee, timer *time.Tim
 		if n > 0 {
 			if t != nil {
 				t.chunk(buf[:n])
+			}
+			if conn != nil && idle > 0 {
+				_ = conn.SetWriteDeadline(time.Now().Add(idle))
 			}
 			_, werr := w.Write(buf[:n])
 			if werr == nil {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -66,8 +67,17 @@ var hopHeaders = map[string]bool{
 
 // target joins the configured base with the request's path and query. A base that ends
 // in /v1 (as OpenAI clients are configured) absorbs the request's own /v1 prefix.
-func (u *Upstream) target(requestURI []byte) string {
-	path := string(requestURI)
+// The path is the raw origin-form path as received (percent-encoding kept) plus the
+// query: never the request-target as written, which may be absolute-form and name
+// another host.
+func (u *Upstream) target(rawPath, query []byte) string {
+	path := string(rawPath)
+	if len(path) == 0 || path[0] != '/' {
+		path = "/" + path
+	}
+	if len(query) > 0 {
+		path += "?" + string(query)
+	}
 	basePath := strings.TrimSuffix(u.Base.Path, "/")
 	if strings.HasSuffix(basePath, "/v1") && (strings.HasPrefix(path, "/v1/") || path == "/v1") {
 		path = path[3:]
@@ -78,14 +88,18 @@ func (u *Upstream) target(requestURI []byte) string {
 // newRequest builds the upstream request: the client's headers minus hop-by-hop ones,
 // camproxy's own X-CAM-* headers and Host; auth replaced when a key is configured.
 func (u *Upstream) newRequest(ctx context.Context, fc *fasthttp.RequestCtx, body []byte, identity bool) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, string(fc.Method()), u.target(fc.Request.Header.RequestURI()), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, string(fc.Method()), u.target(fc.URI().PathOriginal(), fc.URI().QueryString()), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
+	if req.URL.Host != u.Base.Host {
+		return nil, fmt.Errorf("request target %q would leave the configured upstream", fc.Request.Header.RequestURI())
+	}
 	req.ContentLength = int64(len(body))
+	connTokens := string(fc.Request.Header.Peek("Connection"))
 	for k, v := range fc.Request.Header.All() {
 		key := string(k)
-		if hopHeaders[key] || key == "Host" || key == "Content-Length" || hasCAMPrefix(key) {
+		if hopHeaders[key] || key == "Host" || key == "Content-Length" || key == "Expect" || hasCAMPrefix(key) || listsHeader(connTokens, key) {
 			continue
 		}
 		if identity && key == "Accept-Encoding" {
@@ -99,6 +113,19 @@ func (u *Upstream) newRequest(ctx context.Context, fc *fasthttp.RequestCtx, body
 		}
 	}
 	return req, nil
+}
+
+// listsHeader reports whether a Connection header value names key (those headers are
+// hop-by-hop too).
+func listsHeader(conn, key string) bool {
+	for conn != "" {
+		var tok string
+		tok, conn, _ = strings.Cut(conn, ",")
+		if strings.EqualFold(strings.TrimSpace(tok), key) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasCAMPrefix(key string) bool {

@@ -1,8 +1,13 @@
 package proxy
 
 import (
+	"bufio"
+	"context"
 	"net/url"
+	"strings"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 )
 
 func TestTarget(t *testing.T) {
@@ -12,12 +17,13 @@ func TestTarget(t *testing.T) {
 		{"http://vllm:8000/v1", "/v1/chat/completions", "http://vllm:8000/v1/chat/completions"},
 		{"http://vllm:8000/v1/", "/v1/models", "http://vllm:8000/v1/models"},
 		{"http://gw:8000/openai", "/v1/chat/completions", "http://gw:8000/openai/v1/chat/completions"},
-		// The request can never change the host: an absolute-form or odd path stays a path.
 		{"http://up:1", "//evil.example/v1/x", "http://up:1//evil.example/v1/x"},
+		{"http://up:1", "x.evil.com", "http://up:1/x.evil.com"},
 	}
 	for _, c := range cases {
 		u, _ := url.Parse(c.base)
-		if got := (&Upstream{Base: u}).target([]byte(c.uri)); got != c.want {
+		path, query, _ := strings.Cut(c.uri, "?")
+		if got := (&Upstream{Base: u}).target([]byte(path), []byte(query)); got != c.want {
 			t.Errorf("target(%s, %s) = %s, want %s", c.base, c.uri, got, c.want)
 		}
 	}
@@ -30,6 +36,31 @@ func TestValidID(t *testing.T) {
 	} {
 		if validID(id) != want {
 			t.Errorf("validID(%q) = %v", id, !want)
+		}
+	}
+}
+
+// TestNewRequestStaysOnUpstream: whatever request-target the client writes, the
+// upstream request goes to the configured host with the configured key.
+func TestNewRequestStaysOnUpstream(t *testing.T) {
+	base, _ := url.Parse("https://api.openai.com")
+	u := &Upstream{Base: base, Auth: BearerKey("sk-secret")}
+	for _, raw := range []string{
+		"POST x.evil.com://h/v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST http://evil.example/v1/models HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+		"POST //evil.example/v1/models HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /v1/chat/completions?a=1 HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+	} {
+		var fc fasthttp.RequestCtx
+		if err := fc.Request.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+			t.Fatal(err)
+		}
+		req, err := u.newRequest(context.Background(), &fc, nil, false)
+		if err != nil {
+			continue // refused: fine
+		}
+		if req.URL.Host != "api.openai.com" || req.URL.Scheme != "https" {
+			t.Fatalf("%q went to %s", strings.Fields(raw)[1], req.URL)
 		}
 	}
 }

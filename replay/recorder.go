@@ -230,7 +230,14 @@ func (w *sinkWriter) run() {
 	for {
 		select {
 		case it, ok := <-w.in:
-			if !ok {
+			if !ok { // shutting down: a sink known to be down is not waited for
+				w.mu.Lock()
+				down := w.down
+				w.mu.Unlock()
+				if down {
+					w.spoolBatch(batch)
+					return
+				}
 				w.write(batch)
 				w.drain()
 				return
@@ -311,15 +318,31 @@ func (w *sinkWriter) spoolBatch(batch []item) {
 	w.setSpooled()
 }
 
-// drain moves the spool to the sink, oldest first, while the sink accepts.
+// drain moves the spool to the sink, oldest first, while the sink accepts. The lock
+// is held only to seal and to remove segments, never during network writes: callers
+// that overflow into the spool must not wait for a slow sink.
 func (w *sinkWriter) drain() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.spool.pending == 0 {
+		w.mu.Unlock()
 		return
 	}
 	before := w.spool.pending
-	err := w.spool.drain(w.policy.MaxEvents, w.send)
+	segs, err := w.spool.seal()
+	w.mu.Unlock()
+	for _, name := range segs {
+		if err == nil {
+			var n int
+			n, err = drainSegment(w.spool.dir, name, w.policy.MaxEvents, w.send)
+			if err == nil {
+				w.mu.Lock()
+				err = w.spool.drained(name, n)
+				w.mu.Unlock()
+			}
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if err != nil {
 		if !w.down {
 			w.r.log.Warn("replay sink still failing; events stay spooled", "sink", w.sink.URI, "err", err)
@@ -333,7 +356,7 @@ func (w *sinkWriter) drain() {
 	}
 	w.down = false
 	if w.r.m != nil {
-		w.r.m.ReplayEvents.WithLabelValues("spooled", w.label, "delivered").Add(float64(before))
+		w.r.m.ReplayEvents.WithLabelValues("spooled", w.label, "delivered").Add(float64(before - w.spool.pending))
 	}
 	w.setSpooledLocked()
 }

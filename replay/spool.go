@@ -115,33 +115,29 @@ func (s *spool) rotate() error {
 	return nil
 }
 
-// drain hands the spooled lines to write in chunks of at most max, oldest first, and
-// removes each segment once all of it was written. It stops at the first failure; a
-// segment partly written is sent again whole next time (readers drop duplicates).
-func (s *spool) drain(max int, write func(lines [][]byte) error) error {
-	if s.pending == 0 {
-		return nil
-	}
-	if s.cur != nil { // seal the segment being appended so it can be drained
+// seal closes the segment being appended (the next append starts a new one) and
+// lists every segment, oldest first: those can be drained without the writer's lock,
+// since appends only ever go to a newer segment.
+func (s *spool) seal() ([]string, error) {
+	if s.cur != nil {
 		_ = s.cur.Close()
 		s.cur = nil
 	}
-	segs, err := s.segments()
-	if err != nil {
-		return err
+	return s.segments()
+}
+
+// drainSegment hands a sealed segment's lines to write in chunks of at most max. A
+// segment partly written is sent again whole next time (readers drop duplicates).
+func drainSegment(dir, name string, max int, write func(lines [][]byte) error) (int, error) {
+	return drainFile(filepath.Join(dir, name), max, write)
+}
+
+// drained removes a segment whose n lines all reached the sink.
+func (s *spool) drained(name string, n int) error {
+	if err := os.Remove(filepath.Join(s.dir, name)); err != nil {
+		return fmt.Errorf("replay spool: %w", err)
 	}
-	for _, name := range segs {
-		path := filepath.Join(s.dir, name)
-		n, err := drainFile(path, max, write)
-		if err != nil {
-			return err
-		}
-		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("replay spool: %w", err)
-		}
-		s.pending = max0(s.pending - n)
-	}
-	s.pending = 0
+	s.pending = max0(s.pending - n)
 	return nil
 }
 

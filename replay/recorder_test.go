@@ -1,0 +1,99 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// gateSink fails while down, and blocks every Write until released while held.
+type gateSink struct {
+	mu      sync.Mutex
+	down    bool
+	hold    chan struct{}
+	written atomic.Int64
+	ids     sync.Map
+}
+
+func (g *gateSink) Name() string { return "gate" }
+func (g *gateSink) Close() error { return nil }
+func (g *gateSink) Write(ctx context.Context, lines [][]byte) error {
+	g.mu.Lock()
+	down, hold := g.down, g.hold
+	g.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if down {
+		return errors.New("sink down")
+	}
+	for _, l := range lines {
+		ev, err := Decode(l)
+		if err == nil {
+			g.ids.Store(ev.(*RewardEvent).ID, true)
+		}
+	}
+	g.written.Add(int64(len(lines)))
+	return nil
+}
+
+func reward(i int) *RewardEvent {
+	return &RewardEvent{V: Version, Type: TypeReward, ID: NewEventID(), EpisodeID: "ep", Reward: float64(i), At: time.Now()}
+}
+
+// TestRecorderNeverWaitsForASlowSink: while a sink hangs in the middle of draining
+// its spool, Add still returns at once (overflowing to the spool), and after the sink
+// recovers every event arrives.
+func TestRecorderNeverWaitsForASlowSink(t *testing.T) {
+	g := &gateSink{down: true}
+	r, err := NewRecorder([]Named{{Sink: g, URI: "gate://"}}, RecorderOptions{Queue: 4, SpoolDir: t.TempDir(),
+		RetryEvery: 20 * time.Millisecond, WriteTimeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		r.Add(reward(i))
+	}
+	// The sink comes back but hangs: the writer is now stuck inside a drain.
+	hold := make(chan struct{})
+	g.mu.Lock()
+	g.down, g.hold = false, hold
+	g.mu.Unlock()
+	time.Sleep(100 * time.Millisecond)
+	added := make(chan struct{})
+	go func() {
+		for i := range 2000 {
+			r.Add(reward(300 + i))
+		}
+		close(added)
+	}()
+	select {
+	case <-added:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Add blocked behind a sink that hangs")
+	}
+	close(hold)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	deadline := time.Now().Add(15 * time.Second)
+	for g.written.Load() < 2300 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	g.ids.Range(func(any, any) bool { n++; return true })
+	if n != 2300 {
+		t.Fatalf("%d distinct events delivered, want 2300", n)
+	}
+}
