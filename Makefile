@@ -18,7 +18,7 @@ build:
 ## test: every test, with the race detector, against a real Redis and the real node clients
 test:
 	./scripts/test-deps.sh
-	CAMPROXY_REQUIRE_REDIS=1 CAMPROXY_REQUIRE_NODE=1 $(GO) test -race -count=1 -timeout 15m $(PKGS)
+	CAMPROXY_REQUIRE_REDIS=1 CAMPROXY_REQUIRE_NODE=1 CAMPROXY_REQUIRE_CHROMIUM=1 $(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 ## check: gofmt, go vet, and golangci-lint when installed
 check:

@@ -32,3 +32,11 @@ if [ ! -f "$stamp" ] || ! cmp -s clients/node/package-lock.json "$stamp"; then
   (cd clients/node && npm ci --no-audit --no-fund --loglevel=error)
   cp clients/node/package-lock.json "$stamp"
 fi
+
+# Headless Chromium for the report's screenshot test (report.TestHTMLScreenshot),
+# which make test requires with CAMPROXY_REQUIRE_CHROMIUM=1. Debian's package.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  echo "test-deps: installing chromium (apt-get)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+fi

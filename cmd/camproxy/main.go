@@ -48,6 +48,9 @@ Usage:
                                    one row per episode (--out - writes to stdout)
   camproxy replay stats [--from URI] [--format text|json]
                                    episodes, tasks, rewards and arms of a replay buffer
+  camproxy report [--from URI] [--experiment NAME] [--control ARM] [--format text|json|html] [--out FILE]
+                                   each arm's reward (95% CI), success, pass@k, turns, time and
+                                   context latency, and its lift over the control arm with a p-value
   camproxy version                 print the version
 
 Replay URIs: file:///path/dir (default file://./camproxy-data/replay),
@@ -65,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return serve(ctx, args[1:], stderr, getenv)
 	case "replay":
 		return replayCmd(ctx, args[1:], stdout, stderr)
+	case "report":
+		return reportCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
