@@ -285,7 +285,7 @@ func buildAugmenters(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (
 			return nil, fmt.Errorf("augmenters.%s: %w", name, err)
 		}
 		g := augment.NewGuard(name, a, ac.Timeout, augment.BreakerOptions{Failures: ac.Breaker.Failures, OpenFor: ac.Breaker.OpenFor}, m)
-		out[name] = proxy.ContextSource{Name: name, Version: a.Version(), Timeout: ac.Timeout, Augmenter: g}
+		out[name] = proxy.ContextSource{Name: name, Version: a.Version, Timeout: ac.Timeout, Augmenter: g}
 	}
 	return out, nil
 }

@@ -27,7 +27,7 @@ func (a *App) buildRuntime(cfg *config.Config) (*runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task.rules: %w", err)
 	}
-	sources, err := buildAugmenters(cfg, a.Metrics)
+	sources, err := buildAugmenters(cfg, a.Metrics, a.log)
 	if err != nil {
 		return nil, err
 	}

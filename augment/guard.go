@@ -46,7 +46,8 @@ func NewGuard(name string, a Augmenter, timeout time.Duration, b BreakerOptions,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= b.Failures },
 		IsExcluded: func(err error) bool {
 			var gone callerGone
-			return errors.As(err, &gone)
+			// A store with nothing for this task is no sign of a broken augmenter.
+			return errors.As(err, &gone) || errors.Is(err, ErrNoMatch)
 		},
 		OnStateChange: func(_ string, _, to gobreaker.State) { g.setStateGauge(to) },
 	})

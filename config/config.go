@@ -74,19 +74,34 @@ type Placement struct {
 	Template string `yaml:"template"` // must contain {{context}}
 }
 
-// Augmenter is one context source an arm can use.
+// Augmenter is one context source an arm can use. A key tagged
+// augmenter:"TYPE" applies to that type only; untagged keys apply to every type.
 type Augmenter struct {
-	Type         string         `yaml:"type"` // only "cam" is supported now
-	BaseURL      string         `yaml:"base_url"`
-	Model        string         `yaml:"model"`
-	APIKey       string         `yaml:"api_key"`
-	SystemPrompt string         `yaml:"system_prompt"`
-	UserTemplate string         `yaml:"user_template"` // must contain {{task}}
-	MaxTokens    int            `yaml:"max_tokens"`
-	Temperature  float64        `yaml:"temperature"` // 0..2
-	Timeout      time.Duration  `yaml:"timeout"`     // the augment deadline
-	ExtraBody    map[string]any `yaml:"extra_body"`  // merged into the CAM request body
+	Type         string         `yaml:"type"` // cam | rag | playbook
+	BaseURL      string         `yaml:"base_url" augmenter:"cam"`
+	Model        string         `yaml:"model" augmenter:"cam"`
+	APIKey       string         `yaml:"api_key" augmenter:"cam"`
+	SystemPrompt string         `yaml:"system_prompt" augmenter:"cam"`
+	UserTemplate string         `yaml:"user_template" augmenter:"cam"` // must contain {{task}}
+	MaxTokens    int            `yaml:"max_tokens" augmenter:"cam"`
+	Temperature  float64        `yaml:"temperature" augmenter:"cam"` // 0..2
+	Timeout      time.Duration  `yaml:"timeout"`                     // the augment deadline
+	ExtraBody    map[string]any `yaml:"extra_body" augmenter:"cam"`  // merged into the CAM request body
 	Breaker      Breaker        `yaml:"breaker"`
+	GuidanceFile string         `yaml:"guidance_file" augmenter:"rag"` // JSON Lines of {task_id, task_description, guidance}
+	TopK         int            `yaml:"top_k" augmenter:"rag"`         // guidances returned, best first
+	MinScore     float64        `yaml:"min_score" augmenter:"rag"`     // a stored task must score above it
+	Embeddings   Embeddings     `yaml:"embeddings" augmenter:"rag"`    // base_url "" = BM25
+	File         string         `yaml:"file" augmenter:"playbook"`     // ACE text or RCL JSON
+	TopN         int            `yaml:"top_n" augmenter:"playbook"`    // 0 = every bullet
+}
+
+// Embeddings is the OpenAI-compatible /v1/embeddings endpoint a rag augmenter
+// may use instead of BM25.
+type Embeddings struct {
+	BaseURL string `yaml:"base_url"` // "" = BM25, no embeddings
+	Model   string `yaml:"model"`
+	APIKey  string `yaml:"api_key"`
 }
 
 // Breaker configures the circuit breaker around one augmenter.
@@ -145,8 +160,10 @@ type Replay struct {
 
 // Values accepted by enumerated keys.
 const (
-	AugmenterNone = "none" // the arm augmenter that adds no context
-	AugmenterCAM  = "cam"  // the only augmenter type supported now
+	AugmenterNone     = "none"     // the arm augmenter that adds no context
+	AugmenterCAM      = "cam"      // a Context Augmentation Model
+	AugmenterRAG      = "rag"      // the guidance of the most similar stored task
+	AugmenterPlaybook = "playbook" // one ACE / RCL playbook for every task
 
 	StickyEpisode = "episode"
 	StickyTask    = "task"
@@ -220,6 +237,7 @@ func DefaultAugmenter() Augmenter {
 		MaxTokens:    512,
 		Timeout:      3 * time.Second,
 		Breaker:      Breaker{Failures: 5, OpenFor: 30 * time.Second},
+		TopK:         1,
 	}
 }
 

@@ -110,10 +110,23 @@ func fullConfig() *Config {
 					"stop":                 []any{"</guidance>"},
 				},
 				Breaker: Breaker{Failures: 3, OpenFor: time.Minute},
+				TopK:    1, // DefaultAugmenter's, whatever the type
 			},
 			"cam-small": func() Augmenter {
 				a := DefaultAugmenter()
 				a.Type, a.Model = "cam", "cam-1b"
+				return a
+			}(),
+			"rag": func() Augmenter {
+				a := DefaultAugmenter()
+				a.Type, a.GuidanceFile, a.TopK, a.MinScore = "rag", "/var/lib/camproxy/guidance.jsonl", 2, 1.5
+				a.Embeddings = Embeddings{BaseURL: "http://tei.internal:8080/v1", Model: "bge-base-en-v1.5", APIKey: "emb-secret"}
+				a.Timeout, a.Breaker = time.Second, Breaker{Failures: 2, OpenFor: 10 * time.Second}
+				return a
+			}(),
+			"ace": func() Augmenter {
+				a := DefaultAugmenter()
+				a.Type, a.File, a.TopN = "playbook", "/var/lib/camproxy/playbook.txt", 20
 				return a
 			}(),
 		},
@@ -317,9 +330,22 @@ func TestBadConfig(t *testing.T) {
 		{"placement template", "placement: {template: 'ctx'}", "placement.template", "{{context}}"},
 		{"augmenter name", "augmenters: {Cam: {type: cam}}", "augmenters.Cam", "must match"},
 		{"augmenter none", "augmenters: {none: {type: cam}}", "augmenters.none", "reserved"},
-		{"augmenter rag", "augmenters: {rag: {type: rag, guidance_file: g.jsonl, top_k: 1}}", "augmenters.rag.type", `"rag" is not supported yet; supported: cam`},
-		{"augmenter playbook", "augmenters: {ace: {type: playbook, file: p.txt}}", "augmenters.ace.type", `"playbook" is not supported yet`},
-		{"augmenter unknown type", "augmenters: {x: {type: magic}}", "augmenters.x.type", "supported: cam"},
+		{"augmenter unknown type", "augmenters: {x: {type: magic}}", "augmenters.x.type", "supported: cam, rag, playbook"},
+		{"rag no guidance_file", "augmenters: {kb: {type: rag}}", "augmenters.kb.guidance_file", "required"},
+		{"rag top_k", "augmenters: {kb: {type: rag, guidance_file: g.jsonl, top_k: 0}}", "augmenters.kb.top_k", ">= 1"},
+		{"rag top_k type", "augmenters: {kb: {type: rag, guidance_file: g.jsonl, top_k: best}}", "augmenters.kb.top_k", "integer"},
+		{"rag min_score nan", "augmenters: {kb: {type: rag, guidance_file: g.jsonl, min_score: .nan}}", "augmenters.kb.min_score", "finite"},
+		{"rag embeddings url", "augmenters: {kb: {type: rag, guidance_file: g.jsonl, embeddings: {base_url: 'tei:8080', model: bge}}}", "augmenters.kb.embeddings.base_url", "http"},
+		{"rag embeddings model", "augmenters: {kb: {type: rag, guidance_file: g.jsonl, embeddings: {base_url: 'http://tei:8080/v1'}}}", "augmenters.kb.embeddings.model", "required"},
+		{"rag embeddings no url", "augmenters: {kb: {type: rag, guidance_file: g.jsonl, embeddings: {model: bge}}}", "augmenters.kb.embeddings.base_url", "required"},
+		{"rag embeddings unknown", "augmenters: {kb: {type: rag, guidance_file: g.jsonl, embeddings: {url: x}}}", "augmenters.kb.embeddings.url", "unknown key"},
+		{"rag cam key", "augmenters: {kb: {type: rag, guidance_file: g.jsonl, model: bge}}", "augmenters.kb.model", "applies to type cam only, not rag"},
+		{"rag timeout", "augmenters: {kb: {type: rag, guidance_file: g.jsonl, timeout: 0s}}", "augmenters.kb.timeout", "> 0"},
+		{"rag breaker", "augmenters: {kb: {type: rag, guidance_file: g.jsonl, breaker: {failures: 0}}}", "augmenters.kb.breaker.failures", ">= 1"},
+		{"playbook no file", "augmenters: {ace: {type: playbook}}", "augmenters.ace.file", "required"},
+		{"playbook top_n", "augmenters: {ace: {type: playbook, file: p.txt, top_n: -1}}", "augmenters.ace.top_n", ">= 0"},
+		{"playbook rag key", "augmenters: {ace: {type: playbook, file: p.txt, guidance_file: g.jsonl}}", "augmenters.ace.guidance_file", "applies to type rag only, not playbook"},
+		{"cam playbook key", "augmenters: {cam: {type: cam, top_n: 3}}", "augmenters.cam.top_n", "applies to type playbook only, not cam"},
 		{"augmenter no type", "augmenters: {x: {model: m}}", "augmenters.x.type", "required"},
 		{"augmenter null", "augmenters: {x: }", "augmenters.x.type", "required"},
 		{"augmenter base_url", "augmenters: {x: {type: cam, base_url: 'localhost:8000'}}", "augmenters.x.base_url", ""},
@@ -384,6 +410,32 @@ func TestBadConfig(t *testing.T) {
 	}
 }
 
+func TestParseRAGAndPlaybook(t *testing.T) {
+	// The files do not exist: that is reported by app.New at start, not by the config.
+	doc := `
+augmenters:
+  kb: {type: rag, guidance_file: does/not/exist.jsonl}
+  ace: {type: playbook, file: does/not/exist.txt}
+experiment:
+  arms:
+    - {name: baseline, weight: 1, augmenter: none}
+    - {name: rag, weight: 1, augmenter: kb}
+    - {name: ace, weight: 1, augmenter: ace}
+`
+	cfg, err := Parse([]byte(doc), noEnv)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	kb, ace := cfg.Augmenters["kb"], cfg.Augmenters["ace"]
+	if kb.GuidanceFile != "does/not/exist.jsonl" || kb.TopK != 1 || kb.MinScore != 0 || kb.Embeddings != (Embeddings{}) ||
+		kb.Timeout != 3*time.Second || kb.Breaker != (Breaker{Failures: 5, OpenFor: 30 * time.Second}) {
+		t.Errorf("rag defaults: %+v", kb)
+	}
+	if ace.File != "does/not/exist.txt" || ace.TopN != 0 || ace.Timeout != 3*time.Second {
+		t.Errorf("playbook defaults: %+v", ace)
+	}
+}
+
 func TestManyProblemsAllReported(t *testing.T) {
 	doc := `
 server:
@@ -397,7 +449,7 @@ task:
 placement: {mode: sideways}
 augmenters:
   cam: {type: cam, max_tokens: 0, temperature: 3}
-  rag: {type: rag, guidance_file: g.jsonl}
+  rag: {type: rag, top_k: 0}
 experiment:
   sticky: forever
   arms:
@@ -417,7 +469,8 @@ replay: {sinks: ["ftp://x"], queue: 0}
 		"placement.mode",
 		"augmenters.cam.max_tokens",
 		"augmenters.cam.temperature",
-		"augmenters.rag.type",
+		"augmenters.rag.guidance_file",
+		"augmenters.rag.top_k",
 		"experiment.sticky",
 		"experiment.arms[1].name",
 		"experiment.arms[1].augmenter",
@@ -530,6 +583,7 @@ func TestRedacted(t *testing.T) {
 		{"anthropic api_key", r.Upstreams.Anthropic.APIKey, "****"},
 		{"cam api_key", r.Augmenters["cam"].APIKey, "****"},
 		{"cam-small api_key (unset)", r.Augmenters["cam-small"].APIKey, ""},
+		{"rag embeddings api_key", r.Augmenters["rag"].Embeddings.APIKey, "****"},
 		{"cache redis_url", r.Cache.RedisURL, "redis://:****@redis.internal:6379/1"},
 		{"episodes redis_url", r.Episodes.RedisURL, "rediss://camproxy:****@episodes.internal:6380/0"},
 		{"redis sink", r.Replay.Sinks[1], "redis://:****@redis.internal:6379/0?stream=camproxy:replay"},

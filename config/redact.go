@@ -20,6 +20,8 @@ func (c *Config) Redacted() *Config {
 	for name, a := range r.Augmenters {
 		a.APIKey = maskSecret(a.APIKey)
 		a.BaseURL = redactURL(a.BaseURL)
+		a.Embeddings.APIKey = maskSecret(a.Embeddings.APIKey)
+		a.Embeddings.BaseURL = redactURL(a.Embeddings.BaseURL)
 		r.Augmenters[name] = a
 	}
 	r.Cache.RedisURL = redactURL(r.Cache.RedisURL)

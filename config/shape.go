@@ -13,8 +13,9 @@ import (
 
 // checkShape walks the document against Config's yaml tags and reports every
 // unknown key, duplicate key and value of the wrong type, each as a
-// *FieldError naming its dotted key. Augmenters' extra_body is free-form, and
-// an augmenters entry whose type is not supported is left to Validate.
+// *FieldError naming its dotted key. Augmenters' extra_body is free-form, a key
+// of another augmenter type is reported, and an augmenters entry whose type is
+// not supported is left to Validate.
 func checkShape(root *yaml.Node) []error {
 	var s shape
 	s.walk(root, reflect.TypeFor[Config](), "")
@@ -50,14 +51,24 @@ func (s *shape) walk(n *yaml.Node, t reflect.Type, key string) {
 
 // object checks a mapping against the yaml tags of struct type t.
 func (s *shape) object(n *yaml.Node, t reflect.Type, key string) {
-	if t == reflect.TypeFor[Augmenter]() && unsupportedAugmenter(n) {
-		return // its keys follow a schema camproxy does not have yet
+	var typ string // an augmenters entry's type
+	if t == reflect.TypeFor[Augmenter]() {
+		typ = augmenterType(n)
+		switch typ {
+		case "", AugmenterCAM, AugmenterRAG, AugmenterPlaybook:
+		default:
+			return // an unknown type: Validate reports it, its keys mean nothing yet
+		}
 	}
 	fields := yamlFields(t)
 	s.entries(n, key, func(k string, v *yaml.Node) {
 		ft, ok := fields[k]
 		if !ok {
 			s.add(joinKey(key, k), "unknown key")
+			return
+		}
+		if only := augmenterOnly[k]; typ != "" && only != "" && only != typ {
+			s.add(joinKey(key, k), "applies to type %s only, not %s", only, typ)
 			return
 		}
 		s.walk(v, ft, joinKey(key, k))
@@ -119,18 +130,31 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 	return fields
 }
 
-// unsupportedAugmenter reports whether mapping n sets a type other than cam.
-func unsupportedAugmenter(n *yaml.Node) bool {
+// augmenterOnly maps each augmenters key that belongs to one type (its
+// augmenter struct tag) to that type.
+var augmenterOnly = func() map[string]string {
+	m := map[string]string{}
+	for f := range reflect.TypeFor[Augmenter]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if only := f.Tag.Get("augmenter"); only != "" {
+			m[name] = only
+		}
+	}
+	return m
+}()
+
+// augmenterType is the type that mapping n sets, or "".
+func augmenterType(n *yaml.Node) string {
 	if n.Kind != yaml.MappingNode {
-		return false
+		return ""
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := resolveAlias(n.Content[i]), resolveAlias(n.Content[i+1])
 		if k.Kind == yaml.ScalarNode && k.Value == "type" && v.Kind == yaml.ScalarNode {
-			return v.Value != "" && v.Value != AugmenterCAM
+			return v.Value
 		}
 	}
-	return false
+	return ""
 }
 
 func mergeSources(v *yaml.Node) []*yaml.Node {

@@ -154,19 +154,65 @@ func (c *Config) checkAugmenters(p *problems) {
 	}
 }
 
+// augmenterTypes lists the supported augmenter types, for messages.
+const augmenterTypes = AugmenterCAM + ", " + AugmenterRAG + ", " + AugmenterPlaybook
+
 func (a Augmenter) check(p *problems, key string) {
 	switch a.Type {
 	case AugmenterCAM:
+		a.checkCAM(p, key)
+	case AugmenterRAG:
+		a.checkRAG(p, key)
+	case AugmenterPlaybook:
+		a.checkPlaybook(p, key)
 	case "":
-		p.add(key+".type", "required; supported: %s", AugmenterCAM)
-		return
-	case "rag", "playbook":
-		p.add(key+".type", "%q is not supported yet; supported: %s", a.Type, AugmenterCAM)
+		p.add(key+".type", "required; supported: %s", augmenterTypes)
 		return
 	default:
-		p.add(key+".type", "%q is not an augmenter type; supported: %s", a.Type, AugmenterCAM)
+		p.add(key+".type", "%q is not an augmenter type; supported: %s", a.Type, augmenterTypes)
 		return
 	}
+	checkPositive(p, key+".timeout", a.Timeout)
+	if a.Breaker.Failures < 1 {
+		p.add(key+".breaker.failures", "must be >= 1")
+	}
+	checkPositive(p, key+".breaker.open_for", a.Breaker.OpenFor)
+}
+
+func (a Augmenter) checkRAG(p *problems, key string) {
+	// An unreadable file is not a config error: app.New reports it at start.
+	if a.GuidanceFile == "" {
+		p.add(key+".guidance_file", "required: a JSON Lines file of {task_id, task_description, guidance}")
+	}
+	if a.TopK < 1 {
+		p.add(key+".top_k", "must be >= 1, got %d", a.TopK)
+	}
+	if math.IsNaN(a.MinScore) || math.IsInf(a.MinScore, 0) {
+		p.add(key+".min_score", "must be a finite number, got %v", a.MinScore)
+	}
+	e := a.Embeddings
+	switch {
+	case e.BaseURL != "":
+		checkHTTPURL(p, key+".embeddings.base_url", e.BaseURL)
+		if e.Model == "" {
+			p.add(key+".embeddings.model", "required when embeddings.base_url is set")
+		}
+	case e.Model != "" || e.APIKey != "":
+		p.add(key+".embeddings.base_url", "required when embeddings.model or api_key is set (or remove them for BM25)")
+	}
+}
+
+func (a Augmenter) checkPlaybook(p *problems, key string) {
+	// An unreadable file is not a config error: app.New reports it at start.
+	if a.File == "" {
+		p.add(key+".file", "required: the playbook file (ACE text or RCL JSON)")
+	}
+	if a.TopN < 0 {
+		p.add(key+".top_n", "must be >= 0 (0 = every bullet), got %d", a.TopN)
+	}
+}
+
+func (a Augmenter) checkCAM(p *problems, key string) {
 	checkHTTPURL(p, key+".base_url", a.BaseURL)
 	if a.Model == "" {
 		p.add(key+".model", "required")
@@ -177,17 +223,12 @@ func (a Augmenter) check(p *problems, key string) {
 	if !(a.Temperature >= 0 && a.Temperature <= 2) {
 		p.add(key+".temperature", "must be within [0, 2], got %v", a.Temperature)
 	}
-	checkPositive(p, key+".timeout", a.Timeout)
 	if !strings.Contains(a.UserTemplate, TaskPlaceholder) {
 		p.add(key+".user_template", "must contain %s", TaskPlaceholder)
 	}
 	if _, err := json.Marshal(a.ExtraBody); err != nil {
 		p.add(key+".extra_body", "must be JSON-compatible (string keys, finite numbers): %v", err)
 	}
-	if a.Breaker.Failures < 1 {
-		p.add(key+".breaker.failures", "must be >= 1")
-	}
-	checkPositive(p, key+".breaker.open_for", a.Breaker.OpenFor)
 }
 
 func (e Experiment) check(p *problems, augmenters map[string]Augmenter) {

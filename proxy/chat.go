@@ -201,7 +201,7 @@ func (s *Server) resolveContext(run *Runtime, arm, name string, req *protocol.Vi
 	ctx, cancel := context.WithTimeout(s.base, src.Timeout)
 	defer cancel()
 	ar := augment.Request{Task: req.Task, TaskID: taskID, Model: req.Model}
-	text, how, err := s.cache.Get(ctx, augment.Key(src.Name, src.Version, req.Task), func(ctx context.Context) (string, error) {
+	text, how, err := s.cache.Get(ctx, augment.Key(src.Name, src.Version(), req.Task), func(ctx context.Context) (string, error) {
 		return src.Augment(ctx, ar)
 	})
 	if err != nil {

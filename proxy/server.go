@@ -27,11 +27,12 @@ import (
 	"github.com/camproxy/camproxy/protocol"
 )
 
-// ContextSource is an augmenter as the proxy uses it: its name and prompt version
-// (part of the cache key) and its guarded Augment.
+// ContextSource is an augmenter as the proxy uses it: its name and version (part of
+// the cache key: a new prompt, model or guidance file means new contexts) and its
+// guarded Augment.
 type ContextSource struct {
 	Name    string
-	Version string
+	Version func() string // read per call: file-backed augmenters change it on reload
 	Timeout time.Duration // the augment deadline, covering cache and augmenter
 	augment.Augmenter
 }

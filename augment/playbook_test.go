@@ -1,0 +1,257 @@
+package augment
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replaceFile swaps content in atomically, as careful writers do.
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	writeFile(t, tmp, content)
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eventually polls cond until it holds or d has passed.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); ; time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+	}
+}
+
+func TestPlaybookGolden(t *testing.T) {
+	tests := []struct {
+		file   string
+		topN   int
+		golden string
+	}{
+		{"playbook_ace.txt", 0, "playbook_ace.golden"},
+		{"playbook_ace.txt", 3, "playbook_ace_top3.golden"},
+		{"playbook_ace.txt", 100, "playbook_ace.golden"},
+		{"playbook_nocounters.txt", 0, "playbook_nocounters.golden"},
+		{"playbook_rcl.json", 0, "playbook_rcl.golden"},
+		{"playbook_rcl.json", 2, "playbook_rcl_top2.golden"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.golden, func(t *testing.T) {
+			p, err := NewPlaybook(PlaybookOptions{Name: "ace", File: filepath.Join("testdata", tt.file), TopN: tt.topN})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			want := strings.TrimSuffix(readFile(t, filepath.Join("testdata", tt.golden)), "\n")
+			for _, task := range []string{"book a flight", "cancel reservation ABC123", ""} {
+				got, err := p.Augment(context.Background(), Request{Task: task})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Fatalf("Augment(%q) =\n%s\n--- want\n%s", task, got, want)
+				}
+			}
+			sum := sha256.Sum256([]byte(want))
+			if v := p.Version(); v != hex.EncodeToString(sum[:6]) {
+				t.Errorf("Version() = %q, want the hash of the rendered playbook", v)
+			}
+		})
+	}
+}
+
+func TestParsePlaybookACE(t *testing.T) {
+	sections, err := ParsePlaybook([]byte(readFile(t, "testdata/playbook_ace.txt")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range sections {
+		names = append(names, s.Name)
+	}
+	if want := []string{"STRATEGIES & INSIGHTS", "COMMON MISTAKES TO AVOID", "OTHERS"}; !reflect.DeepEqual(names, want) {
+		t.Fatalf("sections %q, want %q", names, want)
+	}
+	mis := sections[1].Bullets
+	if len(mis) != 3 {
+		t.Fatalf("COMMON MISTAKES has %d bullets, want 3: %+v", len(mis), mis)
+	}
+	if b := mis[1]; b.ID != "mis-00002" || b.Helpful != 1 || b.Harmful != 1 || b.Content != "Do not add insurance after booking." {
+		t.Errorf("dashed bullet = %+v", b)
+	}
+	if b := mis[2]; b.ID != "mis-00003" || b.Helpful != 4 || b.Harmful != 2 || !strings.Contains(b.Content, "\nfor every passenger") {
+		t.Errorf("counters in the other order, continued line: %+v", b)
+	}
+	if b := sections[2].Bullets; len(b) != 1 || b[0].ID != "oth-00001" || b[0].Helpful != 0 || b[0].Harmful != 0 {
+		t.Errorf("OTHERS = %+v; want only oth-00001 (no counters), the empty bullet dropped", b)
+	}
+}
+
+func TestParsePlaybookRCL(t *testing.T) {
+	sections, err := ParsePlaybook([]byte(readFile(t, "testdata/playbook_rcl.json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []PlaybookSection{
+		{Name: "Strategies", Bullets: []PlaybookBullet{
+			{ID: "e1", Helpful: 4, Content: "Verify the reservation id against the user's profile."},
+			{ID: "3", Helpful: 1, Content: "State the total price, then ask for confirmation."},
+		}},
+		{Name: "Pitfalls", Bullets: []PlaybookBullet{
+			{ID: "e2", Helpful: 6, Harmful: 1, Content: "Never promise a refund before checking the fare rules."},
+			{Harmful: 2, Content: "Do not book on a card the user did not name."},
+		}},
+		{Name: "Tools", Bullets: []PlaybookBullet{
+			{ID: "e5", Helpful: 2, Harmful: 2, Content: "Use search_direct_flight before search_onestop_flight.\nCompare both lists by price."},
+		}},
+	}
+	if !reflect.DeepEqual(sections, want) {
+		t.Fatalf("ParsePlaybook =\n%+v\nwant\n%+v", sections, want)
+	}
+}
+
+func TestParsePlaybookErrors(t *testing.T) {
+	tests := []struct{ name, doc, want string }{
+		{"text before any bullet", "## A\nsome prose\n[a] :: x\n", "line 2: expected"},
+		{"bad counter", "## A\n[a] helpful=1 harmful=0 :: x\n[b] helpful=lots :: y\n", `line 3: helpful="lots" is not a number`},
+		{"not a counter", "## A\n\n[a] very helpful :: x\n", `line 3: "very" before "::"`},
+		{"json syntax", "{\n  \"version\": 1,\n  \"entries\": [\n    {\"content\": \"x\",}\n  ]\n}\n", "line 4: invalid JSON"},
+		{"json type", "{\"entries\": [\n{\"content\": \"x\", \"helpful\": \"3\"}]}", "line 2:"},
+		{"json no entries", `{"version": 1, "bullets": []}`, `needs "entries"`},
+		{"json trailing", `{"entries": []} {}`, "invalid JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParsePlaybook([]byte(tt.doc))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ParsePlaybook error = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+	// Tolerated: a dashed line whose brackets and "::" are content, unknown counters,
+	// a title, CRLF line ends.
+	doc := "# Title\r\n## A\r\n- [note] write a::b\r\n[x] helpful=2 neutral=5 :: y\r\n"
+	sections, err := ParsePlaybook([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := RenderPlaybook(sections, 0); got != "## A\n- [note] write a::b\n- y" {
+		t.Errorf("rendered %q", got)
+	}
+}
+
+func TestPlaybookEmpty(t *testing.T) {
+	for name, doc := range map[string]string{"text": "# nothing yet\n\n## STRATEGIES\n", "json": `{"version": 0, "entries": []}`, "file": ""} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "playbook")
+			writeFile(t, path, doc)
+			p, err := NewPlaybook(PlaybookOptions{Name: "ace", File: path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Augment(context.Background(), Request{Task: "x"}); !errors.Is(err, ErrEmpty) {
+				t.Errorf("Augment error = %v, want ErrEmpty", err)
+			}
+		})
+	}
+}
+
+func TestNewPlaybookErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.txt")
+	if _, err := NewPlaybook(PlaybookOptions{Name: "ace", File: missing}); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("missing file: error = %v, want it to name the file", err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.txt")
+	writeFile(t, bad, "## A\nprose\n")
+	if _, err := NewPlaybook(PlaybookOptions{Name: "ace", File: bad}); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("bad file: error = %v, want it to name line 2", err)
+	}
+	if _, err := NewPlaybook(PlaybookOptions{Name: "ace"}); err == nil {
+		t.Error("no file: no error")
+	}
+}
+
+func TestPlaybookReload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "playbook.txt")
+	writeFile(t, path, "## A\n[a-1] helpful=1 harmful=0 :: first\n")
+	p, err := NewPlaybook(PlaybookOptions{Name: "ace", File: path, CheckEvery: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	serving := func() string {
+		s, err := p.Augment(ctx, Request{Task: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if got := serving(); got != "## A\n- first" {
+		t.Fatalf("serving %q", got)
+	}
+	v1 := p.Version()
+
+	// An in-place rewrite, then an atomic replace in the other format.
+	writeFile(t, path, "## A\n[a-1] helpful=1 harmful=0 :: first\n[a-2] :: second\n")
+	eventually(t, 5*time.Second, "the rewritten playbook is not served", func() bool { return serving() == "## A\n- first\n- second" })
+	v2 := p.Version()
+	if v2 == v1 {
+		t.Errorf("Version did not change with the playbook: %s", v2)
+	}
+	replaceFile(t, path, `{"version": 2, "entries": [{"section": "B", "content": "third"}]}`)
+	eventually(t, 5*time.Second, "the replaced playbook is not served", func() bool { return serving() == "## B\n- third" })
+
+	// A broken file keeps the loaded playbook, at every poll and on an explicit Reload.
+	writeFile(t, path, `{"version": 3, "entries": [`)
+	if err := p.Reload(ctx); err == nil {
+		t.Fatal("Reload of a broken file: no error")
+	}
+	for range 5 {
+		time.Sleep(15 * time.Millisecond)
+		if got := serving(); got != "## B\n- third" {
+			t.Fatalf("after a broken rewrite, serving %q", got)
+		}
+	}
+	// Removing the file keeps it too.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond)
+	if got := serving(); got != "## B\n- third" {
+		t.Fatalf("after the file was removed, serving %q", got)
+	}
+	// And a fixed file is picked up again.
+	writeFile(t, path, "## C\n- fourth\n")
+	eventually(t, 5*time.Second, "the fixed playbook is not served", func() bool { return serving() == "## C\n- fourth" })
+}
