@@ -33,19 +33,24 @@ type Options struct {
 	Episodes episode.Store
 	Record   func(ev any) // takes replay events (the recorder's Add)
 	// Reward, if set, sees every reward and the one it replaces (adaptive allocation).
-	Reward func(ctx context.Context, arm string, reward float64, previous *float64)
+	Reward   func(ctx context.Context, arm string, reward float64, previous *float64)
+	Rollouts RolloutOptions
 }
 
-type api struct{ o Options }
+type api struct {
+	o        Options
+	rollouts *rollouts
+}
 
 // New returns the admin router.
 func New(o Options) http.Handler {
-	a := &api{o: o}
+	a := &api{o: o, rollouts: newRollouts(o.Rollouts)}
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	if o.Episodes != nil {
 		r.Post("/v1/feedback", a.feedback)
 		r.Get("/v1/episodes/{id}", a.episodeInfo)
+		r.Post("/v1/rollouts", a.rollout)
 	}
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -56,6 +56,7 @@ func (a *api) feedback(w http.ResponseWriter, r *http.Request) {
 	if a.o.Reward != nil {
 		a.o.Reward(ctx, ep.Arm, fb.Reward, previous)
 	}
+	a.rollouts.rewarded(ep.ID)
 	if m := a.o.Metrics; m != nil {
 		if previous == nil {
 			m.Rewards.WithLabelValues(ep.Arm).Inc()

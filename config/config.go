@@ -22,6 +22,14 @@ type Config struct {
 	Cache      Cache                `yaml:"cache"`
 	Episodes   Episodes             `yaml:"episodes"`
 	Replay     Replay               `yaml:"replay"`
+	Rollouts   Rollouts             `yaml:"rollouts"`
+}
+
+// Rollouts is the bridge that turns "run the agent with this context" into a reward.
+type Rollouts struct {
+	Runner         string        `yaml:"runner"`          // the harness's HTTP endpoint; "" = the rollout API is off
+	MaxInFlight    int           `yaml:"max_in_flight"`   // rollouts running at once; more wait their turn
+	DefaultTimeout time.Duration `yaml:"default_timeout"` // when a request gives no timeout_s
 }
 
 // Server configures the proxy and admin listeners.
@@ -219,6 +227,7 @@ func Default() *Config {
 			Queue:    10000,
 			SpoolDir: "./camproxy-data/spool",
 		},
+		Rollouts: Rollouts{MaxInFlight: 64, DefaultTimeout: 10 * time.Minute},
 	}
 }
 

@@ -155,6 +155,7 @@ func fullConfig() *Config {
 			Queue:    2048,
 			SpoolDir: "/var/lib/camproxy/spool",
 		},
+		Rollouts: Rollouts{Runner: "http://harness.internal:7000/run", MaxInFlight: 32, DefaultTimeout: 5 * time.Minute},
 	}
 }
 

@@ -55,6 +55,7 @@ func (c *Config) validate() []error {
 	c.Cache.check(&p)
 	c.Episodes.check(&p, c.Cache)
 	c.Replay.check(&p)
+	c.Rollouts.check(&p)
 	return p
 }
 
@@ -318,6 +319,16 @@ func (e Episodes) check(p *problems, c Cache) {
 		p.add("episodes.store", "%q is not supported; supported: %s, %s", e.Store, StoreMemory, StoreRedis)
 	}
 	checkRedisURL(p, "episodes.redis_url", e.RedisURL)
+}
+
+func (r Rollouts) check(p *problems) {
+	if r.Runner != "" {
+		checkHTTPURL(p, "rollouts.runner", r.Runner)
+	}
+	if r.MaxInFlight < 1 {
+		p.add("rollouts.max_in_flight", "must be >= 1, got %d", r.MaxInFlight)
+	}
+	checkPositive(p, "rollouts.default_timeout", r.DefaultTimeout)
 }
 
 func (r Replay) check(p *problems) {

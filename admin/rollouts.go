@@ -1,0 +1,213 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/replay"
+)
+
+// RolloutOptions configure POST /v1/rollouts.
+type RolloutOptions struct {
+	Runner         string // the harness endpoint that runs an agent; "" = off
+	MaxInFlight    int
+	DefaultTimeout time.Duration
+	Client         *http.Client // nil = a default client
+}
+
+// rollouts turns "run the agent with this context" into a reward: it creates an
+// episode whose context is fixed, asks the harness's runner to run the agent on it
+// (through camproxy, with the episode header), and waits for /v1/feedback.
+type rollouts struct {
+	o   RolloutOptions
+	sem chan struct{}
+
+	mu      sync.Mutex
+	waiters map[string]chan struct{}
+}
+
+func newRollouts(o RolloutOptions) *rollouts {
+	if o.Client == nil {
+		o.Client = &http.Client{}
+	}
+	return &rollouts{o: o, sem: make(chan struct{}, max(o.MaxInFlight, 1)), waiters: map[string]chan struct{}{}}
+}
+
+// rewarded wakes a rollout waiting on this episode (feedback on this replica; others
+// are found by polling the episode store).
+func (r *rollouts) rewarded(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ch, ok := r.waiters[id]; ok {
+		close(ch)
+		delete(r.waiters, id)
+	}
+}
+
+func (r *rollouts) wait(id string) chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := make(chan struct{})
+	r.waiters[id] = ch
+	return ch
+}
+
+func (r *rollouts) forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.waiters, id)
+}
+
+type rolloutBody struct {
+	TaskID, Task, Context string
+	Timeout               time.Duration
+}
+
+func parseRollout(body []byte, def time.Duration) (rolloutBody, string) {
+	var rb rolloutBody
+	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+		return rb, "rollout body must be a JSON object"
+	}
+	doc := gjson.ParseBytes(body)
+	id := doc.Get("task_id")
+	switch id.Type {
+	case gjson.String:
+		rb.TaskID = id.String()
+	case gjson.Number:
+		rb.TaskID = id.Raw
+	}
+	if rb.TaskID == "" {
+		return rb, `"task_id" is required (a string or a number)`
+	}
+	for key, dst := range map[string]*string{"task": &rb.Task, "context": &rb.Context} {
+		v := doc.Get(key)
+		if v.Exists() && v.Type != gjson.String {
+			return rb, fmt.Sprintf("%q must be a string", key)
+		}
+		*dst = v.String()
+	}
+	rb.Timeout = def
+	if t := doc.Get("timeout_s"); t.Exists() {
+		if t.Type != gjson.Number || t.Float() <= 0 {
+			return rb, `"timeout_s" must be a number of seconds > 0`
+		}
+		rb.Timeout = time.Duration(t.Float() * float64(time.Second))
+	}
+	return rb, ""
+}
+
+// rollout handles POST /v1/rollouts {task_id, task, context, timeout_s} →
+// {episode_id, reward, success}; 504 when no reward arrives in time.
+func (a *api) rollout(w http.ResponseWriter, r *http.Request) {
+	ro := a.rollouts
+	if ro == nil || ro.o.Runner == "" {
+		writeErr(w, http.StatusServiceUnavailable, "the rollout API is off: set rollouts.runner to the harness endpoint that runs the agent")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFeedbackBytes))
+	if err != nil {
+		writeErr(w, http.StatusRequestEntityTooLarge, "rollout body too large")
+		return
+	}
+	rb, msg := parseRollout(body, ro.o.DefaultTimeout)
+	if msg != "" {
+		writeErr(w, http.StatusBadRequest, msg)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), rb.Timeout)
+	defer cancel()
+	select { // bounded concurrency: the rest wait for a slot within their timeout
+	case ro.sem <- struct{}{}:
+		defer func() { <-ro.sem }()
+	case <-ctx.Done():
+		writeErr(w, http.StatusGatewayTimeout, fmt.Sprintf("no rollout slot free within %s (rollouts.max_in_flight = %d)", rb.Timeout, cap(ro.sem)))
+		return
+	}
+	id := newRolloutID()
+	now := time.Now().UTC()
+	ep := &episode.Episode{ID: id, TaskID: rb.TaskID, Task: rb.Task, Arm: "rollout", Context: rb.Context,
+		ContextSource: "rollout", StartedAt: now, UpdatedAt: now}
+	if _, _, err := a.o.Episodes.Create(ctx, ep); err != nil {
+		writeErr(w, http.StatusServiceUnavailable, "episode store unavailable; retry")
+		return
+	}
+	a.o.Record(&replay.EpisodeEvent{V: replay.Version, Type: replay.TypeEpisode, ID: replay.NewEventID(), EpisodeID: id,
+		TaskID: rb.TaskID, Task: rb.Task, Arm: ep.Arm, Context: rb.Context, ContextSource: ep.ContextSource, StartedAt: now})
+	woken := ro.wait(id)
+	defer ro.forget(id)
+	runnerErr := make(chan error, 1)
+	go func() { runnerErr <- ro.run(ctx, id, rb) }()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-runnerErr:
+			if err != nil {
+				a.o.Logger.Warn("rollout runner failed", "episode", id, "err", err)
+				writeErr(w, http.StatusBadGateway, fmt.Sprintf("rollout %s: the runner failed: %v", id, err))
+				return
+			}
+			runnerErr = nil // it accepted the job; wait for the reward
+		case <-woken:
+			woken = nil
+			if a.answerRollout(ctx, w, id) {
+				return
+			}
+		case <-tick.C:
+			if a.answerRollout(ctx, w, id) {
+				return
+			}
+		case <-ctx.Done():
+			writeErr(w, http.StatusGatewayTimeout, fmt.Sprintf("rollout %s: no reward posted to /v1/feedback within %s", id, rb.Timeout))
+			return
+		}
+	}
+}
+
+// answerRollout answers once the episode has its reward.
+func (a *api) answerRollout(ctx context.Context, w http.ResponseWriter, id string) bool {
+	ep, err := a.o.Episodes.Get(ctx, id)
+	if err != nil || ep.Reward == nil {
+		return false
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"episode_id": id, "reward": *ep.Reward, "success": ep.Success, "turns": ep.Turns})
+	return true
+}
+
+// run hands the rollout to the harness's runner.
+func (ro *rollouts) run(ctx context.Context, id string, rb rolloutBody) error {
+	payload, _ := json.Marshal(map[string]any{"episode_id": id, "task_id": rb.TaskID, "task": rb.Task,
+		"headers": map[string]string{"X-CAM-Episode-Id": id, "X-CAM-Task-Id": rb.TaskID}})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ro.o.Runner, bytes.NewReader(payload))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := ro.o.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("runner answered %d: %s", resp.StatusCode, bytes.TrimSpace(b))
+	}
+	return nil
+}
+
+func newRolloutID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "ro_" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,197 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/internal/testkit"
+	"github.com/camproxy/camproxy/replay"
+)
+
+// harness is a scripted agent harness: asked to run an episode, it drives a two-turn
+// conversation through camproxy's data plane with the headers it was given, then posts
+// a reward that depends on what the model answered (the upstream echoes the task
+// message it saw, context included).
+type harness struct {
+	*httptest.Server
+	env   atomic.Pointer[env] // set once camproxy runs (it needs the harness's URL first)
+	delay atomic.Int64        // time.Duration an agent run takes
+	mute  atomic.Bool         // accept jobs and never report
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		job := gjson.ParseBytes(body)
+		w.WriteHeader(http.StatusAccepted)
+		if h.mute.Load() {
+			return
+		}
+		go h.run(t, job)
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+func (h *harness) run(t *testing.T, job gjson.Result) {
+	time.Sleep(time.Duration(h.delay.Load()))
+	e := h.env.Load()
+	a := newAgent(job.Get("task").String(), true)
+	a.episode = job.Get("headers.X-CAM-Episode-Id").String()
+	var saw string
+	for range 2 {
+		resp, body := e.post(a.body(""), map[string]string{"X-CAM-Episode-Id": a.episode, "X-CAM-Task-Id": job.Get("headers.X-CAM-Task-Id").String()})
+		if resp.StatusCode != 200 {
+			t.Errorf("harness call: %d", resp.StatusCode)
+			return
+		}
+		msg := gjson.GetBytes(body, "choices.0.message")
+		saw += msg.Get("content").String()
+		a.msgs = append(a.msgs, json.RawMessage(msg.Raw))
+		a.add(map[string]any{"role": "user", "content": "go on"})
+	}
+	reward := 0.25
+	if strings.Contains(saw, "GOOD") {
+		reward = 1
+	}
+	postFeedback(t, e.admin, job.Get("episode_id").String(), reward)
+}
+
+func postRollout(t *testing.T, admin string, taskID int, context string, timeout float64) (int, gjson.Result) {
+	body, _ := json.Marshal(map[string]any{"task_id": fmt.Sprint(taskID), "task": fmt.Sprintf("Task number %d: rebook the flight.", taskID),
+		"context": context, "timeout_s": timeout})
+	resp, err := http.Post(admin+"/v1/rollouts", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Error(err)
+		return 0, gjson.Result{}
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, gjson.ParseBytes(out)
+}
+
+func newRolloutEnv(t *testing.T) (*env, *harness) {
+	h := newHarness(t)
+	e := newEnv(t, func(c *config.Config) {
+		c.Rollouts.Runner = h.URL
+		c.Rollouts.MaxInFlight = 64
+	})
+	h.env.Store(e)
+	// The upstream echoes the task message it received: the context is in it.
+	e.up.Configure(func(u *testkit.Upstream) {
+		u.Reply = func(body gjson.Result) testkit.Reply {
+			return testkit.Reply{Content: "I saw: " + body.Get("messages.1.content").String()}
+		}
+	})
+	return e, h
+}
+
+// TestRolloutRewardFollowsContext: the reward of a rollout is the reward the harness
+// gave the episode that ran with exactly that context.
+func TestRolloutRewardFollowsContext(t *testing.T) {
+	e, _ := newRolloutEnv(t)
+	for _, c := range []struct {
+		context string
+		want    float64
+	}{{"GOOD: check the fare rules first.", 1}, {"BAD: guess.", 0.25}} {
+		code, out := postRollout(t, e.admin, 7, c.context, 10)
+		if code != 200 || out.Get("reward").Float() != c.want || out.Get("turns").Int() != 2 {
+			t.Fatalf("rollout with %q: %d %s", c.context, code, out.Raw)
+		}
+		if !strings.Contains(string(e.up.Last().Body), jsonText(c.context)) {
+			t.Fatalf("the agent's calls did not carry the rollout's context: %s", e.up.Last().Body)
+		}
+	}
+	if e.cam.Calls() != 0 {
+		t.Fatal("a rollout's context is fixed: the CAM must not be asked")
+	}
+	ep := readEpisodeByArm(t, e, "rollout")
+	if ep.Context != "BAD: guess." && ep.Context != "GOOD: check the fare rules first." || ep.Steps != 2 || ep.Reward == nil {
+		t.Fatalf("recorded rollout episode: %+v", ep)
+	}
+}
+
+// readEpisodeByArm shuts camproxy down and returns the last recorded episode of arm.
+func readEpisodeByArm(t *testing.T, e *env, arm string) *replay.Episode {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.app.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	src, _ := replay.OpenSource(ctx, e.cfg.Replay.Sinks[0])
+	buf, err := replay.Read(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *replay.Episode
+	for _, ep := range buf.Episodes {
+		if ep.Arm == arm {
+			last = ep
+		}
+	}
+	if last == nil {
+		t.Fatalf("no %s episode recorded", arm)
+	}
+	return last
+}
+
+// TestRolloutsConcurrent: veRL scores a whole batch at once; 32 rollouts whose agent
+// runs take the same time finish in about the time of one, not 32.
+func TestRolloutsConcurrent(t *testing.T) {
+	e, h := newRolloutEnv(t)
+	h.delay.Store(int64(300 * time.Millisecond))
+	start := time.Now()
+	if code, _ := postRollout(t, e.admin, 1, "GOOD", 10); code != 200 {
+		t.Fatalf("single rollout: %d", code)
+	}
+	one := time.Since(start)
+	start = time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	rewards := 0.0
+	for i := range 32 {
+		wg.Go(func() {
+			code, out := postRollout(t, e.admin, i, "GOOD", 20)
+			if code != 200 {
+				t.Errorf("rollout %d: %d %s", i, code, out.Raw)
+			}
+			mu.Lock()
+			rewards += out.Get("reward").Float()
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	all := time.Since(start)
+	t.Logf("one rollout %v, 32 concurrent %v (%.1fx)", one, all, float64(all)/float64(one))
+	if rewards != 32 {
+		t.Fatalf("rewards summed to %v, want 32", rewards)
+	}
+	if all > 8*one {
+		t.Fatalf("32 concurrent rollouts took %v, %.1fx one rollout: they are not served concurrently", all, float64(all)/float64(one))
+	}
+}
+
+// TestRolloutTimeout: a runner that never reports yields a 504 with the reason, not a hang.
+func TestRolloutTimeout(t *testing.T) {
+	e, h := newRolloutEnv(t)
+	h.mute.Store(true)
+	code, out := postRollout(t, e.admin, 3, "ctx", 0.5)
+	if code != 504 || !strings.Contains(out.Get("error.message").String(), "no reward posted to /v1/feedback within 500ms") {
+		t.Fatalf("mute runner: %d %s", code, out.Raw)
+	}
+}
