@@ -346,29 +346,35 @@ func copyStream(w *bufio.Writer, conn net.Conn, r io.Reader, buf []byte, t tee, 
 // peerPoll is how often a stream checks whether its client left while the upstream is silent.
 const peerPoll = 250 * time.Millisecond
 
-// watchPeer calls gone when the client closes its connection, even while no chunk is
-// being written. The returned func stops watching.
+// watchPeer calls gone when the client closes its connection, even while nothing is
+// being written. The returned func stops watching. A timer chain, not a goroutine: most
+// calls end before the first check, and then cost one timer.
 func (s *Server) watchPeer(conn net.Conn, gone func()) func() {
 	if conn == nil {
 		return func() {}
 	}
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(peerPoll)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if peerClosed(conn) {
-					gone()
-					return
-				}
-			}
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock() // the callback reads t under mu, so it sees the assignment
+	defer mu.Unlock()
+	t = time.AfterFunc(peerPoll, func() {
+		if peerClosed(conn) {
+			gone()
+			return
 		}
-	}()
-	return func() { close(done) }
+		mu.Lock()
+		if !stopped {
+			t.Reset(peerPoll)
+		}
+		mu.Unlock()
+	})
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+	}
 }
 
 func statusLabel(code int) string { return strconv.Itoa(code) }
