@@ -58,6 +58,15 @@ func (a *App) activate(run *runtime) {
 		a.stopRun = nil
 	}
 	a.run = run
+	if run.adaptive != nil {
+		// Allocate from the statistics now: a reload must not hand a stopped arm its
+		// configured share until the first period ends.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if _, err := run.adaptive.Update(ctx); err == nil {
+			a.setWeights(run.rt.Policy)
+		}
+		cancel()
+	}
 	a.Proxy.SetRuntime(run.rt)
 	if run.adaptive != nil {
 		ctx, cancel := context.WithCancel(context.Background())

@@ -8,6 +8,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -15,7 +17,6 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/pretty"
 
 	"github.com/camproxy/camproxy/protocol"
 )
@@ -116,15 +117,59 @@ func writeCanonical(d *xxhash.Digest, m *protocol.Message) {
 	_, _ = d.WriteString(m.ToolCallID)
 }
 
-// writeArguments hashes tool-call arguments as JSON: SDKs re-serialise them (Bedrock
-// and Anthropic clients send the input back as an object, often with its keys sorted),
-// so keys are sorted and whitespace dropped. Text that is not JSON is hashed as text.
+// writeArguments hashes tool-call arguments as JSON values: SDKs re-serialise them
+// (Bedrock and Anthropic clients send the input back as an object: keys reordered,
+// "\u00fc" for "ü", 1 for 1.0), so the hash covers the decoded value with sorted keys.
+// Text that is not JSON is hashed as text.
 func writeArguments(d *xxhash.Digest, args string) {
 	if args != "" && gjson.Valid(args) {
-		_, _ = d.Write(pretty.Ugly(pretty.PrettyOptions([]byte(args), &pretty.Options{SortKeys: true})))
+		var buf [512]byte
+		_, _ = d.Write(canonicalJSON(buf[:0], gjson.Parse(args)))
 		return
 	}
 	writeCollapsed(d, args, true)
+}
+
+// canonicalJSON appends v in one canonical spelling: objects with sorted keys, strings
+// by their decoded text, numbers by their float value.
+func canonicalJSON(dst []byte, v gjson.Result) []byte {
+	switch {
+	case v.IsObject():
+		type kv struct {
+			k string
+			v gjson.Result
+		}
+		var kvs []kv
+		v.ForEach(func(k, val gjson.Result) bool { kvs = append(kvs, kv{k.Str, val}); return true })
+		slices.SortStableFunc(kvs, func(a, b kv) int { return strings.Compare(a.k, b.k) })
+		dst = append(dst, '{')
+		for i, e := range kvs {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendQuote(dst, e.k)
+			dst = append(dst, ':')
+			dst = canonicalJSON(dst, e.v)
+		}
+		return append(dst, '}')
+	case v.IsArray():
+		dst = append(dst, '[')
+		first := true
+		v.ForEach(func(_, val gjson.Result) bool {
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst = canonicalJSON(dst, val)
+			return true
+		})
+		return append(dst, ']')
+	case v.Type == gjson.String:
+		return strconv.AppendQuote(dst, v.Str)
+	case v.Type == gjson.Number:
+		return strconv.AppendFloat(dst, v.Num, 'g', -1, 64)
+	}
+	return append(dst, v.Raw...)
 }
 
 // writeCollapsed hashes s with runs of whitespace collapsed to one space (or dropped

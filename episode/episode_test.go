@@ -65,6 +65,26 @@ func TestChainCanonical(t *testing.T) {
 	}
 }
 
+func TestArgumentsCanonical(t *testing.T) {
+	same := [][2]string{
+		{`{"city":"Zürich","n":1.0}`, `{"n":1,"city":"Z\u00fcrich"}`},
+		{`{"p":"a/b","h":"<b>"}`, `{"h":"\u003cb\u003e","p":"a\/b"}`},
+		{`{"a":[1,{"y":2,"x":true}],"b":null}`, `{ "b" : null , "a" : [ 1.0 , { "x" : true , "y" : 2 } ] }`},
+	}
+	for _, c := range same {
+		a := Chain([]protocol.Message{{Role: "assistant", ToolCalls: []protocol.ToolCall{{ID: "1", Name: "f", Arguments: c[0]}}}})
+		b := Chain([]protocol.Message{{Role: "assistant", ToolCalls: []protocol.ToolCall{{ID: "1", Name: "f", Arguments: c[1]}}}})
+		if a[0] != b[0] {
+			t.Errorf("%s and %s are one value but hash differently", c[0], c[1])
+		}
+	}
+	x := Chain([]protocol.Message{{Role: "assistant", ToolCalls: []protocol.ToolCall{{Name: "f", Arguments: `{"a":"1"}`}}}})
+	y := Chain([]protocol.Message{{Role: "assistant", ToolCalls: []protocol.ToolCall{{Name: "f", Arguments: `{"a":1}`}}}})
+	if x[0] == y[0] {
+		t.Error("a string and a number must not hash alike")
+	}
+}
+
 func TestCandidatesLongestFirst(t *testing.T) {
 	m := msgs("system", "s", "user", "u", "assistant", "a1", "tool", "t", "assistant", "a2", "user", "u2")
 	tips, ends := Candidates(m, Chain(m))

@@ -19,6 +19,15 @@ type Stats struct {
 	NonBinary float64 // rewards other than 0 and 1: the arm needs the Normal model
 }
 
+// sane clamps statistics a lost or duplicated update left inconsistent (a replaced
+// reward whose first version was never counted): the posterior must stay proper.
+func (s Stats) sane() Stats {
+	s.N = max(s.N, 0)
+	s.Successes = min(max(s.Successes, 0), s.N)
+	s.SumSq = max(s.SumSq, 0)
+	return s
+}
+
 func (s Stats) mean() float64 {
 	if s.N == 0 {
 		return 0
@@ -269,21 +278,30 @@ func (a *Adaptive) sample(names []string, stats map[string]Stats) (best, worse [
 	return best, worse
 }
 
+// priorWeight is how many pseudo-episodes of the pooled spread the Normal model adds
+// to each arm's variance: two identical rewards must not look like certainty.
+const priorWeight = 2.0
+
 // draw samples an arm's mean reward from its posterior.
 func (a *Adaptive) draw(s, pooled Stats, binary bool) float64 {
+	s = s.sane()
 	if binary {
 		return betaSample(a.rng, 1+s.Successes, 1+s.N-s.Successes)
 	}
-	// Normal model: a weak prior at the pooled mean and spread, updated by the arm's data.
-	sd := math.Sqrt(pooled.variance())
-	if sd == 0 {
-		sd = 1
+	// Normal model: the arm's variance shrunk towards the pooled one, so a few equal
+	// rewards do not collapse the spread. Rewards in [0,1] have variance ≤ 0.25.
+	pv := pooled.variance()
+	if pv == 0 {
+		pv = 0.25
 	}
-	if s.N < 2 {
-		return pooled.mean() + sd*a.rng.NormFloat64()
+	if s.N < 1 {
+		return pooled.mean() + math.Sqrt(pv)*a.rng.NormFloat64()
 	}
-	se := math.Sqrt(max(s.variance(), 1e-12) / s.N)
-	return s.mean() + se*a.rng.NormFloat64()
+	v := (priorWeight*pv + (s.N-1)*s.variance()) / (priorWeight + s.N - 1)
+	// Student t with N−1+priorWeight degrees of freedom: heavy tails while data is scarce.
+	df := s.N - 1 + priorWeight
+	t := a.rng.NormFloat64() / math.Sqrt(2*gammaSample(a.rng, df/2)/df)
+	return s.mean() + math.Sqrt(v/s.N)*t
 }
 
 // betaSample draws from Beta(a, b) through two Gamma draws.

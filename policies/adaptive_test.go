@@ -137,3 +137,39 @@ func TestRedisStatsShared(t *testing.T) {
 		t.Fatalf("replicas disagree or ignore each other's rewards: %v vs %v", w1, w2)
 	}
 }
+
+// TestAdaptiveFewEqualRewardsAreNotCertainty: two rewards of 1 on one arm and 0 on
+// another, next to a baseline with real data, must not move almost all traffic.
+func TestAdaptiveFewEqualRewardsAreNotCertainty(t *testing.T) {
+	arms := []Arm{{Name: "baseline", Weight: 1}, {Name: "cam", Weight: 1}, {Name: "rag", Weight: 1}}
+	p, _ := New("exp", StickyEpisode, false, arms)
+	s := NewMemoryStats()
+	a, _ := NewAdaptive(p, s, AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, MinEpisodes: 20, Seed: 1}, nil)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 1))
+	for range 30 {
+		_ = a.Observe(ctx, "baseline", 0.4+0.36*rng.Float64(), nil)
+	}
+	for range 2 {
+		_ = a.Observe(ctx, "cam", 1, nil)
+		_ = a.Observe(ctx, "rag", 0, nil)
+	}
+	w, _ := a.Update(ctx)
+	if w[1] > 0.93 || w[2] <= 0.05 {
+		t.Fatalf("two episodes per arm decided too much: weights %v, stopped %v", w, a.Stopped())
+	}
+}
+
+// TestAdaptiveSurvivesInconsistentStats: a replaced reward whose first version was
+// never counted leaves negative counts; allocation must still work.
+func TestAdaptiveSurvivesInconsistentStats(t *testing.T) {
+	p, _ := New("exp", StickyEpisode, false, []Arm{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}})
+	s := NewMemoryStats()
+	a, _ := NewAdaptive(p, s, AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, Seed: 1}, nil)
+	prev := 1.0
+	_ = a.Observe(context.Background(), "a", 0, &prev) // nothing counted before
+	w, err := a.Update(context.Background())
+	if err != nil || math.IsNaN(w[0]) || math.IsNaN(w[1]) || w[0] <= 0 || w[1] <= 0 {
+		t.Fatalf("weights %v err %v", w, err)
+	}
+}

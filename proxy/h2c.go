@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -58,12 +59,26 @@ func newSniffListener(ln net.Listener, log *slog.Logger) *sniffListener {
 }
 
 func (s *sniffListener) acceptLoop() {
+	backoff := 5 * time.Millisecond
 	for {
 		c, err := s.Listener.Accept()
 		if err != nil {
-			s.Close()
-			return
+			select {
+			case <-s.done:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				s.Close()
+				return
+			}
+			// Out of file descriptors, an aborted handshake …: wait and keep serving.
+			s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
 		}
+		backoff = 5 * time.Millisecond
 		go s.classify(c)
 	}
 }
