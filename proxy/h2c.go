@@ -29,6 +29,7 @@ type sniffListener struct {
 	log    *slog.Logger
 	h1     chan net.Conn
 	h2     *http2.Server
+	hs     *http.Server
 	bridge http.Handler
 	done   chan struct{}
 	once   sync.Once
@@ -53,9 +54,25 @@ func newSniffListener(ln net.Listener, log *slog.Logger) *sniffListener {
 			DisableCompression: true, ResponseHeaderTimeout: 0},
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	s := &sniffListener{Listener: ln, log: log, h1: make(chan net.Conn), h2: &http2.Server{}, bridge: rp, done: make(chan struct{})}
+	s := &sniffListener{Listener: ln, log: log, h1: make(chan net.Conn), h2: &http2.Server{IdleTimeout: 90 * time.Second},
+		bridge: rp, done: make(chan struct{})}
+	// An http.Server only to give the HTTP/2 connections a graceful shutdown (GOAWAY).
+	s.hs = &http.Server{Handler: rp}
+	_ = http2.ConfigureServer(s.hs, s.h2)
 	go s.acceptLoop()
 	return s
+}
+
+// shutdown sends GOAWAY to the HTTP/2 clients and waits for their streams, until ctx ends.
+func (s *sniffListener) shutdown(ctx context.Context) error {
+	err := s.hs.Shutdown(ctx)
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return err
 }
 
 func (s *sniffListener) acceptLoop() {
@@ -111,7 +128,7 @@ func (s *sniffListener) classify(c net.Conn) {
 	s.wg.Add(1)
 	defer s.wg.Done()
 	s.h2.ServeConn(&prefixConn{Conn: c, pending: append([]byte(nil), h2Preface...)},
-		&http2.ServeConnOpts{Handler: s.bridge, Context: context.Background()})
+		&http2.ServeConnOpts{Handler: s.bridge, BaseConfig: s.hs, Context: context.Background()})
 }
 
 func (s *sniffListener) Accept() (net.Conn, error) {

@@ -91,6 +91,7 @@ type Server struct {
 	openaiRoute, anthropicRoute, bedrockRoute *route
 
 	rt       atomic.Pointer[Runtime]
+	sniff    atomic.Pointer[sniffListener]
 	cache    ContextCache
 	episodes episode.Store
 	rec      Recorder
@@ -144,14 +145,22 @@ func New(o Options) *Server {
 
 // Serve accepts connections on ln until Shutdown. HTTP/2 clients with prior knowledge
 // (h2c) are bridged to the same pipeline.
-func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(newSniffListener(ln, s.log)) }
+func (s *Server) Serve(ln net.Listener) error {
+	sl := newSniffListener(ln, s.log)
+	s.sniff.Store(sl)
+	return s.srv.Serve(sl)
+}
 
 // Shutdown stops accepting, lets in-flight calls and streams finish until ctx is done,
 // then cancels what is left.
 func (s *Server) Shutdown(ctx context.Context) error {
+	var h2err error
+	if sl := s.sniff.Load(); sl != nil {
+		h2err = sl.shutdown(ctx) // GOAWAY first: h2 streams drain through fasthttp below
+	}
 	err := s.srv.ShutdownWithContext(ctx)
 	s.cancelBase()
-	return err
+	return errors.Join(err, h2err)
 }
 
 // Handler exposes the request handler (for in-memory tests and benchmarks).
