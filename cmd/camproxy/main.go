@@ -51,6 +51,10 @@ Usage:
   camproxy report [--from URI] [--experiment NAME] [--control ARM] [--format text|json|html] [--out FILE]
                                    each arm's reward (95% CI), success, pass@k, turns, time and
                                    context latency, and its lift over the control arm with a p-value
+  camproxy train reflect [--from URI] --out FILE --model openai/NAME|bedrock/MODEL_ID [--base-url URL]
+                         [--subsets N] [--subset-size N] [--concurrency N] [--dry-run] …
+                                   contrastive reflection over several runs of each task: guidance
+                                   for a new run, as JSON Lines (train reflect -h lists every flag)
   camproxy version                 print the version
 
 Replay URIs: file:///path/dir (default file://./camproxy-data/replay),
@@ -70,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return replayCmd(ctx, args[1:], stdout, stderr)
 	case "report":
 		return reportCmd(ctx, args[1:], stdout, stderr)
+	case "train":
+		return trainCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "version", "--version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
