@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/jsontext"
 	"github.com/tidwall/gjson"
 )
 
@@ -55,7 +56,7 @@ func (d *EventDecoder) Event(json []byte) { d.event(json, nil) }
 // event applies one event; field, the SSE event field, is its type when the object
 // has none.
 func (d *EventDecoder) event(data, field []byte) {
-	if validate(data) != nil {
+	if jsontext.Validate(data) != nil {
 		return
 	}
 	root := gjson.ParseBytes(data)

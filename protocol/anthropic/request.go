@@ -60,7 +60,7 @@ func ParseBody(body []byte, rules []protocol.TaskRule, model string, stream bool
 
 // parse reads body; outside, when not nil, holds the model and stream to use.
 func parse(body []byte, rules []protocol.TaskRule, outside *protocol.View) (*Request, error) {
-	if err := validate(body); err != nil {
+	if err := jsontext.Validate(body); err != nil {
 		return nil, err
 	}
 	// One copy of the body: every string of the view aliases it, so the view stays
@@ -101,17 +101,6 @@ func parse(body []byte, rules []protocol.TaskRule, outside *protocol.View) (*Req
 
 // Parsed returns the call's view.
 func (r *Request) Parsed() *protocol.View { return &r.View }
-
-// validate reports whether body is one JSON document that gjson may walk safely.
-func validate(body []byte) error {
-	if jsontext.TooDeep(body) {
-		return fmt.Errorf("%w: nested deeper than %d levels", protocol.ErrInvalidJSON, jsontext.MaxDepth)
-	}
-	if !gjson.ValidBytes(body) {
-		return protocol.ErrInvalidJSON
-	}
-	return nil
-}
 
 // objectBounds returns the offsets of the '{' and '}' that open and close the valid
 // JSON document js, or -1, -1 when it is not an object.

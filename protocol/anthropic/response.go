@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/jsontext"
 	"github.com/tidwall/gjson"
 )
 
@@ -32,7 +33,7 @@ func (r *Request) Decoder() protocol.Decoder {
 // Usage.InputTokens counts every input token: input_tokens plus the tokens written
 // to and read from the prompt cache, which Anthropic reports apart.
 func DecodeResponse(body []byte) (protocol.Message, protocol.Usage, error) {
-	if err := validate(body); err != nil {
+	if err := jsontext.Validate(body); err != nil {
 		return protocol.Message{}, protocol.Usage{}, err
 	}
 	root := gjson.ParseBytes(body)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/anthropic"
+	"github.com/camproxy/camproxy/protocol/jsontext"
 )
 
 // jsonDecoder assembles an answer that comes as one JSON body. It decodes when the
@@ -66,7 +67,7 @@ func (d *jsonDecoder) Usage() protocol.Usage { return d.usage }
 // answer shares: {"output":{"message":{"role","content":[…]}},"stopReason",
 // "usage":{"inputTokens","outputTokens"}}. ok is false without output.message.
 func decodeConverseResponse(body []byte) (protocol.Message, protocol.Usage, bool) {
-	if validate(body) != nil {
+	if jsontext.Validate(body) != nil {
 		return protocol.Message{}, protocol.Usage{}, false
 	}
 	root := gjson.ParseBytes(body)
@@ -130,7 +131,7 @@ func converseUsage(v gjson.Result) protocol.Usage {
 // "prompt_token_count","generation_token_count","stop_reason"}. ok is false without
 // a generation string.
 func decodeLlamaResponse(body []byte) (protocol.Message, protocol.Usage, bool) {
-	if validate(body) != nil {
+	if jsontext.Validate(body) != nil {
 		return protocol.Message{}, protocol.Usage{}, false
 	}
 	var l llamaAcc
@@ -251,7 +252,7 @@ func (d *streamDecoder) frame(msg eventstream.Message) {
 	default:
 		return
 	}
-	if validate(msg.Payload) != nil {
+	if jsontext.Validate(msg.Payload) != nil {
 		return
 	}
 	payload := gjson.ParseBytes(msg.Payload)
@@ -287,7 +288,7 @@ func (d *streamDecoder) chunk(js []byte) {
 		d.claude.Event(js) // it validates
 		return
 	}
-	if validate(js) != nil {
+	if jsontext.Validate(js) != nil {
 		return
 	}
 	ev := gjson.ParseBytes(js)
@@ -427,7 +428,7 @@ func (c *converseAcc) message() protocol.Message {
 		switch {
 		case len(bytes.TrimSpace(t.input)) == 0:
 			args = "{}"
-		case validate(t.input) == nil:
+		case jsontext.Validate(t.input) == nil:
 			args = compact(args)
 		}
 		m.ToolCalls[i] = protocol.ToolCall{ID: t.id, Type: "function", Name: t.name, Arguments: args}

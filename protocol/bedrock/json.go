@@ -10,22 +10,11 @@ import (
 	"github.com/camproxy/camproxy/protocol/jsontext"
 )
 
-// validate reports whether body is one JSON document that gjson may walk safely.
-func validate(body []byte) error {
-	if jsontext.TooDeep(body) {
-		return fmt.Errorf("%w: nested deeper than %d levels", protocol.ErrInvalidJSON, jsontext.MaxDepth)
-	}
-	if !gjson.ValidBytes(body) {
-		return protocol.ErrInvalidJSON
-	}
-	return nil
-}
-
 // rootObject validates body and returns it as a gjson value over one copy of the
 // body (every string of a view aliases that copy, so the view outlives the caller's
 // buffer). A body that is JSON but not an object has no messages.
 func rootObject(body []byte) (gjson.Result, error) {
-	if err := validate(body); err != nil {
+	if err := jsontext.Validate(body); err != nil {
 		return gjson.Result{}, err
 	}
 	js := string(body)

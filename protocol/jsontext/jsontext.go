@@ -9,10 +9,15 @@ package jsontext
 
 import (
 	"bytes"
+	"fmt"
 	"regexp"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/protocol"
 )
 
 // MaxDepth bounds the nesting of a JSON document the adapters accept. gjson
@@ -64,6 +69,18 @@ func stringEnd(b []byte, i int) int {
 		i = q + 1
 	}
 	return len(b)
+}
+
+// Validate reports whether body is one JSON document that gjson may walk safely:
+// valid, and nested no deeper than MaxDepth (gjson validates recursively).
+func Validate(body []byte) error {
+	if TooDeep(body) {
+		return fmt.Errorf("%w: nested deeper than %d levels", protocol.ErrInvalidJSON, MaxDepth)
+	}
+	if !gjson.ValidBytes(body) {
+		return protocol.ErrInvalidJSON
+	}
+	return nil
 }
 
 // FirstByte returns the first byte of s that is not JSON whitespace, or 0.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/jsontext"
 )
 
 func TestParse(t *testing.T) {
@@ -215,7 +216,7 @@ func TestParseErrors(t *testing.T) {
 		{"trailing garbage", `{"messages":[]} x`, protocol.ErrInvalidJSON},
 		{"control character in a string", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\tb\"}]}", protocol.ErrInvalidJSON},
 		{"bad escape", `{"messages":[{"role":"user","content":"\x"}]}`, protocol.ErrInvalidJSON},
-		{"too deep", `{"a":` + strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1) + `,"messages":[]}`, protocol.ErrInvalidJSON},
+		{"too deep", `{"a":` + strings.Repeat("[", jsontext.MaxDepth+1) + strings.Repeat("]", jsontext.MaxDepth+1) + `,"messages":[]}`, protocol.ErrInvalidJSON},
 		{"top-level array", `[{"role":"user","content":"x"}]`, protocol.ErrMissingMessages},
 		{"top-level string", `"messages"`, protocol.ErrMissingMessages},
 		{"no messages", `{"model":"gpt-4o"}`, protocol.ErrMissingMessages},
@@ -235,7 +236,7 @@ func TestParseErrors(t *testing.T) {
 
 func TestParseDeepButAllowed(t *testing.T) {
 	// Deep nesting under the limit is still valid JSON and must parse.
-	body := `{"a":` + strings.Repeat("[", maxDepth-1) + strings.Repeat("]", maxDepth-1) + `,"s":"[[[[{{{\"\\","messages":[{"role":"user","content":"x"}]}`
+	body := `{"a":` + strings.Repeat("[", jsontext.MaxDepth-1) + strings.Repeat("]", jsontext.MaxDepth-1) + `,"s":"[[[[{{{\"\\","messages":[{"role":"user","content":"x"}]}`
 	r, err := Parse([]byte(body), protocol.DefaultTaskRules())
 	if err != nil || r.Task != "x" {
 		t.Fatalf("Parse = %+v, %v", r, err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/jsontext"
 	"github.com/tidwall/gjson"
 )
 
@@ -13,7 +14,7 @@ var errNoChoice = errors.New("openai: response has no choices[0].message")
 // DecodeResponse reads a non-streaming chat.completion JSON: choices[0].message and
 // usage. Usage is returned even when the message is missing.
 func DecodeResponse(body []byte) (protocol.Message, protocol.Usage, error) {
-	if err := validate(body); err != nil {
+	if err := jsontext.Validate(body); err != nil {
 		return protocol.Message{}, protocol.Usage{}, err
 	}
 	root := gjson.ParseBytes(body)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/jsontext"
 	"github.com/tidwall/gjson"
 )
 
@@ -209,7 +210,7 @@ func (d *StreamDecoder) handleEvent(data []byte) {
 		d.done = true
 		return
 	}
-	if validate(data) != nil {
+	if jsontext.Validate(data) != nil {
 		return
 	}
 	gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {

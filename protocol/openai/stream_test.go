@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/jsontext"
 )
 
 // chunk wraps one chat.completion.chunk the way OpenAI frames it.
@@ -212,7 +213,7 @@ func TestStreamDecoderLineCap(t *testing.T) {
 
 func TestStreamDecoderIgnoresGarbage(t *testing.T) {
 	stream := []byte("data: {\"choices\":\n\ndata: [1,2]\n\ndata: \"s\"\n\ndata: {\"choices\":{}}\n\ndata: {\"choices\":[7,{\"index\":0,\"delta\":[]}]}\n\n" +
-		"data: " + strings.Repeat("[", maxDepth+1) + "\n\n" + "nonsense line\n\n" +
+		"data: " + strings.Repeat("[", jsontext.MaxDepth+1) + "\n\n" + "nonsense line\n\n" +
 		chunk(`[{"index":0,"delta":{"content":"ok"}}]`, `{"prompt_tokens":"x"}`))
 	d := decodeChunks(stream, func() int { return 7 })
 	checkDecoded(t, d, protocol.Message{Role: "assistant", Content: "ok"}, protocol.Usage{}, false)
