@@ -10,10 +10,11 @@ import (
 	"testing"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/sse"
 )
 
 // sse frames one event the way Anthropic does.
-func sse(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
+func sseEvent(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
 
 // realisticEvents are the events of a streamed answer with thinking, text, two tool
 // calls whose inputs arrive in fragments (with spaces, as the model writes them),
@@ -53,7 +54,7 @@ var realisticStream = func() string {
 		if i := strings.Index(e, `"type":`); i >= 0 {
 			name, _, _ = strings.Cut(strings.Trim(e[i+7:], ` "`), `"`)
 		}
-		b.WriteString(sse(name, e))
+		b.WriteString(sseEvent(name, e))
 	}
 	return b.String()
 }()
@@ -153,10 +154,10 @@ func dropEventLines(s string) string {
 
 func TestStreamDecoderEventNameFallback(t *testing.T) {
 	// Data without a type takes the event field's; a type in the data wins.
-	stream := sse("content_block_delta", `{"index":0,"delta":{"type":"text_delta","text":"a"}}`) +
-		sse("message_stop", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"b"}}`) +
+	stream := sseEvent("content_block_delta", `{"index":0,"delta":{"type":"text_delta","text":"a"}}`) +
+		sseEvent("message_stop", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"b"}}`) +
 		"event: message_stop\n\n" + // no data: no event
-		sse(strings.Repeat("x", maxName+1), `{}`) +
+		sseEvent(strings.Repeat("x", 64+1), `{}`) +
 		"event: message_stop\ndata: {}\n\n"
 	checkDecoded(t, decodeChunks([]byte(stream), func() int { return 3 }), protocol.Message{Role: "assistant", Content: "ab"}, protocol.Usage{}, true)
 	// An event field with no dispatched data does not leak into the next event.
@@ -171,8 +172,8 @@ func TestStreamDecoderMultiLineData(t *testing.T) {
 }
 
 func TestStreamDecoderEndings(t *testing.T) {
-	stop := sse("message_stop", `{"type":"message_stop"}`)
-	errEvent := sse("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+	stop := sseEvent("message_stop", `{"type":"message_stop"}`)
+	errEvent := sseEvent("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
 	tests := []struct {
 		name     string
 		stream   string
@@ -180,10 +181,10 @@ func TestStreamDecoderEndings(t *testing.T) {
 	}{
 		{"message_stop", stop, true},
 		{"message_stop without the blank line", strings.TrimSuffix(stop, "\n"), false},
-		{"message_delta only", sse("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`), false},
+		{"message_delta only", sseEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`), false},
 		{"error", errEvent, false},
 		{"error then message_stop", errEvent + stop, false},
-		{"content_block_stop only", sse("content_block_stop", `{"type":"content_block_stop","index":0}`), false},
+		{"content_block_stop only", sseEvent("content_block_stop", `{"type":"content_block_stop","index":0}`), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,7 +198,7 @@ func TestStreamDecoderEndings(t *testing.T) {
 }
 
 func TestStreamDecoderOddBlocks(t *testing.T) {
-	ev := func(s string) string { return sse("x", s) }
+	ev := func(s string) string { return sseEvent("x", s) }
 	stream := ev(`{"type":"content_block_delta","index":5,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}`) + // a delta before its start
 		ev(`{"type":"content_block_start","index":5,"content_block":{"type":"tool_use","id":"t5","name":"f","input":{}}}`) +
 		ev(`{"type":"content_block_delta","index":5,"delta":{"type":"input_json_delta","partial_json":"1}"}}`) +
@@ -222,12 +223,12 @@ func TestStreamDecoderManyBlocks(t *testing.T) {
 	var want []protocol.ToolCall
 	for i := 20; i >= 0; i-- {
 		n := strconv.Itoa(i)
-		b.WriteString(sse("content_block_start", `{"type":"content_block_start","index":`+n+`,"content_block":{"type":"tool_use","id":"t`+n+`","name":"f","input":{}}}`))
-		b.WriteString(sse("content_block_delta", `{"type":"content_block_delta","index":`+n+`,"delta":{"type":"input_json_delta","partial_json":"{"}}`))
+		b.WriteString(sseEvent("content_block_start", `{"type":"content_block_start","index":`+n+`,"content_block":{"type":"tool_use","id":"t`+n+`","name":"f","input":{}}}`))
+		b.WriteString(sseEvent("content_block_delta", `{"type":"content_block_delta","index":`+n+`,"delta":{"type":"input_json_delta","partial_json":"{"}}`))
 	}
 	for i := 0; i <= 20; i++ {
 		n := strconv.Itoa(i)
-		b.WriteString(sse("content_block_delta", `{"type":"content_block_delta","index":`+n+`,"delta":{"type":"input_json_delta","partial_json":"}"}}`))
+		b.WriteString(sseEvent("content_block_delta", `{"type":"content_block_delta","index":`+n+`,"delta":{"type":"input_json_delta","partial_json":"}"}}`))
 		want = append(want, protocol.ToolCall{ID: "t" + n, Type: "function", Name: "f", Arguments: "{}"})
 	}
 	var d StreamDecoder
@@ -235,31 +236,31 @@ func TestStreamDecoderManyBlocks(t *testing.T) {
 	first := d.Message()
 	checkDecoded(t, &d, protocol.Message{Role: "assistant", ToolCalls: want}, protocol.Usage{}, false)
 	// Message sorts a copy: a later delta must still find its block.
-	_, _ = d.Write([]byte(sse("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"x"}}`)))
+	_, _ = d.Write([]byte(sseEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"x"}}`)))
 	if got := d.Message().ToolCalls[0].Arguments; got != "{}x" || first.ToolCalls[0].Arguments != "{}" {
 		t.Fatalf("arguments after Message = %q", got)
 	}
 }
 
 func TestStreamDecoderUsageUpdates(t *testing.T) {
-	stream := sse("message_start", `{"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1}}}`) +
-		sse("message_delta", `{"type":"message_delta","delta":{},"usage":{"output_tokens":7}}`) +
-		sse("message_delta", `{"type":"message_delta","delta":{},"usage":{"input_tokens":12,"cache_read_input_tokens":5,"output_tokens":9}}`)
+	stream := sseEvent("message_start", `{"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1}}}`) +
+		sseEvent("message_delta", `{"type":"message_delta","delta":{},"usage":{"output_tokens":7}}`) +
+		sseEvent("message_delta", `{"type":"message_delta","delta":{},"usage":{"input_tokens":12,"cache_read_input_tokens":5,"output_tokens":9}}`)
 	checkDecoded(t, decodeChunks([]byte(stream), func() int { return 4 }), protocol.Message{Role: "assistant"}, protocol.Usage{InputTokens: 17, OutputTokens: 9}, false)
 }
 
 func TestStreamDecoderLineCap(t *testing.T) {
-	before := sse("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"kept"}}`)
-	huge := "data: " + strings.Repeat("x", maxLine) + "\n\n"
-	after := sse("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lost"}}`) +
-		sse("message_stop", `{"type":"message_stop"}`)
+	before := sseEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"kept"}}`)
+	huge := "data: " + strings.Repeat("x", sse.MaxLine) + "\n\n"
+	after := sseEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lost"}}`) +
+		sseEvent("message_stop", `{"type":"message_stop"}`)
 	stream := []byte(before + huge + after)
 	want := protocol.Message{Role: "assistant", Content: "kept"}
 	for _, size := range []int{len(stream), 4096, 1 << 20} {
 		d := decodeChunks(stream, func() int { return size })
 		checkDecoded(t, d, want, protocol.Usage{}, false)
-		if !d.broken || cap(d.line) > maxLine {
-			t.Fatalf("size %d: broken %v, line buffer %d", size, d.broken, cap(d.line))
+		if !d.sse.Broken() {
+			t.Fatalf("size %d: an event past sse.MaxLine did not stop the decode", size)
 		}
 	}
 	// Many data lines that add up past the cap break it too.
@@ -274,18 +275,15 @@ func TestStreamDecoderIgnoresGarbage(t *testing.T) {
 		"data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":\"text\"}\n\n" +
 		"data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":\"x\"}}\n\n" +
 		"data: " + strings.Repeat("[", 10001) + "\n\n" + "nonsense line\n\n" +
-		sse("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"ok"}}`))
+		sseEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"ok"}}`))
 	checkDecoded(t, decodeChunks(stream, func() int { return 7 }), protocol.Message{Role: "assistant", Content: "ok"}, protocol.Usage{}, false)
 }
 
-func TestStreamDecoderReleasesBigBuffers(t *testing.T) {
+func TestStreamDecoderBigEvent(t *testing.T) {
 	var d StreamDecoder
-	big := sse("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+strings.Repeat("z", 1<<20)+`"}}`)
+	big := sseEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+strings.Repeat("z", 1<<20)+`"}}`)
 	for i := 0; i < len(big); i += 1000 {
 		_, _ = d.Write([]byte(big[i:min(i+1000, len(big))]))
-	}
-	if cap(d.line) > keepBuf || cap(d.data) > keepBuf {
-		t.Fatalf("buffers kept: line %d, data %d", cap(d.line), cap(d.data))
 	}
 	if !bytes.Equal([]byte(d.Message().Content), bytes.Repeat([]byte("z"), 1<<20)) {
 		t.Fatal("content lost")

@@ -1,23 +1,17 @@
 package openai
 
 import (
-	"bytes"
 	"cmp"
 	"slices"
 	"strings"
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
+	"github.com/camproxy/camproxy/protocol/sse"
 	"github.com/tidwall/gjson"
 )
 
 const (
-	// maxLine bounds the partial line and the data of one event a StreamDecoder
-	// keeps; past it the decode is broken rather than the memory unbounded.
-	maxLine = 8 << 20
-	// keepBuf is the largest line or data buffer kept for reuse: one huge event
-	// should not pin its buffer for the rest of a long stream.
-	keepBuf = 64 << 10
 	// mapCalls is the number of tool calls past which they are found by a map.
 	mapCalls = 8
 )
@@ -26,13 +20,8 @@ const (
 // chunk boundaries (a tee of what goes to the client) and assembles the answer.
 // The zero value is ready to use. It is not safe for concurrent use.
 type StreamDecoder struct {
-	line    []byte // the line that earlier writes began
-	data    []byte // the data of the event being read
-	hasData bool   // the event has a data field, maybe empty
-	started bool   // a line was read: a byte order mark can only come first
-	skipLF  bool   // the last line ended on '\r': a '\n' right after belongs to it
-	broken  bool   // a line or event outgrew maxLine: the rest is ignored
-	done    bool   // saw a finish_reason or [DONE]
+	sse  sse.Reader
+	done bool // saw a finish_reason or [DONE]
 
 	content []byte
 	calls   []callAcc
@@ -49,36 +38,10 @@ type callAcc struct {
 
 // Write feeds the next bytes of the stream. It never fails.
 func (d *StreamDecoder) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 && !d.broken {
-		if d.skipLF {
-			d.skipLF = false
-			if p[0] == '\n' {
-				p = p[1:]
-				continue
-			}
-		}
-		i := lineEnd(p)
-		if i < 0 {
-			d.keep(p)
-			break
-		}
-		d.skipLF = p[i] == '\r'
-		seg := p[:i]
-		p = p[i+1:]
-		if len(d.line)+len(seg) > maxLine {
-			d.breakDecode()
-			break
-		}
-		if len(d.line) == 0 {
-			d.handleLine(seg)
-			continue
-		}
-		d.line = appendCapped(d.line, seg)
-		d.handleLine(d.line)
-		d.line = reuse(d.line)
+	if d.sse.Event == nil {
+		d.sse.Event, d.sse.Data = d.onEvent, d.onData
 	}
-	return n, nil
+	return d.sse.Write(p)
 }
 
 // Message returns the answer assembled so far: role "assistant", the content deltas
@@ -109,98 +72,15 @@ func (d *StreamDecoder) Usage() protocol.Usage { return d.usage }
 // "data: [DONE]".
 func (d *StreamDecoder) Finished() bool { return d.done }
 
-// lineEnd returns the offset of the first line terminator ('\n' or '\r') in p, or -1.
-func lineEnd(p []byte) int {
-	i := bytes.IndexByte(p, '\n')
-	head := p
-	if i >= 0 {
-		head = p[:i]
-	}
-	if j := bytes.IndexByte(head, '\r'); j >= 0 {
-		return j
-	}
-	return i
-}
+// onEvent handles one complete SSE event.
+func (d *StreamDecoder) onEvent(_, data []byte) { d.handleEvent(data) }
 
-// keep stores the unterminated tail of a write until a later write ends the line.
-func (d *StreamDecoder) keep(p []byte) {
-	if len(d.line)+len(p) > maxLine {
-		d.breakDecode()
-		return
+// onData sees each data line: "[DONE]" ends the answer even if the blank line that
+// closes its event never comes.
+func (d *StreamDecoder) onData(v []byte) {
+	if string(v) == "[DONE]" {
+		d.done = true
 	}
-	d.line = appendCapped(d.line, p)
-}
-
-// breakDecode gives up on the rest of the stream and frees what it held for it.
-func (d *StreamDecoder) breakDecode() {
-	d.broken = true
-	d.line, d.data = nil, nil
-}
-
-// appendCapped appends p to b growing it as append does, but never past maxLine,
-// which callers checked len(b)+len(p) against: the bound is on memory, not length.
-func appendCapped(b, p []byte) []byte {
-	if n := len(b) + len(p); n > cap(b) {
-		nb := make([]byte, len(b), min(max(2*cap(b), n), maxLine))
-		copy(nb, b)
-		b = nb
-	}
-	return append(b, p...)
-}
-
-// reuse empties a buffer for reuse, or drops it when it grew too big to keep.
-func reuse(b []byte) []byte {
-	if cap(b) > keepBuf {
-		return nil
-	}
-	return b[:0]
-}
-
-// handleLine interprets one line of the event stream.
-func (d *StreamDecoder) handleLine(line []byte) {
-	if !d.started {
-		d.started = true
-		line = bytes.TrimPrefix(line, []byte("\uFEFF"))
-	}
-	if len(line) == 0 {
-		d.dispatch()
-		return
-	}
-	if line[0] == ':' {
-		return // comment, e.g. a keep-alive
-	}
-	field, value := line, []byte(nil)
-	if c := bytes.IndexByte(line, ':'); c >= 0 {
-		field, value = line[:c], line[c+1:]
-		if len(value) > 0 && value[0] == ' ' {
-			value = value[1:]
-		}
-	}
-	if string(field) != "data" {
-		return // event, id, retry: nothing an answer needs
-	}
-	if string(value) == "[DONE]" {
-		d.done = true // even if the blank line that ends the event never comes
-	}
-	if d.hasData {
-		if len(d.data)+1+len(value) > maxLine {
-			d.breakDecode()
-			return
-		}
-		d.data = appendCapped(d.data, []byte{'\n'})
-	}
-	d.data = appendCapped(d.data, value)
-	d.hasData = true
-}
-
-// dispatch handles the event whose end a blank line marked.
-func (d *StreamDecoder) dispatch() {
-	if !d.hasData {
-		return
-	}
-	d.handleEvent(d.data)
-	d.data = reuse(d.data)
-	d.hasData = false
 }
 
 // handleEvent applies one chunk; malformed ones are skipped so that one bad event

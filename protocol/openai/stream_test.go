@@ -9,6 +9,7 @@ import (
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
+	"github.com/camproxy/camproxy/protocol/sse"
 )
 
 // chunk wraps one chat.completion.chunk the way OpenAI frames it.
@@ -193,15 +194,15 @@ func itoa(i int) string {
 
 func TestStreamDecoderLineCap(t *testing.T) {
 	before := chunk(`[{"index":0,"delta":{"content":"kept"}}]`, "null")
-	huge := "data: " + strings.Repeat("x", maxLine) + "\n\n"
+	huge := "data: " + strings.Repeat("x", sse.MaxLine) + "\n\n"
 	after := chunk(`[{"index":0,"delta":{"content":"lost"},"finish_reason":"stop"}]`, "null")
 	stream := []byte(before + huge + after)
 	want := protocol.Message{Role: "assistant", Content: "kept"}
 	for _, size := range []int{len(stream), 4096, 1 << 20} {
 		d := decodeChunks(stream, func() int { return size })
 		checkDecoded(t, d, want, protocol.Usage{}, false)
-		if !d.broken || cap(d.line) > maxLine {
-			t.Fatalf("size %d: broken %v, line buffer %d", size, d.broken, cap(d.line))
+		if !d.sse.Broken() {
+			t.Fatalf("size %d: an event past sse.MaxLine did not stop the decode", size)
 		}
 	}
 	// Many data lines that add up past the cap break it too.
@@ -219,14 +220,11 @@ func TestStreamDecoderIgnoresGarbage(t *testing.T) {
 	checkDecoded(t, d, protocol.Message{Role: "assistant", Content: "ok"}, protocol.Usage{}, false)
 }
 
-func TestStreamDecoderReleasesBigBuffers(t *testing.T) {
+func TestStreamDecoderBigEvent(t *testing.T) {
 	var d StreamDecoder
 	big := chunk(`[{"index":0,"delta":{"content":"`+strings.Repeat("z", 1<<20)+`"}}]`, "null")
 	for i := 0; i < len(big); i += 1000 {
 		_, _ = d.Write([]byte(big[i:min(i+1000, len(big))]))
-	}
-	if cap(d.line) > keepBuf || cap(d.data) > keepBuf {
-		t.Fatalf("buffers kept: line %d, data %d", cap(d.line), cap(d.data))
 	}
 	if !bytes.Equal([]byte(d.Message().Content), bytes.Repeat([]byte("z"), 1<<20)) {
 		t.Fatal("content lost")
