@@ -218,17 +218,17 @@ func (d *EventDecoder) Message() protocol.Message {
 	// Sort a copy: blockAt holds positions in d.blocks, and the stream may go on.
 	blocks := slices.Clone(d.blocks)
 	slices.SortFunc(blocks, func(a, b blockAcc) int { return cmp.Compare(a.index, b.index) })
-	var text joiner
+	var text jsontext.Joiner
 	for _, b := range blocks {
 		switch b.kind {
 		case kindText:
-			text.add(string(b.text))
+			text.Add(string(b.text))
 		case kindTool:
 			args := b.input
 			if len(b.args) > 0 {
 				args = string(b.args)
 			}
-			m.ToolCalls = append(m.ToolCalls, protocol.ToolCall{ID: b.id, Type: "function", Name: b.name, Arguments: compactJSON(args)})
+			m.ToolCalls = append(m.ToolCalls, protocol.ToolCall{ID: b.id, Type: "function", Name: b.name, Arguments: jsontext.Compact(args)})
 		}
 	}
 	m.Content = text.String()

@@ -1,11 +1,8 @@
 package anthropic
 
 import (
-	"bytes"
-	"encoding/json"
-	"strings"
-
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/jsontext"
 	"github.com/tidwall/gjson"
 )
 
@@ -59,48 +56,7 @@ func (b *block) isText() bool { return b.typ.Str == "text" && b.text.Type == gjs
 
 // toolCall normalises a tool_use block.
 func (b *block) toolCall() protocol.ToolCall {
-	return protocol.ToolCall{ID: b.id.Str, Type: "function", Name: b.name.Str, Arguments: compactJSON(b.input.Raw)}
-}
-
-// compactJSON returns the JSON text raw without insignificant whitespace, so that an
-// input the client sent indented and the same input streamed in fragments compare
-// equal; raw itself when it has no whitespace or is not valid JSON.
-func compactJSON(raw string) string {
-	if !strings.ContainsAny(raw, " \t\r\n") {
-		return raw
-	}
-	var b bytes.Buffer
-	b.Grow(len(raw))
-	if json.Compact(&b, []byte(raw)) != nil {
-		return raw
-	}
-	return b.String()
-}
-
-// joiner joins texts with "\n" lazily: one text, the usual case, costs nothing.
-type joiner struct {
-	first  string
-	joined []byte
-	n      int
-}
-
-func (j *joiner) add(s string) {
-	switch j.n {
-	case 0:
-		j.first = s
-	case 1:
-		j.joined = append(append(append(j.joined, j.first...), '\n'), s...)
-	default:
-		j.joined = append(append(j.joined, '\n'), s...)
-	}
-	j.n++
-}
-
-func (j *joiner) String() string {
-	if j.n > 1 {
-		return string(j.joined)
-	}
-	return j.first
+	return protocol.ToolCall{ID: b.id.Str, Type: "function", Name: b.name.Str, Arguments: jsontext.Compact(b.input.Raw)}
 }
 
 // blocksText returns the text of a string, or of the text blocks of an array joined
@@ -116,7 +72,7 @@ func blocksText(c gjson.Result, visit func(text gjson.Result)) (text string, n i
 	case !c.IsArray():
 		return "", 0
 	}
-	var j joiner
+	var j jsontext.Joiner
 	c.ForEach(func(_, v gjson.Result) bool {
 		n++
 		b := readBlock(v)
@@ -124,7 +80,7 @@ func blocksText(c gjson.Result, visit func(text gjson.Result)) (text string, n i
 			if visit != nil {
 				visit(b.text)
 			}
-			j.add(b.text.Str)
+			j.Add(b.text.Str)
 		}
 		return true
 	})
@@ -210,7 +166,7 @@ func (r *Request) readMessages(msgs gjson.Result, segs []segment) []segment {
 func (r *Request) readBlocks(role string, content gjson.Result, visit func(gjson.Result)) {
 	m := protocol.Message{Role: role}
 	var (
-		text    joiner
+		text    jsontext.Joiner
 		results int
 	)
 	if content.IsArray() {
@@ -220,7 +176,7 @@ func (r *Request) readBlocks(role string, content gjson.Result, visit func(gjson
 			case "text":
 				if b.isText() {
 					visit(b.text)
-					text.add(b.text.Str)
+					text.Add(b.text.Str)
 				}
 			case "tool_use":
 				m.ToolCalls = append(m.ToolCalls, b.toolCall())
@@ -237,7 +193,7 @@ func (r *Request) readBlocks(role string, content gjson.Result, visit func(gjson
 		})
 	}
 	m.Content = text.String()
-	if results > 0 && text.n == 0 && m.ToolCalls == nil {
+	if results > 0 && text.Len() == 0 && m.ToolCalls == nil {
 		return // the tool results were all the message held
 	}
 	r.Messages = append(r.Messages, m)

@@ -69,13 +69,13 @@ func DecodeResponse(body []byte) (protocol.Message, protocol.Usage, error) {
 	if m.Role == "" {
 		m.Role = "assistant"
 	}
-	var text joiner
+	var text jsontext.Joiner
 	content.ForEach(func(_, v gjson.Result) bool {
 		b := readBlock(v)
 		switch b.typ.Str {
 		case "text":
 			if b.isText() {
-				text.add(b.text.Str)
+				text.Add(b.text.Str)
 			}
 		case "tool_use":
 			m.ToolCalls = append(m.ToolCalls, b.toolCall())

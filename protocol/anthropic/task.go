@@ -49,9 +49,9 @@ func (r *Request) matchFirstUser(segs []segment) bool {
 			j++
 		}
 		if segs[i].msg >= 0 {
-			var text joiner
+			var text jsontext.Joiner
 			for _, s := range segs[i:j] {
-				text.add(s.text)
+				text.Add(s.text)
 			}
 			if t := text.String(); t != "" {
 				last := segs[j-1]

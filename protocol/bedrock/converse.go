@@ -109,16 +109,16 @@ func (r *ConverseRequest) readSystem(sys gjson.Result) []convSegment {
 	r.sysState = sysArray
 	r.sysClose = closeOf(sys)
 	var segs []convSegment
-	var j joiner
+	var j jsontext.Joiner
 	sys.ForEach(func(_, b gjson.Result) bool {
 		r.sysBlocks++
-		if t := objectKey(b, "text"); t.Type == gjson.String {
+		if t := jsontext.ObjectKey(b, "text"); t.Type == gjson.String {
 			segs = append(segs, convSegment{sys: true, idx: t.Index, raw: t.Raw, text: t.Str})
-			j.add(t.Str)
+			j.Add(t.Str)
 		}
 		return true
 	})
-	if j.n > 0 {
+	if j.Len() > 0 {
 		r.Messages = append(r.Messages, protocol.Message{Role: "system", Content: j.String()})
 	}
 	return segs
@@ -148,7 +148,7 @@ func (r *ConverseRequest) readMessages(msgs gjson.Result, segs []convSegment) []
 		}
 		out := protocol.Message{Role: role.Str}
 		var (
-			j       joiner
+			j       jsontext.Joiner
 			results int
 			texts   []convSegment
 			blocks  int
@@ -163,7 +163,7 @@ func (r *ConverseRequest) readMessages(msgs gjson.Result, segs []convSegment) []
 					switch k.Str {
 					case "text":
 						if v.Type == gjson.String {
-							j.add(v.Str)
+							j.Add(v.Str)
 							texts = append(texts, convSegment{idx: v.Index, raw: v.Raw, text: v.Str, close: closeOf(content)})
 						}
 					case "toolUse":
@@ -181,7 +181,7 @@ func (r *ConverseRequest) readMessages(msgs gjson.Result, segs []convSegment) []
 			r.first.ok, r.first.open, r.first.blocks = true, content.Index, blocks
 		}
 		out.Content = j.String()
-		if role.Str == "user" && results > 0 && j.n == 0 && len(out.ToolCalls) == 0 {
+		if role.Str == "user" && results > 0 && j.Len() == 0 && len(out.ToolCalls) == 0 {
 			return true // only tool results: they are the messages
 		}
 		i := len(r.Messages)
@@ -211,7 +211,7 @@ func readToolUse(v gjson.Result) protocol.ToolCall {
 		case "name":
 			tc.Name = f.Str
 		case "input":
-			tc.Arguments = compact(f.Raw)
+			tc.Arguments = jsontext.Compact(f.Raw)
 		}
 		return true
 	})
@@ -225,7 +225,7 @@ func readToolResult(v gjson.Result) protocol.Message {
 	if !v.IsObject() {
 		return m
 	}
-	var j joiner
+	var j jsontext.Joiner
 	v.ForEach(func(k, f gjson.Result) bool {
 		switch k.Str {
 		case "toolUseId":
@@ -242,10 +242,10 @@ func readToolResult(v gjson.Result) protocol.Message {
 					switch bk.Str {
 					case "text":
 						if bv.Type == gjson.String {
-							j.add(bv.Str)
+							j.Add(bv.Str)
 						}
 					case "json":
-						j.add(compact(bv.Raw))
+						j.Add(jsontext.Compact(bv.Raw))
 					}
 					return true
 				})

@@ -71,12 +71,12 @@ func decodeConverseResponse(body []byte) (protocol.Message, protocol.Usage, bool
 		return protocol.Message{}, protocol.Usage{}, false
 	}
 	root := gjson.ParseBytes(body)
-	msg := objectKey(objectKey(root, "output"), "message")
+	msg := jsontext.ObjectKey(jsontext.ObjectKey(root, "output"), "message")
 	if !msg.IsObject() {
 		return protocol.Message{}, protocol.Usage{}, false
 	}
 	m := protocol.Message{Role: "assistant"}
-	var j joiner
+	var j jsontext.Joiner
 	msg.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "role":
@@ -92,7 +92,7 @@ func decodeConverseResponse(body []byte) (protocol.Message, protocol.Usage, bool
 					switch bk.Str {
 					case "text":
 						if bv.Type == gjson.String {
-							j.add(bv.Str)
+							j.Add(bv.Str)
 						}
 					case "toolUse":
 						m.ToolCalls = append(m.ToolCalls, readToolUse(bv))
@@ -106,7 +106,7 @@ func decodeConverseResponse(body []byte) (protocol.Message, protocol.Usage, bool
 	})
 	m.Content = j.String()
 	m = clone(m)
-	return m, converseUsage(objectKey(root, "usage")), true
+	return m, converseUsage(jsontext.ObjectKey(root, "usage")), true
 }
 
 // converseUsage reads {"inputTokens","outputTokens"}.
@@ -264,7 +264,7 @@ func (d *streamDecoder) frame(msg eventstream.Message) {
 	if event != "chunk" {
 		return
 	}
-	b := objectKey(payload, "bytes")
+	b := jsontext.ObjectKey(payload, "bytes")
 	if b.Type != gjson.String {
 		return
 	}
@@ -295,7 +295,7 @@ func (d *streamDecoder) chunk(js []byte) {
 	if !ev.IsObject() {
 		return
 	}
-	if m := objectKey(ev, "amazon-bedrock-invocationMetrics"); m.IsObject() {
+	if m := jsontext.ObjectKey(ev, "amazon-bedrock-invocationMetrics"); m.IsObject() {
 		d.readMetrics(m)
 	}
 	switch d.kind {
@@ -349,15 +349,15 @@ func (c *converseAcc) event(name string, v gjson.Result) {
 	}
 	switch name {
 	case "messageStart":
-		if r := objectKey(v, "role"); r.Str != "" {
+		if r := jsontext.ObjectKey(v, "role"); r.Str != "" {
 			c.role = strings.Clone(r.Str)
 		}
 	case "contentBlockStart":
-		tu := objectKey(objectKey(v, "start"), "toolUse")
+		tu := jsontext.ObjectKey(jsontext.ObjectKey(v, "start"), "toolUse")
 		if !tu.IsObject() {
 			return
 		}
-		t := c.tool(objectKey(v, "contentBlockIndex").Int())
+		t := c.tool(jsontext.ObjectKey(v, "contentBlockIndex").Int())
 		tu.ForEach(func(k, f gjson.Result) bool {
 			switch k.Str {
 			case "toolUseId":
@@ -368,8 +368,8 @@ func (c *converseAcc) event(name string, v gjson.Result) {
 			return true
 		})
 	case "contentBlockDelta":
-		index := objectKey(v, "contentBlockIndex").Int()
-		objectKey(v, "delta").ForEach(func(k, f gjson.Result) bool {
+		index := jsontext.ObjectKey(v, "contentBlockIndex").Int()
+		jsontext.ObjectKey(v, "delta").ForEach(func(k, f gjson.Result) bool {
 			switch k.Str {
 			case "text":
 				if f.Type != gjson.String {
@@ -382,7 +382,7 @@ func (c *converseAcc) event(name string, v gjson.Result) {
 				c.content = append(c.content, f.Str...)
 				c.hasText, c.lastText = true, index
 			case "toolUse":
-				if in := objectKey(f, "input"); in.Type == gjson.String {
+				if in := jsontext.ObjectKey(f, "input"); in.Type == gjson.String {
 					t := c.tool(index)
 					t.input = append(t.input, in.Str...)
 				}
@@ -392,7 +392,7 @@ func (c *converseAcc) event(name string, v gjson.Result) {
 	case "messageStop":
 		c.done = true
 	case "metadata":
-		c.usage = converseUsage(objectKey(v, "usage"))
+		c.usage = converseUsage(jsontext.ObjectKey(v, "usage"))
 	}
 }
 
@@ -429,7 +429,7 @@ func (c *converseAcc) message() protocol.Message {
 		case len(bytes.TrimSpace(t.input)) == 0:
 			args = "{}"
 		case jsontext.Validate(t.input) == nil:
-			args = compact(args)
+			args = jsontext.Compact(args)
 		}
 		m.ToolCalls[i] = protocol.ToolCall{ID: t.id, Type: "function", Name: t.name, Arguments: args}
 	}

@@ -59,7 +59,7 @@ func parseLlama(body []byte, rules []protocol.TaskRule, op Op) (*LlamaRequest, e
 	if err != nil {
 		return nil, err
 	}
-	p := objectKey(root, "prompt")
+	p := jsontext.ObjectKey(root, "prompt")
 	if p.Type != gjson.String {
 		return nil, fmt.Errorf("%w: \"prompt\" is missing or not a string", protocol.ErrMissingMessages)
 	}

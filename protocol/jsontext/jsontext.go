@@ -9,6 +9,7 @@ package jsontext
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -253,4 +254,66 @@ func AppendEscaped(dst []byte, s string) []byte {
 		start = i
 	}
 	return append(dst, s[start:]...)
+}
+
+// ObjectKey returns the value of key in obj; the last one on duplicate keys, as the
+// decoders upstream read them.
+func ObjectKey(obj gjson.Result, key string) gjson.Result {
+	var out gjson.Result
+	if !obj.IsObject() {
+		return out
+	}
+	obj.ForEach(func(k, v gjson.Result) bool {
+		if k.Str == key {
+			out = v
+		}
+		return true
+	})
+	return out
+}
+
+// Compact returns the JSON text raw without insignificant whitespace, so that tool
+// arguments a client sent indented and the same arguments streamed in fragments
+// compare equal; raw itself when it has no whitespace or is not valid JSON.
+func Compact(raw string) string {
+	if !strings.ContainsAny(raw, " \t\r\n") {
+		return raw
+	}
+	var b bytes.Buffer
+	b.Grow(len(raw))
+	if json.Compact(&b, []byte(raw)) != nil {
+		return raw
+	}
+	return b.String()
+}
+
+// Joiner joins texts with "\n" lazily: one text, the usual case, costs nothing.
+type Joiner struct {
+	first  string
+	joined []byte
+	n      int
+}
+
+// Add appends a text.
+func (j *Joiner) Add(s string) {
+	switch j.n {
+	case 0:
+		j.first = s
+	case 1:
+		j.joined = append(append(append(j.joined, j.first...), '\n'), s...)
+	default:
+		j.joined = append(append(j.joined, '\n'), s...)
+	}
+	j.n++
+}
+
+// Len is how many texts were added.
+func (j *Joiner) Len() int { return j.n }
+
+// String is the texts joined with "\n".
+func (j *Joiner) String() string {
+	if j.n > 1 {
+		return string(j.joined)
+	}
+	return j.first
 }

@@ -33,7 +33,7 @@ func DecodeResponse(body []byte) (protocol.Message, protocol.Usage, error) {
 	if choices.IsArray() {
 		choices.ForEach(func(_, c gjson.Result) bool {
 			if c.IsObject() {
-				msg = objectKey(c, "message")
+				msg = jsontext.ObjectKey(c, "message")
 			}
 			return false // choices[0] only
 		})
@@ -66,16 +66,4 @@ func readUsage(v gjson.Result) protocol.Usage {
 		return true
 	})
 	return u
-}
-
-// objectKey returns the value of key in obj; the last one on duplicates.
-func objectKey(obj gjson.Result, key string) gjson.Result {
-	var out gjson.Result
-	obj.ForEach(func(k, v gjson.Result) bool {
-		if k.Str == key {
-			out = v
-		}
-		return true
-	})
-	return out
 }
