@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -37,33 +36,15 @@ type Anthropic struct {
 	// (overloaded_error, as the API does when it is overloaded mid-answer) and end.
 	ErrorAfter int
 
-	mu        sync.Mutex
-	requests  []Captured
-	cancelled atomic.Int64
-	Cancelled chan struct{} // receives when a request's context is cancelled mid-answer
+	mu                sync.Mutex
+	callLog[Captured] // Requests, Last, CancelledCount, Cancelled
 }
 
 // NewAnthropic starts a scripted Anthropic API on loopback.
 func NewAnthropic() *Anthropic {
-	a := &Anthropic{Cancelled: make(chan struct{}, 16)}
+	a := &Anthropic{callLog: newCallLog[Captured]()}
 	a.Server = httptest.NewServer(http.HandlerFunc(a.serve))
 	return a
-}
-
-// Requests returns what the fake has received so far, refused requests included.
-func (a *Anthropic) Requests() []Captured {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]Captured(nil), a.requests...)
-}
-
-// Last returns the last request received.
-func (a *Anthropic) Last() Captured {
-	r := a.Requests()
-	if len(r) == 0 {
-		return Captured{}
-	}
-	return r[len(r)-1]
 }
 
 // Configure changes the fake's settings (the exported fields) under its lock: use it
@@ -88,17 +69,6 @@ func (a *Anthropic) settings() anthropicSettings {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return anthropicSettings{a.APIKey, a.ReplyFn, a.BeforeEvent, a.Delay, a.HangAfter, a.ErrorAfter}
-}
-
-// CancelledCount is how many answers were cut short because the caller went away.
-func (a *Anthropic) CancelledCount() int64 { return a.cancelled.Load() }
-
-func (a *Anthropic) noteCancel() {
-	a.cancelled.Add(1)
-	select {
-	case a.Cancelled <- struct{}{}:
-	default:
-	}
 }
 
 // anthropicErrorType is the error type the API uses for a status.
@@ -142,9 +112,7 @@ func writeAnthropicError(w http.ResponseWriter, status int, msg string) {
 func (a *Anthropic) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	set := a.settings()
-	a.mu.Lock()
-	a.requests = append(a.requests, Captured{Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body})
-	a.mu.Unlock()
+	a.add(Captured{Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body})
 	w.Header().Set("Request-Id", "req_011CAnthropicFake")
 
 	key := r.Header.Get("X-Api-Key")

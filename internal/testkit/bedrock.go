@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -90,16 +89,14 @@ type Bedrock struct {
 	// caller goes away.
 	HangAfter int
 
-	mu        sync.Mutex
-	requests  []BedrockCaptured
-	cancelled atomic.Int64
-	Cancelled chan struct{} // receives when a request's context is cancelled mid-answer
+	mu                       sync.Mutex
+	callLog[BedrockCaptured] // Requests, Last, CancelledCount, Cancelled
 }
 
 // NewBedrock starts a scripted Bedrock Runtime on loopback that accepts requests
 // signed (SigV4, service "bedrock") with these credentials.
 func NewBedrock(accessKey, secretKey, region string) *Bedrock {
-	b := &Bedrock{AccessKey: accessKey, SecretKey: secretKey, Region: region, Cancelled: make(chan struct{}, 16)}
+	b := &Bedrock{AccessKey: accessKey, SecretKey: secretKey, Region: region, callLog: newCallLog[BedrockCaptured]()}
 	// The AWS SDK for JavaScript v3 talks HTTP/2 to Bedrock Runtime, and over http://
 	// that is h2c with prior knowledge: serve both HTTP/1.1 and h2c, as AWS serves h1 and h2.
 	b.Server = httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
@@ -109,22 +106,6 @@ func NewBedrock(accessKey, secretKey, region string) *Bedrock {
 	b.Server.Config.Protocols = &protos
 	b.Server.Start()
 	return b
-}
-
-// Requests returns what the fake has received so far, refused requests included.
-func (b *Bedrock) Requests() []BedrockCaptured {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]BedrockCaptured(nil), b.requests...)
-}
-
-// Last returns the last request received.
-func (b *Bedrock) Last() BedrockCaptured {
-	r := b.Requests()
-	if len(r) == 0 {
-		return BedrockCaptured{}
-	}
-	return r[len(r)-1]
 }
 
 // Configure changes the fake's settings (the exported fields) under its lock: use it
@@ -149,17 +130,6 @@ func (b *Bedrock) settings() bedrockSettings {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return bedrockSettings{b.AccessKey, b.SecretKey, b.SessionToken, b.Region, b.APIKey, b.ReplyFn, b.BeforeEvent, b.Delay, b.HangAfter}
-}
-
-// CancelledCount is how many answers were cut short because the caller went away.
-func (b *Bedrock) CancelledCount() int64 { return b.cancelled.Load() }
-
-func (b *Bedrock) noteCancel() {
-	b.cancelled.Add(1)
-	select {
-	case b.Cancelled <- struct{}{}:
-	default:
-	}
 }
 
 // rawPath is the request target's path exactly as it came over the wire.
@@ -211,9 +181,7 @@ func (b *Bedrock) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	region, errType, msg, reason := b.authenticate(set, r, raw, body)
 	c.Region, c.AuthError = region, reason
-	b.mu.Lock()
-	b.requests = append(b.requests, c)
-	b.mu.Unlock()
+	b.add(c)
 
 	w.Header().Set("X-Amzn-Requestid", fmt.Sprintf("0b6c3e5a-%04d-4c1e-9d7a-3f1e2b7c8d9e", len(b.Requests())))
 	if reason != "" {

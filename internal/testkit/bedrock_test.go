@@ -563,7 +563,7 @@ func TestStrandsAgentBedrock(t *testing.T) {
 func TestStrandsAgentOpenAI(t *testing.T) {
 	// Scripted before it starts: requests come from another process, which gives the
 	// race detector no ordering with a later assignment.
-	u := &Upstream{Cancelled: make(chan struct{}, 16), Reply: func(body gjson.Result) Reply {
+	u := &Upstream{callLog: newCallLog[Captured](), Reply: func(body gjson.Result) Reply {
 		msgs := body.Get("messages").Array()
 		if msgs[len(msgs)-1].Get("role").String() == "tool" {
 			return Reply{Content: fmt.Sprintf("Done after %d messages.", len(msgs))}

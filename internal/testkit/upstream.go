@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -55,15 +54,13 @@ type Upstream struct {
 	// caller goes away (a model that stalls mid-answer).
 	HangAfter int
 
-	mu        sync.Mutex
-	requests  []Captured
-	cancelled atomic.Int64
-	Cancelled chan struct{} // receives when a request's context is cancelled mid-answer
+	mu                sync.Mutex
+	callLog[Captured] // Requests, Last, CancelledCount, Cancelled
 }
 
 // NewUpstream starts a scripted upstream on loopback.
 func NewUpstream() *Upstream {
-	u := &Upstream{Cancelled: make(chan struct{}, 16)}
+	u := &Upstream{callLog: newCallLog[Captured]()}
 	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
 	return u
 }
@@ -76,33 +73,15 @@ func (u *Upstream) Configure(fn func(*Upstream)) {
 	fn(u)
 }
 
-// Requests returns what the upstream has received so far.
-func (u *Upstream) Requests() []Captured {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return append([]Captured(nil), u.requests...)
-}
-
-// Last returns the last request received.
-func (u *Upstream) Last() Captured {
-	r := u.Requests()
-	if len(r) == 0 {
-		return Captured{}
-	}
-	return r[len(r)-1]
-}
-
-// CancelledCount is how many answers were cut short because the caller went away.
-func (u *Upstream) CancelledCount() int64 { return u.cancelled.Load() }
-
 func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	u.mu.Lock()
-	u.requests = append(u.requests, Captured{Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body})
+	u.add(Captured{Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body})
+	u.mu.Lock() // the script may change under Configure while calls arrive
+	delay := u.Delay
 	u.mu.Unlock()
-	if u.Delay > 0 {
+	if delay > 0 {
 		select {
-		case <-time.After(u.Delay):
+		case <-time.After(delay):
 		case <-r.Context().Done():
 			u.noteCancel()
 			return
@@ -120,14 +99,6 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}],"model":"e","usage":{"prompt_tokens":1,"total_tokens":1}}`)
 	default:
 		writeOpenAIError(w, http.StatusNotFound, "unknown path "+r.URL.Path)
-	}
-}
-
-func (u *Upstream) noteCancel() {
-	u.cancelled.Add(1)
-	select {
-	case u.Cancelled <- struct{}{}:
-	default:
 	}
 }
 
@@ -253,14 +224,17 @@ func splitKeep(s string) []string {
 }
 
 func (u *Upstream) stream(w http.ResponseWriter, r *http.Request, model string, rep Reply, usage bool) {
+	u.mu.Lock()
+	beforeChunk, hangAfter := u.BeforeChunk, u.HangAfter
+	u.mu.Unlock()
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	fl := w.(http.Flusher)
 	fl.Flush()
 	for i, data := range StreamEvents(model, rep, usage, 42) {
-		if u.BeforeChunk != nil {
-			u.BeforeChunk(i)
+		if beforeChunk != nil {
+			beforeChunk(i)
 		}
 		if r.Context().Err() != nil {
 			u.noteCancel()
@@ -275,7 +249,7 @@ func (u *Upstream) stream(w http.ResponseWriter, r *http.Request, model string, 
 			return
 		}
 		fl.Flush()
-		if u.HangAfter > 0 && i+1 == u.HangAfter {
+		if hangAfter > 0 && i+1 == hangAfter {
 			select {
 			case <-r.Context().Done():
 				u.noteCancel()
