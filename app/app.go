@@ -259,6 +259,15 @@ type versioned interface {
 	Version() string
 }
 
+// CAMOptions maps a cam augmenter's config to the CAM client's options. Serving
+// and `camproxy train` both build their CAM prompt through it: the CAM is trained
+// on exactly the prompt it is served.
+func CAMOptions(name string, ac config.Augmenter) augment.CAMOptions {
+	return augment.CAMOptions{Name: name, BaseURL: ac.BaseURL, Model: ac.Model, APIKey: ac.APIKey,
+		SystemPrompt: ac.SystemPrompt, UserTemplate: ac.UserTemplate, MaxTokens: ac.MaxTokens,
+		Temperature: ac.Temperature, ExtraBody: ac.ExtraBody}
+}
+
 func buildAugmenters(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (map[string]proxy.ContextSource, error) {
 	hc := &http.Client{Transport: proxy.NewTransport(0)}
 	out := map[string]proxy.ContextSource{}
@@ -278,9 +287,7 @@ func buildAugmenters(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (
 		case config.AugmenterPlaybook:
 			a, err = augment.NewPlaybook(augment.PlaybookOptions{Name: name, File: ac.File, TopN: ac.TopN, Logger: log})
 		default:
-			a, err = augment.NewCAM(augment.CAMOptions{Name: name, BaseURL: ac.BaseURL, Model: ac.Model, APIKey: ac.APIKey,
-				SystemPrompt: ac.SystemPrompt, UserTemplate: ac.UserTemplate, MaxTokens: ac.MaxTokens,
-				Temperature: ac.Temperature, ExtraBody: ac.ExtraBody}, hc)
+			a, err = augment.NewCAM(CAMOptions(name, ac), hc)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("augmenters.%s: %w", name, err)

@@ -26,6 +26,14 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
+// exitStatus is a launched command that failed: camproxy exits with its status.
+type exitStatus struct {
+	code int
+	msg  string
+}
+
+func (e *exitStatus) Error() string { return e.msg }
+
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
@@ -34,6 +42,10 @@ func exitCode(err error, stderr io.Writer) int {
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return 2
+	}
+	var es *exitStatus
+	if errors.As(err, &es) && es.code > 0 {
+		return es.code
 	}
 	return 1
 }
@@ -55,6 +67,13 @@ Usage:
                          [--subsets N] [--subset-size N] [--concurrency N] [--dry-run] …
                                    contrastive reflection over several runs of each task: guidance
                                    for a new run, as JSON Lines (train reflect -h lists every flag)
+  camproxy train sft --data REFLECT.jsonl --out DIR [--val 0.2] [--launch local] …
+                                   LLaMA-Factory SFT files (alpaca data, sft.yaml, run.sh, job.yaml)
+  camproxy train grpo --data REFLECT.jsonl|--from URI --out DIR --model SFT_PATH [--launch local|ray] …
+                                   veRL GRPO files (parquet, reward.py calling POST /v1/rollouts, grpo.sh)
+  camproxy train dpo [--from URI] --out DIR [--launch local] …
+                                   preference pairs from runs whose contexts earned different rewards
+                                   (train and serve share one CAM prompt: --config/--cam pick it)
   camproxy version                 print the version
 
 Replay URIs: file:///path/dir (default file://./camproxy-data/replay),

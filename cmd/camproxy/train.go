@@ -19,16 +19,20 @@ import (
 
 func trainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
 	if len(args) == 0 {
-		return usagef("train: want a subcommand: reflect")
+		return usagef("train: want a subcommand: reflect, sft, grpo or dpo")
 	}
 	var err error
 	switch args[0] {
 	case "reflect":
 		err = trainReflect(ctx, args[1:], stdout, stderr, getenv)
-	case "sft", "grpo":
-		return usagef("train %s: not available yet (issue 7)", args[0])
+	case "sft":
+		err = trainSFT(ctx, args[1:], stdout, stderr, getenv)
+	case "grpo":
+		err = trainGRPO(ctx, args[1:], stdout, stderr, getenv)
+	case "dpo":
+		err = trainDPO(ctx, args[1:], stdout, stderr, getenv)
 	default:
-		return usagef("train: unknown subcommand %q: want reflect", args[0])
+		return usagef("train: unknown subcommand %q: want reflect, sft, grpo or dpo", args[0])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

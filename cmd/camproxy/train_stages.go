@@ -1,0 +1,337 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/camproxy/camproxy/app"
+	"github.com/camproxy/camproxy/augment"
+	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/trainer"
+)
+
+// stageArgs are the flags every training stage shares.
+type stageArgs struct {
+	cmd        string // "train sft"
+	out        string
+	configPath string
+	cam        string
+	val        float64
+	seed       int64
+	launch     string
+}
+
+func (s *stageArgs) register(f *flag.FlagSet) {
+	f.StringVar(&s.out, "out", "", "directory the training files are written to (required)")
+	f.StringVar(&s.configPath, "config", "", "camproxy config whose cam augmenter gives the CAM prompt (default $CAMPROXY_CONFIG, else built-in defaults)")
+	f.StringVar(&s.cam, "cam", "", "the cam augmenter of --config to train (default the only one)")
+	f.Float64Var(&s.val, "val", 0.2, "share of tasks held out for validation (whole tasks; 0 = none)")
+	f.Int64Var(&s.seed, "seed", 0, "seed of the train/validation split: the same seed gives the same split")
+	f.StringVar(&s.launch, "launch", "", "local: run the training here once written, streaming its output (default: print the command)")
+}
+
+func (s *stageArgs) check(pos []string, launches ...string) error {
+	switch {
+	case len(pos) > 0:
+		return usagef("%s: unexpected argument %q", s.cmd, pos[0])
+	case s.out == "":
+		return usagef("%s: --out is required", s.cmd)
+	case s.val < 0 || s.val >= 1:
+		return usagef("%s: --val %g: want 0 (no validation) up to below 1", s.cmd, s.val)
+	case s.launch != "" && !slices.Contains(launches, s.launch):
+		return usagef("%s: --launch %q: want %s", s.cmd, s.launch, strings.Join(launches, " or "))
+	}
+	return nil
+}
+
+// camPrompter builds the CAM client of the serving config, the one source of the
+// prompt: the training files hold exactly what camproxy sends the CAM.
+func camPrompter(cmd, path, name string, getenv func(string) (string, bool)) (*augment.CAM, string, error) {
+	cfg, err := loadConfig(path, getenv)
+	if err != nil {
+		return nil, "", err
+	}
+	var cams []string
+	for n, a := range cfg.Augmenters {
+		if a.Type == config.AugmenterCAM {
+			cams = append(cams, n)
+		}
+	}
+	slices.Sort(cams)
+	var ac config.Augmenter
+	switch {
+	case name != "":
+		a, ok := cfg.Augmenters[name]
+		if !ok || a.Type != config.AugmenterCAM {
+			return nil, "", usagef("%s: --cam %q: the config has no cam augmenter of that name (cam augmenters: %s)", cmd, name, listOrNone(cams))
+		}
+		ac = a
+	case len(cams) == 1:
+		name, ac = cams[0], cfg.Augmenters[cams[0]]
+	case len(cams) == 0:
+		name, ac = "default", config.DefaultAugmenter() // the prompt an augmenter gets when it sets none
+		ac.Type = config.AugmenterCAM
+	default:
+		return nil, "", usagef("%s: the config has several cam augmenters (%s): choose one with --cam", cmd, strings.Join(cams, ", "))
+	}
+	c, err := augment.NewCAM(app.CAMOptions(name, ac), nil)
+	if err != nil {
+		return nil, "", usagef("%s: %v", cmd, err)
+	}
+	return c, name, nil
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// recipeFlags registers the LLaMA-Factory recipe, defaults from r.
+func recipeFlags(f *flag.FlagSet, r *trainer.Recipe, stage string) {
+	f.StringVar(&r.Model, "model", r.Model, "base model: a Hugging Face id or a local path")
+	f.StringVar(&r.Template, "template", r.Template, "LLaMA-Factory chat template")
+	f.StringVar(&r.Finetuning, "finetuning", r.Finetuning, "full, lora or freeze")
+	f.Float64Var(&r.Epochs, "epochs", r.Epochs, "training epochs")
+	f.Float64Var(&r.LR, "lr", r.LR, "learning rate")
+	f.Float64Var(&r.Warmup, "warmup-ratio", r.Warmup, "share of steps warming the learning rate up")
+	f.IntVar(&r.CutoffLen, "cutoff-len", r.CutoffLen, "tokens per example (longer ones are cut)")
+	f.IntVar(&r.BatchSize, "batch-size", r.BatchSize, "examples per GPU per step")
+	f.IntVar(&r.GradAccum, "grad-accum", r.GradAccum, "gradient accumulation steps")
+	f.StringVar(&r.DeepSpeed, "deepspeed", r.DeepSpeed, "DeepSpeed ZeRO stage: z3, z2 or none")
+	f.StringVar(&r.OutputDir, "output-dir", r.OutputDir, "checkpoint directory (relative to --out)")
+	f.StringVar(&r.ReportTo, "report-to", r.ReportTo, "none, wandb or tensorboard")
+	f.IntVar(&r.GPUs, "gpus", r.GPUs, "GPUs per node (the Job requests them)")
+	f.StringVar(&r.Image, "image", r.Image, "the Job's container image, with LLaMA-Factory")
+	f.StringVar(&r.PVC, "pvc", r.PVC, "the PersistentVolumeClaim holding --out in the Job (default an emptyDir: copy --out in first)")
+	f.StringVar(&r.Namespace, "namespace", r.Namespace, "the Job's namespace")
+	f.StringVar(&r.RunName, "job-name", r.RunName, "the Job's name")
+	if stage == "dpo" {
+		f.Float64Var(&r.PrefBeta, "pref-beta", r.PrefBeta, "DPO beta")
+		f.StringVar(&r.PrefLoss, "pref-loss", r.PrefLoss, "sigmoid (DPO), orpo, simpo, hinge or ipo")
+	}
+}
+
+func trainSFT(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
+	s := stageArgs{cmd: "train sft"}
+	r := trainer.DefaultSFTRecipe()
+	var data, jobPath string
+	f := newFlagSet(s.cmd, stderr)
+	s.register(f)
+	f.StringVar(&data, "data", "", "the guidance written by train reflect (JSON Lines; required)")
+	f.StringVar(&jobPath, "job-path", "", "--out's path inside the --pvc claim (default its root)")
+	recipeFlags(f, &r, "sft")
+	pos, err := parseInterleaved(f, args)
+	if err != nil {
+		return err
+	}
+	if err := s.check(pos, "local"); err != nil {
+		return err
+	}
+	if data == "" {
+		return usagef("train sft: --data is required: the output of camproxy train reflect")
+	}
+	if err := r.Validate("sft"); err != nil {
+		return usagef("train sft: %v", err)
+	}
+	cam, camName, err := camPrompter(s.cmd, s.configPath, s.cam, getenv)
+	if err != nil {
+		return err
+	}
+	recs, skipped, err := trainer.ReadRecords(data)
+	if err != nil {
+		return usagef("train sft: --data: %v", err)
+	}
+	if len(recs) == 0 {
+		return fmt.Errorf("train sft: --data %s holds no guidance record (%d lines skipped): run camproxy train reflect first", data, skipped)
+	}
+	w, err := trainer.WriteSFT(trainer.RecordExamples(recs), trainer.LFOptions{Out: s.out, Prompter: cam, Val: s.val, Seed: s.seed, Recipe: r, JobPath: jobPath})
+	if err != nil {
+		return stageError(s.cmd, err)
+	}
+	fmt.Fprintf(stdout, "sft: %d records over %d tasks to train on, %d over %d tasks to validate on (--val %g, --seed %d); %d lines of %s skipped\n",
+		w.Train, w.TrainTasks, w.Val, w.ValTasks, s.val, s.seed, skipped, data)
+	return finishStage(ctx, s, w, "sft", camName, cam, stdout, stderr)
+}
+
+func trainGRPO(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
+	s := stageArgs{cmd: "train grpo"}
+	o := trainer.DefaultGRPOOptions()
+	var data, from string
+	f := newFlagSet(s.cmd, stderr)
+	s.register(f)
+	f.StringVar(&data, "data", "", "the guidance written by train reflect (JSON Lines): its tasks")
+	f.StringVar(&from, "from", "", "a replay URI instead of --data: every task of the buffer with a task text")
+	f.StringVar(&o.Model, "model", "", "the actor to optimise: the SFT checkpoint (required)")
+	f.StringVar(&o.RolloutURL, "rollout-url", o.RolloutURL, "camproxy's admin plane as the trainer reaches it (reward.py posts /v1/rollouts there)")
+	f.DurationVar(&o.RolloutTimeout, "rollout-timeout", o.RolloutTimeout, "how long one agent run may take")
+	f.StringVar(&o.RewardManager, "reward-manager", o.RewardManager, "loop (veRL's async reward loop) or batch (older veRL)")
+	f.IntVar(&o.N, "n", o.N, "contexts sampled per task (rollout.n)")
+	f.IntVar(&o.Epochs, "epochs", o.Epochs, "training epochs")
+	f.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "tasks per step; 0 = min(32, training tasks)")
+	f.Float64Var(&o.LR, "lr", o.LR, "actor learning rate")
+	f.IntVar(&o.GPUs, "gpus", o.GPUs, "GPUs per node")
+	f.IntVar(&o.Nodes, "nodes", o.Nodes, "nodes")
+	f.IntVar(&o.TP, "tp", o.TP, "vLLM tensor parallel size of the rollouts")
+	f.IntVar(&o.MaxPromptLen, "max-prompt-length", o.MaxPromptLen, "prompt tokens; longer prompts are filtered out")
+	f.IntVar(&o.MaxResponseLen, "max-response-length", o.MaxResponseLen, "tokens of a generated context")
+	f.StringVar(&o.DataSource, "data-source", o.DataSource, "data_source of every row")
+	f.StringVar(&o.Project, "project", o.Project, "trainer.project_name")
+	f.StringVar(&o.Experiment, "experiment", o.Experiment, "trainer.experiment_name")
+	f.StringVar(&o.RayAddress, "ray-address", o.RayAddress, "the Ray dashboard address grpo-ray.sh submits to")
+	pos, err := parseInterleaved(f, args)
+	if err != nil {
+		return err
+	}
+	if err := s.check(pos, "local", "ray"); err != nil {
+		return err
+	}
+	if (data == "") == (from == "") {
+		return usagef("train grpo: give the tasks with exactly one of --data REFLECT.jsonl or --from URI")
+	}
+	if o.Model == "" {
+		return usagef("train grpo: --model is required: the SFT checkpoint (e.g. DIR/saves/cam-sft of train sft)")
+	}
+	if err := o.Validate(); err != nil {
+		return usagef("train %v", err)
+	}
+	cam, camName, err := camPrompter(s.cmd, s.configPath, s.cam, getenv)
+	if err != nil {
+		return err
+	}
+	var exs []trainer.Example
+	source := data
+	if data != "" {
+		recs, _, err := trainer.ReadRecords(data)
+		if err != nil {
+			return usagef("train grpo: --data: %v", err)
+		}
+		exs = trainer.RecordExamples(recs)
+	} else {
+		source = replay.Redact(from)
+		b, err := readBuffer(ctx, s.cmd, from)
+		if err != nil {
+			return err
+		}
+		for _, t := range b.Tasks() {
+			if t.ID != "" && strings.TrimSpace(t.Text) != "" {
+				exs = append(exs, trainer.Example{TaskID: t.ID, Task: t.Text})
+			}
+		}
+	}
+	if len(exs) == 0 {
+		return fmt.Errorf("train grpo: %s holds no task with an id and a text", source)
+	}
+	o.Out, o.Prompter, o.Val, o.Seed = s.out, cam, s.val, s.seed
+	w, err := trainer.WriteGRPO(exs, o)
+	if err != nil {
+		return stageError(s.cmd, err)
+	}
+	fmt.Fprintf(stdout, "grpo: %d tasks to train on, %d to validate on (--val %g, --seed %d), from %s\n", w.TrainTasks, w.ValTasks, s.val, s.seed, source)
+	fmt.Fprintf(stdout, "  rewards: reward.py posts each generated context to %s/v1/rollouts (set rollouts.runner in camproxy's config)\n", o.RolloutURL)
+	return finishStage(ctx, s, w, "grpo", camName, cam, stdout, stderr)
+}
+
+func trainDPO(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
+	s := stageArgs{cmd: "train dpo"}
+	r := trainer.DefaultDPORecipe()
+	var from, jobPath string
+	var po trainer.PairOptions
+	f := newFlagSet(s.cmd, stderr)
+	s.register(f)
+	f.StringVar(&from, "from", defaultReplayURI, "replay URI to read (file://, redis://, s3://)")
+	f.Float64Var(&po.MinMargin, "min-margin", 0, "a pair needs mean rewards further apart than this")
+	f.IntVar(&po.MaxPerTask, "max-pairs-per-task", 0, "most pairs per task, widest margins first; 0 = all")
+	f.IntVar(&po.MinRuns, "min-runs", 1, "rewarded runs a context needs before its mean reward counts")
+	f.BoolVar(&po.IncludeNone, "include-baseline", false, "let a run without a context (the baseline arm) be the rejected side")
+	f.StringVar(&jobPath, "job-path", "", "--out's path inside the --pvc claim (default its root)")
+	recipeFlags(f, &r, "dpo")
+	pos, err := parseInterleaved(f, args)
+	if err != nil {
+		return err
+	}
+	if err := s.check(pos, "local"); err != nil {
+		return err
+	}
+	if po.MinMargin < 0 || po.MaxPerTask < 0 || po.MinRuns < 1 {
+		return usagef("train dpo: --min-margin and --max-pairs-per-task must be 0 or more, --min-runs 1 or more")
+	}
+	if err := r.Validate("dpo"); err != nil {
+		return usagef("train dpo: %v", err)
+	}
+	cam, camName, err := camPrompter(s.cmd, s.configPath, s.cam, getenv)
+	if err != nil {
+		return err
+	}
+	b, err := readBuffer(ctx, s.cmd, from)
+	if err != nil {
+		return err
+	}
+	pairs, st := trainer.Pairs(b.Tasks(), po)
+	counts := fmt.Sprintf("%d tasks, %d distinct contexts with rewarded runs; %d context pairs tied within --min-margin, %d capped, %d runs unrewarded, %d rewarded runs without a context",
+		st.Tasks, st.Contexts, st.Ties, st.Capped, st.Unrewarded, st.NoContext)
+	if len(pairs) == 0 {
+		return fmt.Errorf("train dpo: no preference pair in %s: no task has two contexts with different rewards (%s)", replay.Redact(from), counts)
+	}
+	w, err := trainer.WriteDPO(pairs, trainer.LFOptions{Out: s.out, Prompter: cam, Val: s.val, Seed: s.seed, Recipe: r, JobPath: jobPath})
+	if err != nil {
+		return stageError(s.cmd, err)
+	}
+	fmt.Fprintf(stdout, "dpo: %d pairs over %d tasks to train on, %d over %d tasks to validate on (--val %g, --seed %d)\n  %s\n",
+		w.Train, w.TrainTasks, w.Val, w.ValTasks, s.val, s.seed, counts)
+	return finishStage(ctx, s, w, "dpo", camName, cam, stdout, stderr)
+}
+
+func stageError(cmd string, err error) error {
+	if errors.Is(err, trainer.ErrOutNotDir) {
+		return usagef("%s: --out %v", cmd, err)
+	}
+	return fmt.Errorf("%s: %w", cmd, err)
+}
+
+// finishStage lists what was written and either prints how to run it or, with
+// --launch, runs it and exits with its status.
+func finishStage(ctx context.Context, s stageArgs, w *trainer.Written, stage, camName string, cam *augment.CAM, stdout, stderr io.Writer) error {
+	fmt.Fprintf(stdout, "  CAM prompt: augmenter %q, version %s (the prompt camproxy serves with)\n", camName, cam.Version())
+	fmt.Fprintf(stdout, "  wrote %s: %s\n", w.Dir, strings.Join(w.Files, ", "))
+	argv, tool := w.Command, stage
+	if s.launch == "ray" {
+		argv, tool = w.RayCommand, "grpo-ray"
+	}
+	if s.launch == "" {
+		fmt.Fprintf(stdout, "to train: cd %s && %s", w.Dir, strings.Join(w.Command, " "))
+		if slices.Contains(w.Files, "job.yaml") {
+			fmt.Fprintf(stdout, "   (on Kubernetes: kubectl apply -f %s)", filepath.Join(w.Dir, "job.yaml"))
+		}
+		if w.RayCommand != nil {
+			fmt.Fprintf(stdout, "   (on a Ray cluster: %s)", strings.Join(w.RayCommand, " "))
+		}
+		fmt.Fprintln(stdout, "; or add --launch local")
+		return nil
+	}
+	if err := trainer.CheckTool(ctx, tool); err != nil {
+		return fmt.Errorf("%s --launch %s: %w; the files are written: run `cd %s && %s` where it is installed", s.cmd, s.launch, err, w.Dir, strings.Join(argv, " "))
+	}
+	fmt.Fprintf(stderr, "%s: running %s in %s\n", s.cmd, strings.Join(argv, " "), w.Dir)
+	start := time.Now()
+	err := trainer.Launch(ctx, w.Dir, argv, stdout, stderr)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return &exitStatus{code: ee.ExitCode(), msg: fmt.Sprintf("%s: %s failed after %s: %v", s.cmd, strings.Join(argv, " "), time.Since(start).Round(time.Second), ee)}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.cmd, err)
+	}
+	fmt.Fprintf(stderr, "%s: %s finished in %s\n", s.cmd, strings.Join(argv, " "), time.Since(start).Round(time.Second))
+	return nil
+}
