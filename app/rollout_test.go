@@ -30,6 +30,8 @@ type harness struct {
 	env   atomic.Pointer[env] // set once camproxy runs (it needs the harness's URL first)
 	delay atomic.Int64        // time.Duration an agent run takes
 	mute  atomic.Bool         // accept jobs and never report
+
+	inflight, peak atomic.Int64 // agent runs under way, and the most at once
 }
 
 func newHarness(t *testing.T) *harness {
@@ -48,6 +50,10 @@ func newHarness(t *testing.T) *harness {
 }
 
 func (h *harness) run(t *testing.T, job gjson.Result) {
+	n := h.inflight.Add(1)
+	defer h.inflight.Add(-1)
+	for p := h.peak.Load(); n > p && !h.peak.CompareAndSwap(p, n); p = h.peak.Load() {
+	}
 	time.Sleep(time.Duration(h.delay.Load()))
 	e := h.env.Load()
 	a := newAgent(job.Get("task").String(), true)
