@@ -133,7 +133,7 @@ func TestTrainReflectUsage(t *testing.T) {
 	}{
 		{[]string{"train"}, "want a subcommand: reflect"},
 		{[]string{"train", "distill"}, `unknown subcommand "distill"`},
-		{[]string{"train", "sft"}, "not available yet"},
+		{[]string{"train", "sft"}, "--out is required"},
 		{[]string{"train", "reflect", "--model", "openai/x"}, "--out is required"},
 		{[]string{"train", "reflect", "--out", out}, "--model is required"},
 		{[]string{"train", "reflect", "--out", out, "--model", "gpt-4o"}, "want openai/NAME or bedrock/MODEL_ID"},
