@@ -22,6 +22,9 @@ import (
 type Check struct {
 	Name string
 	Fn   func(ctx context.Context) error
+	// Degraded: a failure is reported but the instance stays ready (a dependency
+	// with a local fallback).
+	Degraded bool
 }
 
 // Options are the control plane's dependencies.
@@ -58,15 +61,23 @@ func New(o Options) http.Handler {
 	r.Get("/readyz", func(w http.ResponseWriter, req *http.Request) {
 		ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
 		defer cancel()
-		failed := map[string]string{}
+		failed, degraded := map[string]string{}, map[string]string{}
 		for _, c := range o.Ready {
 			if err := c.Fn(ctx); err != nil {
-				failed[c.Name] = err.Error()
+				if c.Degraded {
+					degraded[c.Name] = err.Error()
+				} else {
+					failed[c.Name] = err.Error()
+				}
 			}
 		}
 		if len(failed) > 0 {
-			o.Logger.Warn("not ready", "failed", failed)
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "failed": failed})
+			o.Logger.Warn("not ready", "failed", failed, "degraded", degraded)
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "failed": failed, "degraded": degraded})
+			return
+		}
+		if len(degraded) > 0 {
+			writeJSON(w, http.StatusOK, map[string]any{"status": "degraded", "degraded": degraded})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

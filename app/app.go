@@ -64,6 +64,9 @@ type Options struct {
 	Logger    *slog.Logger
 	Transport http.RoundTripper // upstream transport; nil = proxy.NewTransport
 	Recorder  proxy.Recorder
+	// StoreCooldown is how long a failed Redis is skipped by the episode store
+	// (0 = episode.DefaultCooldown); tests shorten it.
+	StoreCooldown time.Duration
 }
 
 // New builds a camproxy from a validated config.
@@ -105,7 +108,19 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		if err != nil {
 			return nil, fmt.Errorf("episodes.redis_url: %w", err)
 		}
-		a.Episodes = episode.NewRedis(rdb, cfg.Episodes.IdleTimeout)
+		// Redis down or killed: serve on a local copy, pick Redis up again when it answers.
+		up := a.Metrics.DependencyUp.WithLabelValues("episodes")
+		up.Set(1)
+		a.Episodes = episode.NewFallback(episode.NewRedis(rdb, cfg.Episodes.IdleTimeout), episode.NewMemory(cfg.Episodes.IdleTimeout, nil),
+			o.StoreCooldown, nil, func(ok bool, err error) {
+				if ok {
+					up.Set(1)
+					log.Info("episode store: Redis is back; episodes are shared again")
+					return
+				}
+				up.Set(0)
+				log.Error("episode store: Redis failed; serving episodes from this instance's memory until it is back", "err", err)
+			})
 	default:
 		a.Episodes = episode.NewMemory(cfg.Episodes.IdleTimeout, nil)
 	}
@@ -128,10 +143,11 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	a.activate(run)
 
 	checks := []admin.Check{{Name: "config", Fn: func(context.Context) error { return nil }},
-		{Name: "episodes", Fn: a.Episodes.Ping},
 		{Name: "replay", Fn: func(context.Context) error { return dirWritable(cfg.Replay.SpoolDir) }}}
+	// Redis is shared state with a local fallback: its loss degrades camproxy but
+	// must not take the instance out of service.
 	for i, rdb := range a.redis {
-		checks = append(checks, admin.Check{Name: fmt.Sprintf("redis-%d", i), Fn: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
+		checks = append(checks, admin.Check{Name: fmt.Sprintf("redis-%d", i), Degraded: true, Fn: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	}
 	a.admin = &http.Server{
 		Handler: admin.New(admin.Options{Logger: log, Gatherer: reg, Metrics: a.Metrics, Ready: checks,

@@ -22,7 +22,7 @@ import (
 // within the augment deadline (+50 ms), and repeated failures open the breaker.
 func TestCAMFailsOpen(t *testing.T) {
 	const deadline = 400 * time.Millisecond // testConfig's augmenter timeout
-	for _, mode := range []string{testkit.CAMHang, testkit.CAM500, testkit.CAMGarbage, testkit.CAMEmpty} {
+	for _, mode := range []string{testkit.CAMHang, testkit.CAM500, testkit.CAMGarbage, testkit.CAMEmpty, testkit.CAMHuge} {
 		t.Run(mode, func(t *testing.T) {
 			e := newEnv(t, nil)
 			e.cam.SetMode(mode)

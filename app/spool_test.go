@@ -3,63 +3,13 @@ package app
 import (
 	"context"
 	"fmt"
-	"net"
-	"os/exec"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/replay"
 )
-
-// privateRedis runs a redis-server of the test's own on a free port, so the test can
-// stop and restart it without disturbing the shared one.
-type privateRedis struct {
-	t    *testing.T
-	port int
-	cmd  *exec.Cmd
-}
-
-func startPrivateRedis(t *testing.T, port int) *privateRedis {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server not installed; `make test` installs it")
-	}
-	if port == 0 {
-		l, _ := net.Listen("tcp", "127.0.0.1:0")
-		port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-	}
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := &privateRedis{t: t, port: port, cmd: cmd}
-	t.Cleanup(r.stop)
-	rdb := redis.NewClient(&redis.Options{Addr: r.addr()})
-	defer rdb.Close()
-	for range 100 {
-		if rdb.Ping(context.Background()).Err() == nil {
-			return r
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("private redis did not start")
-	return nil
-}
-
-func (r *privateRedis) addr() string { return fmt.Sprintf("127.0.0.1:%d", r.port) }
-
-func (r *privateRedis) stop() {
-	if r.cmd.Process != nil && r.cmd.ProcessState == nil {
-		_ = r.cmd.Process.Kill()
-		_ = r.cmd.Wait()
-	}
-}
 
 func eventIDs(t *testing.T, uri string) map[string]bool {
 	t.Helper()
@@ -94,11 +44,11 @@ func eventIDs(t *testing.T, uri string) map[string]bool {
 // writes lose nothing. Redis's events spool and arrive once it is back, in the same
 // process; S3's events are still spooled at shutdown and the next process delivers them.
 func TestSinksDownLoseNothing(t *testing.T) {
-	pr := startPrivateRedis(t, 0)
+	pr := testkit.StartRedis(t)
 	s3 := newS3(t, "AKIDTEST", "secret")
 	dir := t.TempDir()
 	fileURI := "file://" + dir + "/replay"
-	redisURI := "redis://" + pr.addr() + "/0?stream=camproxy:replay"
+	redisURI := "redis://" + pr.Addr + "/0?stream=camproxy:replay"
 	s3URI := "s3://replay/buf?region=us-east-1&endpoint=" + s3.URL
 	mutate := func(c *config.Config) {
 		c.Replay.Sinks = []string{fileURI, redisURI, s3URI}
@@ -106,7 +56,7 @@ func TestSinksDownLoseNothing(t *testing.T) {
 	}
 	e := newEnv(t, mutate)
 
-	pr.stop()
+	pr.Kill()
 	s3.Refuse(true)
 	for i := range 10 {
 		a := newAgent(fmt.Sprintf("Task %d while sinks are down", i), false)
@@ -118,7 +68,7 @@ func TestSinksDownLoseNothing(t *testing.T) {
 	if !waitFor(func() bool { return spooled(redisURI) > 0 }) {
 		t.Fatalf("redis down but nothing spooled: %v", e.app.Recorder.Spooled())
 	}
-	pr = startPrivateRedis(t, pr.port)
+	pr.Start()
 	deadline := time.Now().Add(10 * time.Second)
 	for spooled(redisURI) > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)

@@ -2,6 +2,8 @@ package augment
 
 import (
 	"context"
+	"errors"
+	"io"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -15,6 +17,61 @@ import (
 
 // taskPlaceholder is replaced by the task text in CAMOptions.UserTemplate.
 const taskPlaceholder = "{{task}}"
+
+// MaxAnswerBytes bounds a CAM's HTTP answer: a runaway or hostile server must not
+// fill memory or splice megabytes into every agent call. A compliant answer of
+// max_tokens tokens is far below it.
+const MaxAnswerBytes = 1 << 20
+
+// ErrAnswerTooLarge is the failure of a CAM answer over MaxAnswerBytes (fail-open).
+var ErrAnswerTooLarge = errors.New("answer over the size limit")
+
+// limitTransport fails the read of a response body past max bytes.
+type limitTransport struct {
+	base http.RoundTripper
+	max  int64
+}
+
+func (t limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	if resp.ContentLength > t.max {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w: Content-Length %d > %d", ErrAnswerTooLarge, resp.ContentLength, t.max)
+	}
+	resp.Body = &limitedBody{rc: resp.Body, left: t.max}
+	return resp, nil
+}
+
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more tells a body of exactly the limit from a longer one.
+		var one [1]byte
+		if n, _ := b.rc.Read(one[:]); n > 0 {
+			return 0, ErrAnswerTooLarge
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
 
 // placeholderKey stands in for an empty API key: vLLM ignores the key, but the
 // client would otherwise send an empty bearer token.
@@ -65,6 +122,9 @@ func NewCAM(o CAMOptions, hc *http.Client) (*CAM, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
+	limited := *hc
+	limited.Transport = limitTransport{base: hc.Transport, max: MaxAnswerBytes}
+	hc = &limited
 	key := o.APIKey
 	if key == "" {
 		key = placeholderKey

@@ -23,6 +23,7 @@ type Metrics struct {
 	ReplayQueue     prometheus.Gauge
 	ReplaySpooled   *prometheus.GaugeVec   // sink: events waiting in the local spool
 	Tokens          *prometheus.CounterVec // arm, direction
+	DependencyUp    *prometheus.GaugeVec   // dependency: 1 in use, 0 down (serving on the local fallback)
 }
 
 // latencyBuckets spans 100µs to ~100s: gateway overhead up to long generations.
@@ -55,6 +56,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Sum of the current rewards of rewarded episodes, by arm."}, []string{"arm"}),
 		ReplayEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "replay_events_total",
 			Help: "Replay events by type, sink and result."}, []string{"type", "sink", "result"}),
+		DependencyUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "dependency_up",
+			Help: "Shared dependencies in use (1) or down with camproxy serving on its local fallback (0)."}, []string{"dependency"}),
 		ReplayQueue: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "replay_queue_depth",
 			Help: "Replay events waiting in the in-memory queue."}),
 		ReplaySpooled: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "replay_spooled_events",
@@ -63,6 +66,6 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Tokens reported by upstreams, by arm and direction (input, output)."}, []string{"arm", "direction"}),
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamTTFB, m.Context, m.AugmentDuration, m.ContextDuration, m.ArmWeight, m.BreakerState,
-		m.Episodes, m.Rewards, m.RewardSum, m.ReplayEvents, m.ReplayQueue, m.ReplaySpooled, m.Tokens)
+		m.Episodes, m.Rewards, m.RewardSum, m.ReplayEvents, m.ReplayQueue, m.ReplaySpooled, m.Tokens, m.DependencyUp)
 	return m
 }

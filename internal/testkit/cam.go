@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ const (
 	CAMGarbage = "garbage" // answers 200 with a body that is not JSON
 	CAMEmpty   = "empty"   // answers 200 with empty content
 	CAMThink   = "think"   // wraps the context in a <think> block first
+	CAMHuge    = "huge"    // answers 200 with a 10 MB context
 )
 
 // CAM is a scripted context augmentation model: an OpenAI-compatible chat server.
@@ -103,6 +105,8 @@ func (c *CAM) serve(w http.ResponseWriter, r *http.Request) {
 	switch mode {
 	case CAMEmpty:
 		content = "  "
+	case CAMHuge:
+		content = strings.Repeat("guidance ", 10<<20/9) // a 10 MB answer
 	case CAMThink:
 		content = "<think>let me reason about " + task + "</think>\n" + content
 	}

@@ -53,6 +53,11 @@ type Upstream struct {
 	// HangAfter > 0: after writing that many SSE events, stop sending and wait until the
 	// caller goes away (a model that stalls mid-answer).
 	HangAfter int
+	// ResetAfter > 0: after writing that many SSE events, drop the connection without
+	// ending the response (a crash or a reset mid-stream).
+	ResetAfter int
+	// Drip > 0: write a non-streaming answer one byte at a time, Drip apart.
+	Drip time.Duration
 
 	mu                sync.Mutex
 	callLog[Captured] // Requests, Last, CancelledCount, Cancelled
@@ -172,7 +177,27 @@ func (u *Upstream) chat(w http.ResponseWriter, r *http.Request, body []byte) {
 		"usage":   map[string]any{"prompt_tokens": len(body) / 4, "completion_tokens": 7, "total_tokens": len(body)/4 + 7},
 	})
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(out)
+	u.mu.Lock()
+	drip := u.Drip
+	u.mu.Unlock()
+	if drip <= 0 {
+		_, _ = w.Write(out)
+		return
+	}
+	w.Header().Set("Content-Length", fmt.Sprint(len(out)))
+	for i := range out {
+		if _, err := w.Write(out[i : i+1]); err != nil {
+			u.noteCancel()
+			return
+		}
+		w.(http.Flusher).Flush()
+		select {
+		case <-time.After(drip):
+		case <-r.Context().Done():
+			u.noteCancel()
+			return
+		}
+	}
 }
 
 // StreamEvents renders a reply as the SSE data payloads OpenAI sends, in order.
@@ -225,7 +250,7 @@ func splitKeep(s string) []string {
 
 func (u *Upstream) stream(w http.ResponseWriter, r *http.Request, model string, rep Reply, usage bool) {
 	u.mu.Lock()
-	beforeChunk, hangAfter := u.BeforeChunk, u.HangAfter
+	beforeChunk, hangAfter, resetAfter := u.BeforeChunk, u.HangAfter, u.ResetAfter
 	u.mu.Unlock()
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -249,6 +274,9 @@ func (u *Upstream) stream(w http.ResponseWriter, r *http.Request, model string, 
 			return
 		}
 		fl.Flush()
+		if resetAfter > 0 && i+1 == resetAfter {
+			panic(http.ErrAbortHandler) // net/http closes the connection mid-body
+		}
 		if hangAfter > 0 && i+1 == hangAfter {
 			select {
 			case <-r.Context().Done():
