@@ -2,12 +2,12 @@ package augment
 
 import (
 	"context"
-	"errors"
-	"io"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
