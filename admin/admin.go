@@ -38,6 +38,8 @@ type Options struct {
 	// Reward, if set, sees every reward and the one it replaces (adaptive allocation).
 	Reward   func(ctx context.Context, arm string, reward float64, previous *float64)
 	Rollouts RolloutOptions
+	// Token, if set, is required on every endpoint but /healthz, /readyz and /metrics.
+	Token string
 }
 
 type api struct {
@@ -50,6 +52,9 @@ func New(o Options) http.Handler {
 	a := &api{o: o, rollouts: newRollouts(o.Rollouts)}
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
+	if o.Token != "" {
+		r.Use(requireToken(o.Token))
+	}
 	if o.Episodes != nil {
 		r.Post("/v1/feedback", a.feedback)
 		r.Get("/v1/episodes/{id}", a.episodeInfo)

@@ -151,7 +151,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	}
 	a.admin = &http.Server{
 		Handler: admin.New(admin.Options{Logger: log, Gatherer: reg, Metrics: a.Metrics, Ready: checks,
-			Episodes: a.Episodes, Record: a.record, Reward: a.observeReward,
+			Episodes: a.Episodes, Record: a.record, Reward: a.observeReward, Token: cfg.Admin.Token,
 			Rollouts: admin.RolloutOptions{Runner: cfg.Rollouts.Runner, MaxInFlight: cfg.Rollouts.MaxInFlight, DefaultTimeout: cfg.Rollouts.DefaultTimeout}}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}

@@ -23,6 +23,14 @@ type Config struct {
 	Episodes   Episodes             `yaml:"episodes"`
 	Replay     Replay               `yaml:"replay"`
 	Rollouts   Rollouts             `yaml:"rollouts"`
+	Admin      Admin                `yaml:"admin"`
+}
+
+// Admin secures the admin plane.
+type Admin struct {
+	// Token, when set, is required (Authorization: Bearer TOKEN) on every admin
+	// endpoint but /healthz, /readyz and /metrics. Use ${ENV} to keep it out of the file.
+	Token string `yaml:"token"`
 }
 
 // Rollouts is the bridge that turns "run the agent with this context" into a reward.

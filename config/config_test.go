@@ -316,6 +316,7 @@ func TestBadConfig(t *testing.T) {
 		{"scalar top level", "5", "", "mapping"},
 		{"duplicate key", "server:\n  listen: ':1'\n  listen: ':2'\n", "server.listen", "duplicate"},
 		{"upstream relative url", "upstreams: {openai: {base_url: '/v1'}}", "upstreams.openai.base_url", "http"},
+		{"short admin token", "admin: {token: short}", "admin.token", "at least 16"},
 		{"upstream ftp url", "upstreams: {anthropic: {base_url: 'ftp://x'}}", "upstreams.anthropic.base_url", "http"},
 		{"upstream no host", "upstreams: {openai: {base_url: 'http://'}}", "upstreams.openai.base_url", "host"},
 		{"upstream timeout", "upstreams: {openai: {first_byte_timeout: 0s}}", "upstreams.openai.first_byte_timeout", ""},
@@ -575,6 +576,7 @@ func TestEffectiveRedisURL(t *testing.T) {
 func TestRedacted(t *testing.T) {
 	orig := fullConfig()
 	before := fullConfig()
+	orig.Admin.Token, before.Admin.Token = "admin-token-0123456789", "admin-token-0123456789"
 	r := orig.Redacted()
 	if !reflect.DeepEqual(orig, before) {
 		t.Fatal("Redacted changed the original")
@@ -590,6 +592,7 @@ func TestRedacted(t *testing.T) {
 		{"redis sink", r.Replay.Sinks[1], "redis://:****@redis.internal:6379/0?stream=camproxy:replay"},
 		{"file sink", r.Replay.Sinks[0], "file:///var/lib/camproxy/replay"},
 		{"base_url", r.Upstreams.OpenAI.BaseURL, "https://openai.example.com"},
+		{"admin token", r.Admin.Token, "****"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

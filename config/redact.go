@@ -24,6 +24,7 @@ func (c *Config) Redacted() *Config {
 		a.Embeddings.BaseURL = redactURL(a.Embeddings.BaseURL)
 		r.Augmenters[name] = a
 	}
+	r.Admin.Token = maskSecret(r.Admin.Token)
 	r.Cache.RedisURL = redactURL(r.Cache.RedisURL)
 	r.Episodes.RedisURL = redactURL(r.Episodes.RedisURL)
 	for i, sink := range r.Replay.Sinks {

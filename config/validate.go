@@ -56,6 +56,10 @@ func (c *Config) validate() []error {
 	c.Episodes.check(&p, c.Cache)
 	c.Replay.check(&p)
 	c.Rollouts.check(&p)
+	// mask is what Redacted leaves: a printed config still validates.
+	if t := c.Admin.Token; t != "" && t != mask && (len(t) < 16 || strings.TrimSpace(t) != t) {
+		p.add("admin.token", "must be at least 16 characters without surrounding spaces (got %d characters)", len(t))
+	}
 	return p
 }
 
