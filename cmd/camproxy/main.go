@@ -74,6 +74,9 @@ Usage:
   camproxy train dpo [--from URI] --out DIR [--launch local] …
                                    preference pairs from runs whose contexts earned different rewards
                                    (train and serve share one CAM prompt: --config/--cam pick it)
+  camproxy inject serve --listen ADDR [--tls-cert FILE --tls-key FILE] [--image IMAGE] [--arms A,B] …
+                                   the Kubernetes sidecar injector (mutating webhook, path /mutate);
+                                   without a pair it makes a self-signed one (inject serve -h lists every flag)
   camproxy version                 print the version
 
 Replay URIs: file:///path/dir (default file://./camproxy-data/replay),
@@ -95,6 +98,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return reportCmd(ctx, args[1:], stdout, stderr)
 	case "train":
 		return trainCmd(ctx, args[1:], stdout, stderr, getenv)
+	case "inject":
+		return injectCmd(ctx, args[1:], stderr, getenv)
 	case "version", "--version":
 		fmt.Fprintln(stdout, versionString())
 		return nil

@@ -1,0 +1,653 @@
+package inject
+
+import (
+	"encoding/json"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/camproxy/camproxy/config"
+)
+
+// The Prometheus Operator and cert-manager kinds are CRDs: they decode into these
+// local structs, which hold every field the manifests may use.
+type (
+	monitorEndpoint struct {
+		Port     string `json:"port"`
+		Path     string `json:"path"`
+		Interval string `json:"interval"`
+	}
+	monitorNamespaces struct {
+		Any        bool     `json:"any,omitempty"`
+		MatchNames []string `json:"matchNames,omitempty"`
+	}
+	serviceMonitor struct {
+		metav1.TypeMeta   `json:",inline"`
+		metav1.ObjectMeta `json:"metadata"`
+		Spec              struct {
+			Selector          metav1.LabelSelector `json:"selector"`
+			NamespaceSelector *monitorNamespaces   `json:"namespaceSelector,omitempty"`
+			Endpoints         []monitorEndpoint    `json:"endpoints"`
+		} `json:"spec"`
+	}
+	podMonitor struct {
+		metav1.TypeMeta   `json:",inline"`
+		metav1.ObjectMeta `json:"metadata"`
+		Spec              struct {
+			Selector            metav1.LabelSelector `json:"selector"`
+			NamespaceSelector   *monitorNamespaces   `json:"namespaceSelector,omitempty"`
+			PodMetricsEndpoints []monitorEndpoint    `json:"podMetricsEndpoints"`
+		} `json:"spec"`
+	}
+	certificate struct {
+		metav1.TypeMeta   `json:",inline"`
+		metav1.ObjectMeta `json:"metadata"`
+		Spec              struct {
+			SecretName string   `json:"secretName"`
+			DNSNames   []string `json:"dnsNames"`
+			IssuerRef  struct {
+				Name string `json:"name"`
+				Kind string `json:"kind"`
+			} `json:"issuerRef"`
+			Duration    string `json:"duration"`
+			RenewBefore string `json:"renewBefore"`
+			PrivateKey  struct {
+				Algorithm      string `json:"algorithm"`
+				Size           int    `json:"size"`
+				RotationPolicy string `json:"rotationPolicy"`
+			} `json:"privateKey"`
+		} `json:"spec"`
+	}
+	issuer struct {
+		metav1.TypeMeta   `json:",inline"`
+		metav1.ObjectMeta `json:"metadata"`
+		Spec              struct {
+			SelfSigned *struct{} `json:"selfSigned"`
+		} `json:"spec"`
+	}
+)
+
+// kinds is every kind the manifests may hold, with its Go type; anything else fails.
+var kinds = map[string]func() any{
+	"v1/Namespace":                                    func() any { return &corev1.Namespace{} },
+	"v1/ServiceAccount":                               func() any { return &corev1.ServiceAccount{} },
+	"v1/Service":                                      func() any { return &corev1.Service{} },
+	"v1/ConfigMap":                                    func() any { return &corev1.ConfigMap{} },
+	"apps/v1/Deployment":                              func() any { return &appsv1.Deployment{} },
+	"apps/v1/StatefulSet":                             func() any { return &appsv1.StatefulSet{} },
+	"batch/v1/Job":                                    func() any { return &batchv1.Job{} },
+	"autoscaling/v2/HorizontalPodAutoscaler":          func() any { return &autoscalingv2.HorizontalPodAutoscaler{} },
+	"policy/v1/PodDisruptionBudget":                   func() any { return &policyv1.PodDisruptionBudget{} },
+	"rbac.authorization.k8s.io/v1/ClusterRole":        func() any { return &rbacv1.ClusterRole{} },
+	"rbac.authorization.k8s.io/v1/ClusterRoleBinding": func() any { return &rbacv1.ClusterRoleBinding{} },
+	"admissionregistration.k8s.io/v1/MutatingWebhookConfiguration": func() any {
+		return &admissionregistrationv1.MutatingWebhookConfiguration{}
+	},
+	"monitoring.coreos.com/v1/ServiceMonitor": func() any { return &serviceMonitor{} },
+	"monitoring.coreos.com/v1/PodMonitor":     func() any { return &podMonitor{} },
+	"cert-manager.io/v1/Certificate":          func() any { return &certificate{} },
+	"cert-manager.io/v1/Issuer":               func() any { return &issuer{} },
+}
+
+var clusterScoped = []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
+
+// rendered is one kustomization's output, every object strict-decoded.
+type rendered struct {
+	objs map[string]any // "Kind namespace/name" → typed object
+}
+
+func key(kind, ns, name string) string { return kind + " " + ns + "/" + name }
+
+// render builds deploy/DIR with kustomize's own library, as `kubectl apply -k` does.
+func render(t *testing.T, dir string) *rendered {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	m, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join("..", "deploy", dir))
+	if err != nil {
+		t.Fatalf("kustomize build deploy/%s: %v", dir, err)
+	}
+	r := &rendered{objs: map[string]any{}}
+	for _, res := range m.Resources() {
+		y, err := res.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		gvk := res.GetApiVersion() + "/" + res.GetKind()
+		newObj, ok := kinds[gvk]
+		if !ok {
+			t.Errorf("deploy/%s: %s %s: a kind this test does not know", dir, gvk, res.GetName())
+			continue
+		}
+		obj := newObj()
+		if err := yaml.UnmarshalStrict(y, obj); err != nil {
+			t.Errorf("deploy/%s: %s %s does not strict-decode into %T: %v", dir, gvk, res.GetName(), obj, err)
+			continue
+		}
+		ns := res.GetNamespace()
+		if slices.Contains(clusterScoped, res.GetKind()) != (ns == "") {
+			t.Errorf("deploy/%s: %s %s: namespace %q", dir, res.GetKind(), res.GetName(), ns)
+		}
+		r.objs[key(res.GetKind(), ns, res.GetName())] = obj
+	}
+	return r
+}
+
+func get[T any](t *testing.T, r *rendered, kind, ns, name string) *T {
+	t.Helper()
+	o, ok := r.objs[key(kind, ns, name)].(*T)
+	if !ok {
+		t.Fatalf("no %s %s/%s rendered", kind, ns, name)
+	}
+	return o
+}
+
+func all[T any](r *rendered) []*T {
+	var out []*T
+	for _, k := range slices.Sorted(mapKeys(r.objs)) {
+		if o, ok := r.objs[k].(*T); ok {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// workload is a Deployment or StatefulSet: its namespace, name and pod template.
+type workload struct {
+	ns, name string
+	replicas int32
+	pod      *corev1.PodTemplateSpec
+}
+
+func workloads(r *rendered) []workload {
+	var out []workload
+	rep := func(p *int32) int32 {
+		if p == nil {
+			return 1
+		}
+		return *p
+	}
+	for _, d := range all[appsv1.Deployment](r) {
+		out = append(out, workload{d.Namespace, d.Name, rep(d.Spec.Replicas), &d.Spec.Template})
+	}
+	for _, s := range all[appsv1.StatefulSet](r) {
+		out = append(out, workload{s.Namespace, s.Name, rep(s.Spec.Replicas), &s.Spec.Template})
+	}
+	return out
+}
+
+func selects(t *testing.T, sel *metav1.LabelSelector, l map[string]string) bool {
+	t.Helper()
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		t.Fatalf("selector %+v: %v", sel, err)
+	}
+	return !s.Empty() && s.Matches(labels.Set(l))
+}
+
+// flagValue reads --name=value or --name value from args.
+func flagValue(args []string, name string) (string, bool) {
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v, true
+		}
+		if a == "--"+name && i+1 < len(args) {
+			return args[i+1], true
+		}
+	}
+	return "", false
+}
+
+// checkCommon holds for every rendering: references resolve, and camproxy's own
+// containers are locked down and probed.
+func checkCommon(t *testing.T, r *rendered) {
+	ws := workloads(r)
+	for _, s := range all[corev1.Service](r) {
+		if s.Spec.Type == corev1.ServiceTypeExternalName {
+			continue
+		}
+		var w *workload
+		for i := range ws {
+			if ws[i].ns == s.Namespace && selects(t, &metav1.LabelSelector{MatchLabels: s.Spec.Selector}, ws[i].pod.Labels) {
+				w = &ws[i]
+			}
+		}
+		if w == nil {
+			t.Errorf("Service %s/%s selects no workload", s.Namespace, s.Name)
+			continue
+		}
+		for _, p := range s.Spec.Ports {
+			if !slices.ContainsFunc(w.pod.Spec.Containers, func(c corev1.Container) bool {
+				return slices.ContainsFunc(c.Ports, func(cp corev1.ContainerPort) bool {
+					return cp.Name == p.TargetPort.String() || strconv.Itoa(int(cp.ContainerPort)) == p.TargetPort.String()
+				})
+			}) {
+				t.Errorf("Service %s/%s port %s: no container port %s in %s", s.Namespace, s.Name, p.Name, p.TargetPort.String(), w.name)
+			}
+		}
+	}
+	for _, p := range all[policyv1.PodDisruptionBudget](r) {
+		if !slices.ContainsFunc(ws, func(w workload) bool { return w.ns == p.Namespace && selects(t, p.Spec.Selector, w.pod.Labels) }) {
+			t.Errorf("PodDisruptionBudget %s/%s selects no workload", p.Namespace, p.Name)
+		}
+	}
+	for _, h := range all[autoscalingv2.HorizontalPodAutoscaler](r) {
+		get[appsv1.Deployment](t, r, h.Spec.ScaleTargetRef.Kind, h.Namespace, h.Spec.ScaleTargetRef.Name)
+	}
+	for _, w := range ws {
+		if !selects(t, &metav1.LabelSelector{MatchLabels: w.pod.Labels}, w.pod.Labels) {
+			t.Errorf("%s/%s: pod template without labels", w.ns, w.name)
+		}
+		for _, v := range w.pod.Spec.Volumes {
+			if v.ConfigMap != nil {
+				get[corev1.ConfigMap](t, r, "ConfigMap", w.ns, v.ConfigMap.Name)
+			}
+		}
+		for _, c := range w.pod.Spec.Containers {
+			if c.ReadinessProbe == nil || c.LivenessProbe == nil {
+				t.Errorf("%s/%s container %s: no readiness or liveness probe", w.ns, w.name, c.Name)
+			}
+			if !strings.HasPrefix(c.Image, "ghcr.io/camproxy/camproxy:") {
+				continue
+			}
+			ps, cs := w.pod.Spec.SecurityContext, c.SecurityContext
+			if ps == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot || ps.RunAsUser == nil || *ps.RunAsUser != NonRootUID ||
+				cs == nil || !*cs.ReadOnlyRootFilesystem || *cs.AllowPrivilegeEscalation ||
+				!slices.Equal(cs.Capabilities.Drop, []corev1.Capability{"ALL"}) || ps.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("%s/%s container %s is not locked down", w.ns, w.name, c.Name)
+			}
+		}
+	}
+}
+
+// sidecarConfig parses the ConfigMap's config.yaml with the environment a sidecar of
+// the given settings gets from the injector (nil settings: the gateway, no env).
+func sidecarConfig(t *testing.T, cm *corev1.ConfigMap, o Options, s *settings) *config.Config {
+	t.Helper()
+	env := map[string]string{}
+	if s != nil {
+		for _, e := range o.sidecarEnv(*s) {
+			env[e.Name] = e.Value
+		}
+	}
+	cfg, err := config.Parse([]byte(cm.Data[ConfigKey]), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatalf("ConfigMap %s/%s %s: %v", cm.Namespace, cm.Name, ConfigKey, err)
+	}
+	return cfg
+}
+
+// serviceURL checks that u names a rendered Service (svc.ns.svc.cluster.local:port).
+func serviceURL(t *testing.T, r *rendered, what, u string) *corev1.Service {
+	t.Helper()
+	p, err := url.Parse(u)
+	if err != nil {
+		t.Fatalf("%s %q: %v", what, u, err)
+	}
+	host, port, _ := net.SplitHostPort(p.Host)
+	parts := strings.Split(host, ".")
+	if len(parts) != 5 || strings.Join(parts[2:], ".") != "svc.cluster.local" {
+		t.Fatalf("%s %q: want SERVICE.NAMESPACE.svc.cluster.local (sidecars live in other namespaces)", what, u)
+	}
+	s := get[corev1.Service](t, r, "Service", parts[1], parts[0])
+	if !slices.ContainsFunc(s.Spec.Ports, func(sp corev1.ServicePort) bool { return strconv.Itoa(int(sp.Port)) == port }) {
+		t.Errorf("%s %q: Service %s has no port %s", what, u, s.Name, port)
+	}
+	return s
+}
+
+// checkCamproxy checks the base's own contract: the injector and its webhook, the
+// config every sidecar reads, the gateway, Redis and the CAM agree with each other.
+func checkCamproxy(t *testing.T, r *rendered) (injector *appsv1.Deployment, opts Options) {
+	const ns = "camproxy"
+	injector = get[appsv1.Deployment](t, r, "Deployment", ns, "camproxy-injector")
+	pod := injector.Spec.Template
+	c := pod.Spec.Containers[0]
+	if c.Args[0] != "inject" || c.Args[1] != "serve" {
+		t.Fatalf("injector args %v", c.Args)
+	}
+	opts = DefaultOptions("ghcr.io/camproxy/camproxy:test")
+	if v, ok := flagValue(c.Args, "self-label"); ok {
+		opts.SelfLabel = v
+	}
+	selfKey, selfValue, _ := strings.Cut(opts.SelfLabel, "=")
+	if pod.Labels[selfKey] != selfValue {
+		t.Errorf("the injector's pods lack its self label %s: it could inject itself", opts.SelfLabel)
+	}
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "POD_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace"
+	}) {
+		t.Error("the injector does not know its namespace (POD_NAMESPACE)")
+	}
+
+	// The webhook configuration calls this injector, on the paths it serves.
+	mwc := get[admissionregistrationv1.MutatingWebhookConfiguration](t, r, "MutatingWebhookConfiguration", "", "camproxy-injector")
+	if v, _ := flagValue(c.Args, "webhook-config"); v != mwc.Name {
+		t.Errorf("--webhook-config %q, the configuration is %q", v, mwc.Name)
+	}
+	listen, _ := flagValue(c.Args, "listen")
+	_, listenPort, _ := net.SplitHostPort(listen)
+	paths := map[string]bool{}
+	for _, w := range mwc.Webhooks {
+		if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.SideEffects != admissionregistrationv1.SideEffectClassNone {
+			t.Errorf("webhook %s: failurePolicy %s, sideEffects %s", w.Name, *w.FailurePolicy, *w.SideEffects)
+		}
+		if !slices.Contains(w.AdmissionReviewVersions, "v1") || w.TimeoutSeconds == nil || *w.TimeoutSeconds > 10 {
+			t.Errorf("webhook %s: versions %v timeout %v", w.Name, w.AdmissionReviewVersions, w.TimeoutSeconds)
+		}
+		ref := w.ClientConfig.Service
+		svc := get[corev1.Service](t, r, "Service", ref.Namespace, ref.Name)
+		if ref.Namespace != injector.Namespace || !selects(t, &metav1.LabelSelector{MatchLabels: svc.Spec.Selector}, pod.Labels) {
+			t.Errorf("webhook %s calls Service %s/%s, which is not the injector's", w.Name, ref.Namespace, ref.Name)
+		}
+		if v, _ := flagValue(c.Args, "service"); v != ref.Name {
+			t.Errorf("--service %q: the self-signed certificate would not name %s", v, ref.Name)
+		}
+		i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == *ref.Port })
+		if i < 0 {
+			t.Fatalf("webhook %s: Service %s has no port %d", w.Name, svc.Name, *ref.Port)
+		}
+		cp := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == svc.Spec.Ports[i].TargetPort.String() })
+		if cp < 0 || strconv.Itoa(int(c.Ports[cp].ContainerPort)) != listenPort {
+			t.Errorf("webhook %s: Service port %d does not reach --listen %s", w.Name, *ref.Port, listen)
+		}
+		if *ref.Path != PathPod && *ref.Path != PathNamespace {
+			t.Errorf("webhook %s: path %s is not served", w.Name, *ref.Path)
+		}
+		for _, seg := range strings.Split(strings.TrimPrefix(*ref.Path, "/"), "/") {
+			if msgs := validation.IsDNS1123Subdomain(seg); len(msgs) > 0 {
+				t.Errorf("webhook %s: path %s: the apiserver refuses segment %q: %v", w.Name, *ref.Path, seg, msgs)
+			}
+		}
+		paths[*ref.Path] = true
+		if len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
+			!slices.Equal(w.Rules[0].Resources, []string{"pods"}) || !slices.Equal(w.Rules[0].APIGroups, []string{""}) {
+			t.Errorf("webhook %s: rules %+v, want pods CREATE", w.Name, w.Rules)
+		}
+	}
+	if len(paths) != 2 {
+		t.Errorf("webhook paths %v: want both %s and %s", paths, PathPod, PathNamespace)
+	}
+	// Which webhook sees a pod of which namespace: at most one, never the system's
+	// or the injector's own pods.
+	for _, nc := range []struct {
+		labels map[string]string
+		path   string // "" = no webhook
+	}{
+		{map[string]string{"kubernetes.io/metadata.name": "agents", LabelNamespace: NamespaceEnabled}, PathNamespace},
+		{map[string]string{"kubernetes.io/metadata.name": "default"}, PathPod},
+		{map[string]string{"kubernetes.io/metadata.name": "research", LabelNamespace: "disabled"}, PathPod},
+		{map[string]string{"kubernetes.io/metadata.name": "kube-system"}, ""},
+		{map[string]string{"kubernetes.io/metadata.name": injector.Namespace}, ""},
+	} {
+		var got []string
+		for _, w := range mwc.Webhooks {
+			if selects(t, w.NamespaceSelector, nc.labels) && selects(t, w.ObjectSelector, map[string]string{"app": "agent"}) {
+				got = append(got, *w.ClientConfig.Service.Path)
+			}
+			if selects(t, w.ObjectSelector, pod.Labels) {
+				t.Errorf("webhook %s would be called for the injector's own pods", w.Name)
+			}
+		}
+		if want := []string{nc.path}; (nc.path == "" && len(got) != 0) || (nc.path != "" && !slices.Equal(got, want)) {
+			t.Errorf("namespace %v: webhooks %v, want %q", nc.labels, got, nc.path)
+		}
+	}
+
+	// RBAC: get and patch this configuration, nothing else.
+	crb := get[rbacv1.ClusterRoleBinding](t, r, "ClusterRoleBinding", "", "camproxy-injector")
+	if !slices.ContainsFunc(crb.Subjects, func(s rbacv1.Subject) bool {
+		return s.Kind == "ServiceAccount" && s.Name == pod.Spec.ServiceAccountName && s.Namespace == injector.Namespace
+	}) {
+		t.Errorf("ClusterRoleBinding subjects %+v: not the injector's service account %s/%s", crb.Subjects, injector.Namespace, pod.Spec.ServiceAccountName)
+	}
+	get[corev1.ServiceAccount](t, r, "ServiceAccount", injector.Namespace, pod.Spec.ServiceAccountName)
+	role := get[rbacv1.ClusterRole](t, r, crb.RoleRef.Kind, "", crb.RoleRef.Name)
+	if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].ResourceNames, []string{mwc.Name}) ||
+		!slices.Equal(role.Rules[0].Resources, []string{"mutatingwebhookconfigurations"}) ||
+		!slices.Equal(role.Rules[0].Verbs, []string{"get", "patch"}) {
+		t.Errorf("ClusterRole rules %+v", role.Rules)
+	}
+
+	// The config: valid for the gateway and for sidecars, pinned or not; the arms the
+	// injector can pin are the config's; every host is a rendered Service.
+	cm := get[corev1.ConfigMap](t, r, "ConfigMap", ns, "camproxy")
+	if v, _ := flagValue(c.Args, "config-map"); v != cm.Name {
+		t.Errorf("--config-map %q, the ConfigMap is %q", v, cm.Name)
+	}
+	arms, _ := flagValue(c.Args, "arms")
+	opts.Arms = strings.Split(arms, ",")
+	if err := opts.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	gw := sidecarConfig(t, cm, opts, nil)
+	var cfgArms []string
+	for _, a := range gw.Experiment.Arms {
+		cfgArms = append(cfgArms, a.Name)
+	}
+	if !slices.Equal(cfgArms, opts.Arms) {
+		t.Errorf("--arms %v, the config's arms %v", opts.Arms, cfgArms)
+	}
+	if gw.Server.Listen != ":8080" || gw.Server.AdminListen != ":9090" {
+		t.Errorf("gateway listens on %s / %s", gw.Server.Listen, gw.Server.AdminListen)
+	}
+	if gw.Cache.RedisURL == "" || gw.Episodes.Store != config.StoreRedis || len(gw.Replay.Sinks) != 1 || strings.HasPrefix(gw.Replay.Sinks[0], "file:") {
+		t.Errorf("the fleet must share Redis and one replay sink: cache %q episodes %q sinks %v", gw.Cache.RedisURL, gw.Episodes.Store, gw.Replay.Sinks)
+	}
+	for what, u := range map[string]string{"cache.redis_url": gw.Cache.RedisURL, "replay.sinks[0]": gw.Replay.Sinks[0], "augmenters.cam.base_url": gw.Augmenters["cam"].BaseURL} {
+		serviceURL(t, r, what, u)
+	}
+	if strings.HasPrefix(gw.Replay.SpoolDir, "/") {
+		t.Errorf("replay.spool_dir %q: keep it relative, under the working dir (the emptyDir)", gw.Replay.SpoolDir)
+	}
+	for _, arm := range opts.Arms {
+		s, err := opts.readSettings(map[string]string{AnnotationArm: arm, AnnotationExperiment: "pinned-" + arm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := sidecarConfig(t, cm, opts, &s)
+		if sc.Server.Listen != "127.0.0.1:8080" || sc.Server.AdminListen != ":9090" || sc.Experiment.Name != "pinned-"+arm || sc.Experiment.Adaptive.Enabled {
+			t.Errorf("sidecar pinned to %s: listen %s admin %s experiment %s adaptive %v", arm, sc.Server.Listen,
+				sc.Server.AdminListen, sc.Experiment.Name, sc.Experiment.Adaptive.Enabled)
+		}
+		for _, a := range sc.Experiment.Arms {
+			if want := map[bool]float64{true: 1, false: 0}[a.Name == arm]; a.Weight != want {
+				t.Errorf("sidecar pinned to %s: arm %s weight %v, want %v", arm, a.Name, a.Weight, want)
+			}
+		}
+	}
+
+	// The gateway runs that config as the sidecar does.
+	gwd := get[appsv1.Deployment](t, r, "Deployment", ns, "camproxy")
+	gc := gwd.Spec.Template.Spec.Containers[0]
+	if !slices.Equal(gc.Args, []string{"serve", "--config", ConfigDir + "/" + ConfigKey}) || gc.WorkingDir != DataDir {
+		t.Errorf("gateway args %v workingDir %s", gc.Args, gc.WorkingDir)
+	}
+	if gc.ReadinessProbe.HTTPGet.Path != "/readyz" || gc.LivenessProbe.HTTPGet.Path != "/healthz" || gc.ReadinessProbe.HTTPGet.Port.String() != "admin" {
+		t.Errorf("gateway probes")
+	}
+	if s := gwd.Spec.Template.Spec.TerminationGracePeriodSeconds; s == nil || int(*s) <= int(gw.Server.ShutdownGrace.Seconds()) {
+		t.Errorf("gateway terminationGracePeriodSeconds %v: not longer than server.shutdown_grace %s", s, gw.Server.ShutdownGrace)
+	}
+	get[policyv1.PodDisruptionBudget](t, r, "PodDisruptionBudget", ns, "camproxy")
+	get[autoscalingv2.HorizontalPodAutoscaler](t, r, "HorizontalPodAutoscaler", ns, "camproxy")
+
+	// The CAM serves the model the config asks for, on GPUs, with /health probes.
+	cam := get[appsv1.Deployment](t, r, "Deployment", ns, "camproxy-cam")
+	vc := cam.Spec.Template.Spec.Containers[0]
+	if v, _ := flagValue(vc.Args, "served-model-name"); v != gw.Augmenters["cam"].Model || !slices.Equal(vc.Command, []string{"vllm", "serve"}) {
+		t.Errorf("vLLM %v %v: does not serve the model %q", vc.Command, vc.Args, gw.Augmenters["cam"].Model)
+	}
+	if gpu := vc.Resources.Limits["nvidia.com/gpu"]; gpu.Value() < 1 {
+		t.Error("the CAM has no GPU")
+	}
+	for _, p := range []*corev1.Probe{vc.StartupProbe, vc.ReadinessProbe, vc.LivenessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/health" {
+			t.Errorf("vLLM probe %+v: want GET /health", p)
+		}
+	}
+	return injector, opts
+}
+
+func TestDeployBase(t *testing.T) {
+	r := render(t, "base")
+	checkCommon(t, r)
+	injector, _ := checkCamproxy(t, r)
+	if _, ok := flagValue(injector.Spec.Template.Spec.Containers[0].Args, "tls-cert"); ok {
+		t.Error("the base uses a self-signed pair, not a mounted one")
+	}
+	get[appsv1.StatefulSet](t, r, "StatefulSet", "camproxy", "camproxy-redis")
+}
+
+func TestDeployPaper(t *testing.T) {
+	r := render(t, "overlays/paper")
+	checkCommon(t, r)
+	_, opts := checkCamproxy(t, r)
+	cam := get[appsv1.Deployment](t, r, "Deployment", "camproxy", "camproxy-cam")
+	gpu := cam.Spec.Template.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"]
+	if total := int64(*cam.Spec.Replicas) * gpu.Value(); total != 8 {
+		t.Errorf("the CAM has %d GPUs, the paper 8", total)
+	}
+	ns := get[corev1.Namespace](t, r, "Namespace", "", "agents")
+	if ns.Labels[LabelNamespace] != NamespaceEnabled {
+		t.Errorf("namespace agents labels %v: not opted in", ns.Labels)
+	}
+	agentsCM := get[corev1.ConfigMap](t, r, "ConfigMap", "agents", opts.ConfigMap)
+	if gw := get[corev1.ConfigMap](t, r, "ConfigMap", "camproxy", "camproxy"); agentsCM.Data[ConfigKey] != gw.Data[ConfigKey] {
+		t.Error("the sidecars' config differs from the gateway's")
+	}
+	sm := get[serviceMonitor](t, r, "ServiceMonitor", "camproxy", "camproxy")
+	svc := get[corev1.Service](t, r, "Service", "camproxy", "camproxy")
+	if !selects(t, &sm.Spec.Selector, svc.Labels) || !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == sm.Spec.Endpoints[0].Port }) {
+		t.Errorf("ServiceMonitor %+v does not scrape the gateway Service's admin port", sm.Spec)
+	}
+	pm := get[podMonitor](t, r, "PodMonitor", "camproxy", "camproxy-sidecars")
+	side := opts.sidecar(settings{native: true, configMap: "camproxy", port: DefaultPort, adminPort: DefaultAdminPort})
+	if pm.Spec.PodMetricsEndpoints[0].Port != side.Ports[1].Name || pm.Spec.PodMetricsEndpoints[0].Path != "/metrics" || !pm.Spec.NamespaceSelector.Any {
+		t.Errorf("PodMonitor %+v does not scrape the sidecars' %s port in every namespace", pm.Spec, side.Ports[1].Name)
+	}
+}
+
+func TestDeployCertManager(t *testing.T) {
+	r := render(t, "overlays/cert-manager")
+	checkCommon(t, r)
+	injector, _ := checkCamproxy(t, r)
+	c := injector.Spec.Template.Spec.Containers[0]
+	certFile, ok1 := flagValue(c.Args, "tls-cert")
+	keyFile, ok2 := flagValue(c.Args, "tls-key")
+	if !ok1 || !ok2 {
+		t.Fatalf("injector args %v: no mounted pair", c.Args)
+	}
+	cert := get[certificate](t, r, "Certificate", "camproxy", "camproxy-injector")
+	get[issuer](t, r, cert.Spec.IssuerRef.Kind, "camproxy", cert.Spec.IssuerRef.Name)
+	mwc := get[admissionregistrationv1.MutatingWebhookConfiguration](t, r, "MutatingWebhookConfiguration", "", "camproxy-injector")
+	if got := mwc.Annotations["cert-manager.io/inject-ca-from"]; got != cert.Namespace+"/"+cert.Name {
+		t.Errorf("inject-ca-from %q, the Certificate is %s/%s", got, cert.Namespace, cert.Name)
+	}
+	ref := mwc.Webhooks[0].ClientConfig.Service
+	if !slices.Contains(cert.Spec.DNSNames, ref.Name+"."+ref.Namespace+".svc") {
+		t.Errorf("Certificate dnsNames %v: not the name the apiserver calls, %s.%s.svc", cert.Spec.DNSNames, ref.Name, ref.Namespace)
+	}
+	vol := slices.IndexFunc(injector.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.Secret != nil && v.Secret.SecretName == cert.Spec.SecretName
+	})
+	if vol < 0 {
+		t.Fatalf("the injector does not mount the Secret %s", cert.Spec.SecretName)
+	}
+	name := injector.Spec.Template.Spec.Volumes[vol].Name
+	m := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == name })
+	if m < 0 || filepath.Join(c.VolumeMounts[m].MountPath, "tls.crt") != certFile || filepath.Join(c.VolumeMounts[m].MountPath, "tls.key") != keyFile {
+		t.Errorf("--tls-cert %s --tls-key %s are not in the Secret's mount", certFile, keyFile)
+	}
+}
+
+func TestDeployExternalRedis(t *testing.T) {
+	r := render(t, "overlays/external-redis")
+	checkCommon(t, r)
+	checkCamproxy(t, r)
+	if len(all[appsv1.StatefulSet](r)) != 0 {
+		t.Error("the in-cluster Redis is still deployed")
+	}
+	if s := get[corev1.Service](t, r, "Service", "camproxy", "camproxy-redis"); s.Spec.Type != corev1.ServiceTypeExternalName || s.Spec.ExternalName == "" {
+		t.Errorf("camproxy-redis %+v: want an ExternalName alias", s.Spec)
+	}
+}
+
+// TestDeployExampleAgent: the example agent Job decodes, and its pod, created in the
+// opted-in namespace, comes out of the webhook with the sidecar and the base URLs.
+func TestDeployExampleAgent(t *testing.T) {
+	r := render(t, "agents")
+	checkCommon(t, r)
+	ns := get[corev1.Namespace](t, r, "Namespace", "", "agents")
+	b, err := os.ReadFile(filepath.Join("..", "deploy", "agents", "example-job.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job batchv1.Job
+	if err := yaml.UnmarshalStrict(b, &job); err != nil {
+		t.Fatalf("example-job.yaml does not strict-decode into batch/v1 Job: %v", err)
+	}
+	pod := corev1.Pod{ObjectMeta: job.Spec.Template.ObjectMeta, Spec: job.Spec.Template.Spec}
+	pod.APIVersion, pod.Kind, pod.Namespace, pod.GenerateName = "v1", "Pod", ns.Name, job.Name+"-"
+	raw, _ := json.Marshal(pod)
+	mode := PodOptIn
+	if ns.Labels[LabelNamespace] == NamespaceEnabled {
+		mode = NamespaceOptIn
+	}
+	res := testMutator(t).Mutate(raw, mode)
+	if res.Patch == nil {
+		t.Fatalf("not injected: %s", res.Reason)
+	}
+	pb, _ := json.Marshal(res.Patch)
+	p, _ := jsonpatch.DecodePatch(pb)
+	out, err := p.Apply(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strictPod(t, out)
+	agent, _ := find(got.Spec.Containers, "agent")
+	if envMap(agent)["OPENAI_BASE_URL"] != "http://127.0.0.1:8080/v1" {
+		t.Errorf("agent env %v", envMap(agent))
+	}
+	side, ok := find(got.Spec.InitContainers, ContainerName)
+	if !ok || side.RestartPolicy == nil || *side.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Error("the Job's sidecar is not native: the Job would never complete")
+	}
+	if envMap(side)[EnvExperiment] != job.Spec.Template.Annotations[AnnotationExperiment] {
+		t.Errorf("sidecar env %v", envMap(side))
+	}
+	for _, v := range got.Spec.Volumes {
+		if v.Name == ConfigVolume {
+			get[corev1.ConfigMap](t, r, "ConfigMap", ns.Name, v.ConfigMap.Name) // deploy/agents provides it
+		}
+	}
+}
