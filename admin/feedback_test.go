@@ -120,3 +120,22 @@ func FuzzParseFeedback(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseRollout(f *testing.F) {
+	f.Add([]byte(`{"task_id":"7","task":"rebook","context":"check fares","timeout_s":600}`))
+	f.Add([]byte(`{"task_id":42,"timeout_s":1e300}`))
+	f.Add([]byte(`{"task_id":"a\r\nX-Evil: 1"}`))
+	f.Add([]byte(`{"task_id":"x","context":7}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rb, msg := parseRollout(body, time.Minute)
+		if msg != "" {
+			return
+		}
+		if !episode.ValidID(rb.TaskID) {
+			t.Fatalf("accepted task_id %q, which cannot travel as a header", rb.TaskID)
+		}
+		if rb.Timeout <= 0 || rb.Timeout > maxRolloutTimeout {
+			t.Fatalf("accepted timeout %v", rb.Timeout)
+		}
+	})
+}

@@ -74,6 +74,10 @@ type rolloutBody struct {
 	Timeout               time.Duration
 }
 
+// maxRolloutTimeout bounds timeout_s: an agent run of more than a day is a mistake
+// (and a huge number would overflow the duration).
+const maxRolloutTimeout = 24 * time.Hour
+
 func parseRollout(body []byte, def time.Duration) (rolloutBody, string) {
 	var rb rolloutBody
 	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
@@ -90,6 +94,10 @@ func parseRollout(body []byte, def time.Duration) (rolloutBody, string) {
 	if rb.TaskID == "" {
 		return rb, `"task_id" is required (a string or a number)`
 	}
+	if !episode.ValidID(rb.TaskID) {
+		// It travels to the harness as the X-CAM-Task-Id header.
+		return rb, `"task_id" must be 1-128 characters of A-Z a-z 0-9 . _ : -`
+	}
 	for key, dst := range map[string]*string{"task": &rb.Task, "context": &rb.Context} {
 		v := doc.Get(key)
 		if v.Exists() && v.Type != gjson.String {
@@ -99,8 +107,8 @@ func parseRollout(body []byte, def time.Duration) (rolloutBody, string) {
 	}
 	rb.Timeout = def
 	if t := doc.Get("timeout_s"); t.Exists() {
-		if t.Type != gjson.Number || t.Float() <= 0 {
-			return rb, `"timeout_s" must be a number of seconds > 0`
+		if t.Type != gjson.Number || t.Float() <= 0 || t.Float() > maxRolloutTimeout.Seconds() {
+			return rb, fmt.Sprintf(`"timeout_s" must be a number of seconds > 0 and at most %g`, maxRolloutTimeout.Seconds())
 		}
 		rb.Timeout = time.Duration(t.Float() * float64(time.Second))
 	}

@@ -6,14 +6,17 @@ package episode
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/tidwall/gjson"
@@ -78,8 +81,9 @@ func NewID() string {
 func Chain(msgs []protocol.Message) []uint64 {
 	out := make([]uint64, len(msgs))
 	var h uint64
+	var d xxhash.Digest
 	for i := range msgs {
-		h = Extend(h, &msgs[i])
+		h = extend(&d, h, &msgs[i])
 		out[i] = h
 	}
 	return out
@@ -87,7 +91,12 @@ func Chain(msgs []protocol.Message) []uint64 {
 
 // Extend returns the chain hash of a history whose hash is prev followed by m.
 func Extend(prev uint64, m *protocol.Message) uint64 {
-	d := xxhash.New()
+	var d xxhash.Digest
+	return extend(&d, prev, m)
+}
+
+func extend(d *xxhash.Digest, prev uint64, m *protocol.Message) uint64 {
+	d.Reset()
 	var b [8]byte
 	for i := range 8 {
 		b[i] = byte(prev >> (8 * i))
@@ -173,42 +182,94 @@ func canonicalJSON(dst []byte, v gjson.Result) []byte {
 }
 
 // writeCollapsed hashes s with runs of whitespace collapsed to one space (or dropped
-// when dropAll), without copying: runs of other bytes go to the digest as they are.
+// when dropAll). The collapsed text goes to the digest through a stack buffer, in
+// writes of up to its size: one digest write per word would cost more than the hash.
 func writeCollapsed(d *xxhash.Digest, s string, dropAll bool) {
 	s = strings.TrimSpace(s)
-	run := 0 // start of the current run of non-space bytes
+	var buf [1024]byte
+	n := 0
+	space := false
 	for i := 0; i < len(s); {
-		c := s[i]
-		n := 1
-		space := asciiSpace[c]
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			space, n = unicode.IsSpace(r), size
-		}
-		if !space {
-			i += n
-			continue
-		}
-		_, _ = d.WriteString(s[run:i])
-		for i < len(s) {
-			c, n = s[i], 1
-			sp := asciiSpace[c]
-			if c >= utf8.RuneSelf {
-				r, size := utf8.DecodeRuneInString(s[i:])
-				sp, n = unicode.IsSpace(r), size
+		// A run of bytes that are neither ASCII whitespace nor the start of a
+		// multi-byte rune is copied whole.
+		j := i
+		for j < len(s) {
+			if j+8 <= len(s) {
+				// Eight bytes at a time while none is below 0x21 or above 0x7f.
+				w := binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[j:]), 8))
+				if m := ((w-lo8*0x21)&^w | w) & hi8; m == 0 {
+					j += 8
+					continue
+				} else {
+					j += bits.TrailingZeros64(m) >> 3
+				}
 			}
-			if !sp {
+			if c := s[j]; c >= utf8.RuneSelf || asciiSpace[c] {
 				break
 			}
-			i += n
+			j++
 		}
-		if !dropAll {
-			_, _ = d.WriteString(" ")
+		if j > i {
+			if space {
+				if !dropAll {
+					if n == len(buf) {
+						_, _ = d.Write(buf[:n])
+						n = 0
+					}
+					buf[n] = ' '
+					n++
+				}
+				space = false
+			}
+			for run := s[i:j]; len(run) > 0; {
+				if n == len(buf) {
+					_, _ = d.Write(buf[:n])
+					n = 0
+				}
+				c := copy(buf[n:], run)
+				n += c
+				run = run[c:]
+			}
+			i = j
+			continue
 		}
-		run = i
+		c := s[i]
+		if c < utf8.RuneSelf { // ASCII whitespace
+			space = true
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if unicode.IsSpace(r) {
+			space = true
+			i += size
+			continue
+		}
+		if space {
+			if !dropAll {
+				if n == len(buf) {
+					_, _ = d.Write(buf[:n])
+					n = 0
+				}
+				buf[n] = ' '
+				n++
+			}
+			space = false
+		}
+		if n+size > len(buf) {
+			_, _ = d.Write(buf[:n])
+			n = 0
+		}
+		n += copy(buf[n:], s[i:i+size])
+		i += size
 	}
-	_, _ = d.WriteString(s[run:])
+	_, _ = d.Write(buf[:n])
 }
+
+const (
+	lo8 = 0x0101010101010101
+	hi8 = 0x8080808080808080
+)
 
 var asciiSpace = [256]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
 
@@ -236,4 +297,19 @@ func TaskID(task string) string {
 		b[i] = byte(h >> (56 - 8*i))
 	}
 	return "t_" + hex.EncodeToString(b[:])
+}
+
+// ValidID accepts the episode and task ids an agent may send in X-CAM-* headers (and
+// the rollout API passes on as such): 1–128 characters of A-Z a-z 0-9 . _ : -.
+func ValidID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

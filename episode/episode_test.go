@@ -236,3 +236,14 @@ func FuzzChainWhitespace(f *testing.F) {
 		}
 	})
 }
+
+func TestValidID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"ep_123": true, "run-4.task:7": true, "": false, "a b": false, "a\r\nX-Evil: 1": false,
+		"ü": false, string(make([]byte, 129)): false,
+	} {
+		if ValidID(id) != want {
+			t.Errorf("ValidID(%q) = %v", id, !want)
+		}
+	}
+}

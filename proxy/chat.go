@@ -102,7 +102,7 @@ func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, run *Runtime, r p
 	req := r.Parsed()
 	c := &chatCall{s: s, proto: rt.proto, req: req, dec: r.Decoder(), start: start, chain: episode.Chain(req.Messages)}
 	id := string(fc.Request.Header.Peek(hdrEpisode))
-	if id != "" && !validID(id) {
+	if id != "" && !episode.ValidID(id) {
 		return nil, badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrEpisode, len(id))
 	}
 	if ep, from, tip, ok := s.findEpisode(id, req.Messages, c.chain); ok {
@@ -118,7 +118,7 @@ func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, run *Runtime, r p
 		id = episode.NewID()
 	}
 	taskID := string(fc.Request.Header.Peek(hdrTask))
-	if taskID != "" && !validID(taskID) {
+	if taskID != "" && !episode.ValidID(taskID) {
 		return nil, badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrTask, len(taskID))
 	}
 	if taskID == "" {
@@ -209,20 +209,6 @@ func (s *Server) resolveContext(run *Runtime, arm, name string, req *protocol.Vi
 		return "", "fail-open"
 	}
 	return text, how.String()
-}
-
-// validID accepts the ids an agent may send in X-CAM-* headers.
-func validID(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // chatCall is one call's state; as the tee it decodes the answer while it is relayed.
