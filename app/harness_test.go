@@ -48,6 +48,12 @@ func testConfig(up *testkit.Upstream, cam *testkit.CAM) *config.Config {
 
 func newEnv(t *testing.T, mutate func(*config.Config)) *env {
 	t.Helper()
+	return newEnvWith(t, mutate, Options{Logger: testLogger(t)})
+}
+
+// newEnvWith is newEnv with the App's options (a logger to read, a store cooldown).
+func newEnvWith(t *testing.T, mutate func(*config.Config), o Options) *env {
+	t.Helper()
 	up, cam := testkit.NewUpstream(), testkit.NewCAM()
 	t.Cleanup(up.Close)
 	t.Cleanup(cam.Close)
@@ -59,7 +65,7 @@ func newEnv(t *testing.T, mutate func(*config.Config)) *env {
 		mutate(cfg)
 	}
 	e := &env{t: t, up: up, cam: cam, cfg: cfg}
-	e.app = startApp(t, cfg)
+	e.app = startAppWith(t, cfg, o)
 	e.base = "http://" + e.app.Addr()
 	e.admin = "http://" + e.app.AdminAddr()
 	return e
@@ -67,10 +73,15 @@ func newEnv(t *testing.T, mutate func(*config.Config)) *env {
 
 func startApp(t *testing.T, cfg *config.Config) *App {
 	t.Helper()
+	return startAppWith(t, cfg, Options{Logger: testLogger(t)})
+}
+
+func startAppWith(t *testing.T, cfg *config.Config, o Options) *App {
+	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("test config invalid: %v", err)
 	}
-	a, err := New(cfg, Options{Logger: testLogger(t)})
+	a, err := New(cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}

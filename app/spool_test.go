@@ -108,4 +108,6 @@ func TestSinksDownLoseNothing(t *testing.T) {
 			}
 		}
 	}
+	faultRow(t, "replay", "Redis sink killed, S3 refusing writes", "200s, no added error",
+		fmt.Sprintf("%d/%d events in Redis after it came back, %d/%d in S3 via the next process's spool", len(eventIDs(t, redisURI)), len(want), len(eventIDs(t, s3URI)), len(want)))
 }

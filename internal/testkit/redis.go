@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -10,33 +11,47 @@ import (
 	"time"
 )
 
-// RedisServer is a redis-server process of the test's own on a free loopback port,
-// which the test may kill and restart: the shared one on 6379 must not be.
+// RedisServer is a redis-server process of its own on a free loopback port, which a
+// test (or the soak run) may kill and restart: the shared one on 6379 must not be.
 type RedisServer struct {
 	Addr string
-	t    testing.TB
+	// Persist: an append-only file fsynced on every write, so that data survives a
+	// kill (a replay sink on Redis needs it; a cache does not).
+	Persist bool
+	dir  string
 	port int
 	cmd  *exec.Cmd
 }
 
-// StartRedis starts redis-server (no persistence) or skips the test when it is not
-// installed and CAMPROXY_REQUIRE_REDIS is not 1.
-func StartRedis(t testing.TB) *RedisServer {
-	t.Helper()
+// ErrNoRedisServer: redis-server is not installed.
+var ErrNoRedisServer = errors.New("redis-server is not installed")
+
+// NewRedisServer starts redis-server without persistence, its files in dir.
+func NewRedisServer(dir string) (*RedisServer, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CAMPROXY_REQUIRE_REDIS") == "1" {
-			t.Fatal("redis-server not installed")
-		}
-		t.Skip("redis-server not installed")
+		return nil, ErrNoRedisServer
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	r := &RedisServer{Addr: "127.0.0.1:" + strconv.Itoa(port), t: t, port: port}
-	r.Start()
+	r := &RedisServer{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, port: port}
+	return r, r.Run()
+}
+
+// StartRedis is NewRedisServer for a test: it skips when redis-server is not
+// installed (unless CAMPROXY_REQUIRE_REDIS=1) and kills the server at cleanup.
+func StartRedis(t testing.TB) *RedisServer {
+	t.Helper()
+	r, err := NewRedisServer(t.TempDir())
+	if errors.Is(err, ErrNoRedisServer) && os.Getenv("CAMPROXY_REQUIRE_REDIS") != "1" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(r.Kill)
 	return r
 }
@@ -44,21 +59,32 @@ func StartRedis(t testing.TB) *RedisServer {
 // URL is the redis:// URL of the server.
 func (r *RedisServer) URL() string { return "redis://" + r.Addr + "/0" }
 
-// Start starts the server (again) and waits until it accepts connections.
+// Start is Run for tests that expect it to work.
 func (r *RedisServer) Start() {
-	r.t.Helper()
-	r.cmd = exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--protected-mode", "no", "--dir", r.t.TempDir())
+	if err := r.Run(); err != nil {
+		panic(err)
+	}
+}
+
+// Run starts the server (again) and waits until it accepts connections.
+func (r *RedisServer) Run() error {
+	aof := []string{"--appendonly", "no"}
+	if r.Persist {
+		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	r.cmd = exec.Command("redis-server", append([]string{"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--save", "",
+		"--protected-mode", "no", "--dir", r.dir}, aof...)...)
 	if err := r.cmd.Start(); err != nil {
-		r.t.Fatal(err)
+		return err
 	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("tcp", r.Addr); err == nil {
 			c.Close()
-			return
+			return nil
 		}
 	}
-	r.t.Fatal(fmt.Sprintf("redis-server on %s did not start", r.Addr))
+	r.Kill()
+	return fmt.Errorf("redis-server on %s did not start", r.Addr)
 }
 
 // Kill stops the server with SIGKILL, as a crash would.

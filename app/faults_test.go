@@ -1,0 +1,396 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/internal/testkit"
+	"github.com/camproxy/camproxy/replay"
+)
+
+// faultRow logs one row of the fault matrix: `make faults` (scripts/faults.sh) runs
+// the fault tests verbosely and prints these rows as a table. The outcomes are
+// what the test measured, never fixed text.
+func faultRow(t *testing.T, component, fault, agent, rec string) {
+	t.Helper()
+	t.Logf("FAULT\t%s\t%s\t%s\t%s", component, fault, agent, rec)
+}
+
+// recordedSteps shuts camproxy down (flushing the recorder) and returns the step
+// events of the file sink.
+func recordedSteps(t *testing.T, e *env) []*replay.StepEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.app.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	src, err := replay.OpenSource(ctx, e.cfg.Replay.Sinks[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []*replay.StepEvent
+	err = src.Scan(ctx, func(line []byte) error {
+		if ev, err := replay.Decode(line); err == nil {
+			if s, ok := ev.(*replay.StepEvent); ok {
+				steps = append(steps, s)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return steps
+}
+
+func describeSteps(steps []*replay.StepEvent) string {
+	if len(steps) == 0 {
+		return "no step recorded"
+	}
+	var parts []string
+	for _, s := range steps {
+		p := fmt.Sprintf("step status %d", s.Status)
+		if s.Error != "" {
+			p += " error " + fmt.Sprintf("%q", trim(s.Error, 40))
+		}
+		if s.Response != nil {
+			p += " with response"
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func trim(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// TestUpstreamFaultMatrix: each upstream fault gives the agent the upstream's status
+// or a clear 502/504 within the configured timeouts, a broken stream is an error in
+// the official SDK (not a truncated success), and the replay buffer records the
+// call with its outcome.
+func TestUpstreamFaultMatrix(t *testing.T) {
+	const firstByte, idle = 300 * time.Millisecond, 300 * time.Millisecond
+	timeouts := func(c *config.Config) {
+		c.Upstreams.OpenAI.FirstByteTimeout = firstByte
+		c.Upstreams.OpenAI.IdleTimeout = idle
+	}
+	type outcome struct {
+		status  int
+		msg     string // in the error message the agent gets
+		header  [2]string
+		sdkErr  string // streaming: in the SDK's stream error
+		within  time.Duration
+		stepErr bool // the step records an error (else a status)
+	}
+	cases := []struct {
+		name   string
+		stream bool
+		setup  func(e *env)
+		want   outcome
+	}{
+		{"500", false, func(e *env) {
+			e.up.Configure(func(u *testkit.Upstream) {
+				u.Reply = func(gjson.Result) testkit.Reply {
+					return testkit.Reply{Status: 500, ErrorMsg: "The server had an error"}
+				}
+			})
+		}, outcome{status: 500, msg: "The server had an error", within: time.Second}},
+		{"429 with retry-after", false, func(e *env) {
+			e.up.Configure(func(u *testkit.Upstream) {
+				u.Reply = func(gjson.Result) testkit.Reply {
+					return testkit.Reply{Status: 429, ErrorMsg: "Rate limit reached for gpt-4o", Header: http.Header{"Retry-After": {"7"}}}
+				}
+			})
+		}, outcome{status: 429, msg: "Rate limit reached", header: [2]string{"Retry-After", "7"}, within: time.Second}},
+		{"connection refused", false, func(e *env) { e.up.Close() },
+			outcome{status: 502, msg: "unreachable", within: time.Second, stepErr: true}},
+		{"hang (no first byte)", false, func(e *env) { e.up.Configure(func(u *testkit.Upstream) { u.Delay = time.Hour }) },
+			outcome{status: 504, msg: "first byte", within: firstByte + time.Second, stepErr: true}},
+		{"slow drip (1 byte per 2 idle timeouts)", false, func(e *env) { e.up.Configure(func(u *testkit.Upstream) { u.Drip = 2 * idle }) },
+			outcome{sdkErr: "", within: firstByte + 2*idle + time.Second, stepErr: true}},
+		{"reset mid-stream", true, func(e *env) { e.up.Configure(func(u *testkit.Upstream) { u.ResetAfter = 2 }) },
+			outcome{sdkErr: "", within: time.Second, stepErr: true}},
+		{"stall mid-stream", true, func(e *env) { e.up.Configure(func(u *testkit.Upstream) { u.HangAfter = 2 }) },
+			outcome{sdkErr: "", within: idle + time.Second, stepErr: true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, timeouts)
+			c.setup(e)
+			client := openai.NewClient(option.WithBaseURL(e.base+"/v1"), option.WithAPIKey("sk-client"), option.WithMaxRetries(0))
+			params := openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Task: " + c.name)}}
+			start := time.Now()
+			var agentSaw string
+			if c.stream {
+				stream := client.Chat.Completions.NewStreaming(context.Background(), params)
+				chunks := 0
+				for stream.Next() {
+					chunks++
+				}
+				err := stream.Err()
+				took := time.Since(start)
+				if err == nil {
+					t.Fatalf("a broken stream ended as a success after %d chunks", chunks)
+				}
+				if took > c.want.within {
+					t.Fatalf("the stream failed after %v, want within %v", took, c.want.within)
+				}
+				agentSaw = fmt.Sprintf("SDK stream error after %d chunks in %v: %s", chunks, took.Round(time.Millisecond), trim(err.Error(), 60))
+			} else {
+				var raw *http.Response
+				_, err := client.Chat.Completions.New(context.Background(), params, option.WithResponseInto(&raw))
+				took := time.Since(start)
+				if err == nil {
+					t.Fatal("the call succeeded")
+				}
+				if took > c.want.within {
+					t.Fatalf("the call failed after %v, want within %v", took, c.want.within)
+				}
+				var apiErr *openai.Error
+				switch {
+				case c.want.status != 0:
+					if !errorsAs(err, &apiErr) || apiErr.StatusCode != c.want.status || !strings.Contains(apiErr.Message, c.want.msg) {
+						t.Fatalf("got %v, want status %d with %q", err, c.want.status, c.want.msg)
+					}
+					if h := c.want.header; h[0] != "" && raw.Header.Get(h[0]) != h[1] {
+						t.Fatalf("%s: %q, want %q", h[0], raw.Header.Get(h[0]), h[1])
+					}
+					agentSaw = fmt.Sprintf("%d %q in %v", apiErr.StatusCode, trim(apiErr.Message, 50), took.Round(time.Millisecond))
+				default: // headers were sent: the body is cut, and the SDK must say so
+					agentSaw = fmt.Sprintf("SDK error in %v: %s", took.Round(time.Millisecond), trim(err.Error(), 60))
+				}
+			}
+			steps := recordedSteps(t, e)
+			if len(steps) != 1 {
+				t.Fatalf("%d steps recorded, want 1: %s", len(steps), describeSteps(steps))
+			}
+			s := steps[0]
+			switch {
+			case c.want.stepErr && s.Error == "":
+				t.Fatalf("the failed call is recorded without its error: %s", describeSteps(steps))
+			case !c.want.stepErr && s.Status != c.want.status:
+				t.Fatalf("recorded status %d, want %d", s.Status, c.want.status)
+			}
+			faultRow(t, "upstream", c.name, agentSaw, describeSteps(steps))
+		})
+	}
+}
+
+// errorsAs is errors.As for the SDK's error type.
+func errorsAs(err error, target **openai.Error) bool {
+	for err != nil {
+		if e, ok := err.(*openai.Error); ok {
+			*target = e
+			return true
+		}
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		err = u.Unwrap()
+	}
+	return false
+}
+
+// TestRedisOutage: Redis down at start, killed under load and restarted. Agents keep
+// working on the local cache and episode store — each run stays one episode with one
+// context, stitched without headers — and camproxy picks Redis up again.
+func TestRedisOutage(t *testing.T) {
+	rs := testkit.StartRedis(t)
+	rs.Kill() // down at start
+	e := newEnvWith(t, func(c *config.Config) {
+		c.Cache.RedisURL = rs.URL()
+		c.Episodes.Store = config.StoreRedis
+	}, Options{Logger: testLogger(t), StoreCooldown: 200 * time.Millisecond})
+	cfg := e.cfg
+
+	// Phase 1, Redis down from the start: serving, degraded but ready.
+	resp, err := http.Get(e.admin + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("readyz with Redis down: %d, want 200 (degraded)", resp.StatusCode)
+	}
+	runAgents := func(phase string, n, turns int, midway func()) {
+		t.Helper()
+		agents := make([]*agent, n)
+		for i := range agents {
+			agents[i] = newAgent(fmt.Sprintf("%s task %d: move my flight to Friday", phase, i), false)
+		}
+		ctxs := make([]string, n)
+		for turn := range turns {
+			if turn == turns/2 && midway != nil {
+				midway()
+			}
+			for i, ag := range agents {
+				h := e.turn(ag) // fails the test on any non-200
+				if c := h.Get("X-CAM-Context"); turn == 0 && c != "miss" && c != "hit" {
+					t.Fatalf("%s agent %d: first turn X-CAM-Context %q", phase, i, c)
+				}
+				task := gjson.GetBytes(e.up.Last().Body, "messages.1.content").String()
+				if turn == 0 {
+					ctxs[i] = task
+				} else if task != ctxs[i] {
+					t.Fatalf("%s agent %d turn %d: the task message changed:\n%q\nwas\n%q", phase, i, turn, task, ctxs[i])
+				}
+			}
+		}
+	}
+	runAgents("down-at-start", 3, 3, nil)
+	faultRow(t, "redis", "down at start", "200s; readyz 200 degraded; each run one episode, one context", "")
+
+	// Phase 2: Redis comes back, then dies mid-run.
+	rs.Start()
+	time.Sleep(250 * time.Millisecond) // the store's cooldown
+	runAgents("back", 1, 1, nil)       // the first call after the cooldown finds Redis again
+	if !waitFor(func() bool { return strings.Contains(e.metric("camproxy_dependency_up"), `dependency="episodes"} 1`) }) {
+		t.Fatalf("Redis back but dependency_up: %s", e.metric("camproxy_dependency_up"))
+	}
+	runAgents("killed-mid-run", 4, 4, func() { rs.Kill() })
+	if !strings.Contains(e.metric("camproxy_dependency_up"), `dependency="episodes"} 0`) {
+		t.Fatalf("Redis killed but dependency_up: %s", e.metric("camproxy_dependency_up"))
+	}
+	faultRow(t, "redis", "killed mid-run", "200s; runs continue their episodes from the local copy", "")
+
+	// Phase 3: restarted; new episodes land in Redis again.
+	rs.Start()
+	time.Sleep(250 * time.Millisecond) // the store's cooldown
+	runAgents("restarted", 2, 2, nil)
+	if !waitFor(func() bool { return strings.Contains(e.metric("camproxy_dependency_up"), `dependency="episodes"} 1`) }) {
+		t.Fatalf("Redis restarted but dependency_up: %s", e.metric("camproxy_dependency_up"))
+	}
+	conn, err := net.Dial("tcp", rs.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "*2\r\n$4\r\nKEYS\r\n$1\r\n*\r\n")
+	buf := make([]byte, 4096)
+	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	n, _ := conn.Read(buf)
+	conn.Close()
+	if !strings.Contains(string(buf[:n]), "ep_") {
+		t.Fatalf("no episode in the restarted Redis: %q", buf[:n])
+	}
+
+	steps := recordedSteps(t, e)
+	src, _ := replay.OpenSource(context.Background(), cfg.Replay.Sinks[0])
+	b, err := replay.Read(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 3 runs × 3 turns + 1 × 1 + 4 × 4 + 2 × 2 = 30 calls in 10 episodes.
+	if len(steps) != 30 || len(b.Episodes) != 10 {
+		t.Fatalf("%d steps in %d episodes, want 30 in 10 (a run split in two episodes?)", len(steps), len(b.Episodes))
+	}
+	faultRow(t, "redis", "restarted", "200s; dependency_up back to 1; new episodes in Redis",
+		fmt.Sprintf("%d steps in %d episodes, none split", len(steps), len(b.Episodes)))
+}
+
+// syncBuffer is a log sink tests read while camproxy writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string             { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// tmpfs mounts a small tmpfs (root only; the test skips elsewhere) and returns it.
+func tmpfs(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v: %s): the disk-full case needs root", err, bytes.TrimSpace(out))
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	return dir
+}
+
+// fill writes a file until dir's file system is full; remove it to free the space.
+func fill(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "filler")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			return p
+		}
+	}
+}
+
+// TestReplayDiskFull: the file sink's file system fills up → events spool and are
+// delivered once there is room, none lost; when the spool itself cannot write, the
+// loss is counted and logged loudly.
+func TestReplayDiskFull(t *testing.T) {
+	sinkDir := tmpfs(t, "512k")
+	var logs syncBuffer
+	e := newEnvWith(t, func(c *config.Config) { c.Replay.Sinks = []string{"file://" + sinkDir + "/replay"} },
+		Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	filler := fill(t, sinkDir)
+	for i := range 10 {
+		a := newAgent(fmt.Sprintf("Disk full task %d", i), false)
+		e.turn(a)
+		e.turn(a)
+	}
+	if !waitFor(func() bool { return strings.Contains(logs.String(), "replay sink failed; spooling events") }) {
+		t.Fatalf("a full sink was not noticed:\n%s", logs.String())
+	}
+	spooled := e.metric("camproxy_replay_spooled_events")
+	os.Remove(filler) // room again: the spool drains
+	if !waitFor(func() bool { return strings.Contains(logs.String(), "replay sink is back; spool delivered") }) {
+		t.Fatalf("spool not delivered after the disk was freed:\n%s", logs.String())
+	}
+	steps := recordedSteps(t, e)
+	if len(steps) != 20 || strings.Contains(e.metric("camproxy_replay_events_total"), `result="lost"`) {
+		t.Fatalf("%d steps in the sink, want 20; %s", len(steps), e.metric("camproxy_replay_events_total"))
+	}
+	faultRow(t, "replay", "file sink's disk full, then freed", "200s, no added error",
+		fmt.Sprintf("spooled (%s), then %d/20 steps delivered, 0 lost", strings.TrimSpace(strings.SplitN(spooled, "\n", 2)[0]), len(steps)))
+
+	// The spool's own disk full too: counted as lost and logged loudly.
+	spoolDir := tmpfs(t, "256k")
+	sink2 := tmpfs(t, "256k")
+	logs2 := &syncBuffer{}
+	e2 := newEnvWith(t, func(c *config.Config) {
+		c.Replay.Sinks = []string{"file://" + sink2 + "/replay"}
+		c.Replay.SpoolDir = spoolDir + "/spool"
+	}, Options{Logger: slog.New(slog.NewTextHandler(logs2, nil))})
+	fill(t, sink2)
+	fill(t, spoolDir)
+	a := newAgent("Nowhere to write", false)
+	e2.turn(a)
+	if !waitFor(func() bool {
+		return strings.Contains(logs2.String(), "REPLAY EVENTS LOST") && strings.Contains(e2.metric("camproxy_replay_events_total"), `result="lost"`)
+	}) {
+		t.Fatalf("no loud loss:\n%s\n%s", logs2.String(), e2.metric("camproxy_replay_events_total"))
+	}
+	faultRow(t, "replay", "sink and spool disks full", "200", `level=ERROR "REPLAY EVENTS LOST…" and replay_events_total{result="lost"}`)
+}
