@@ -18,9 +18,9 @@ type RedisServer struct {
 	// Persist: an append-only file fsynced on every write, so that data survives a
 	// kill (a replay sink on Redis needs it; a cache does not).
 	Persist bool
-	dir  string
-	port int
-	cmd  *exec.Cmd
+	dir     string
+	port    int
+	cmd     *exec.Cmd
 }
 
 // ErrNoRedisServer: redis-server is not installed.
