@@ -372,9 +372,10 @@ func TestReplayDiskFull(t *testing.T) {
 	if !waitFor(func() bool { return strings.Contains(logs.String(), "replay sink is back; spool delivered") }) {
 		t.Fatalf("spool not delivered after the disk was freed:\n%s", logs.String())
 	}
+	events := e.metric("camproxy_replay_events_total")
 	steps := recordedSteps(t, e)
-	if len(steps) != 20 || strings.Contains(e.metric("camproxy_replay_events_total"), `result="lost"`) {
-		t.Fatalf("%d steps in the sink, want 20; %s", len(steps), e.metric("camproxy_replay_events_total"))
+	if len(steps) != 20 || strings.Contains(events, `result="lost"`) {
+		t.Fatalf("%d steps in the sink, want 20; %s", len(steps), events)
 	}
 	faultRow(t, "replay", "file sink's disk full, then freed", "200s, no added error",
 		fmt.Sprintf("spooled (%s), then %d/20 steps delivered, 0 lost", strings.TrimSpace(strings.SplitN(spooled, "\n", 2)[0]), len(steps)))
