@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -164,4 +165,26 @@ func TestSecretsNowhere(t *testing.T) {
 	}
 	faultRow(t, "security", "10 distinctive secrets, 4 protocols, failures", "-",
 		"none in logs (debug), metrics, file sink, spool or S3 sink")
+}
+
+// TestArmOverrideOnlyWhenAllowed: an agent's X-CAM-Arm picks its arm only where
+// experiment.allow_override says so; otherwise the hash of the episode decides.
+func TestArmOverrideOnlyWhenAllowed(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		e := newEnv(t, func(c *config.Config) {
+			c.Experiment.Arms = []config.Arm{{Name: "baseline", Weight: 1, Augmenter: "none"}, {Name: "cam", Weight: 1, Augmenter: "cam"}}
+			c.Experiment.AllowOverride = allow
+		})
+		arms := map[string]int{}
+		for i := range 40 {
+			resp, _ := e.post(newAgent(fmt.Sprintf("Override task %d", i), false).body(""), map[string]string{"X-CAM-Arm": "baseline"})
+			arms[resp.Header.Get("X-CAM-Arm")]++
+		}
+		if allow && arms["baseline"] != 40 {
+			t.Fatalf("allow_override: the header was not honoured: %v", arms)
+		}
+		if !allow && (arms["cam"] == 0 || arms["baseline"] == 40) {
+			t.Fatalf("allow_override false: the header chose the arm: %v", arms)
+		}
+	}
 }
