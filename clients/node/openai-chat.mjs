@@ -1,6 +1,7 @@
 // Drives camproxy with the official `openai` npm client: a tool call (non-streaming),
-// then the tool result with a streamed answer. Prints what it saw as JSON for the Go
-// test (app/node_client_test.go) to check.
+// then the tool result with a streamed answer that asks for the usage chunk
+// (stream_options.include_usage). Prints what it saw as JSON for the Go
+// tests (app/node_client_test.go, app/frameworks_test.go) to check.
 import OpenAI from "openai";
 
 const sent = [];
@@ -35,10 +36,14 @@ const stream = await client.chat.completions
 let content = "";
 let chunks = 0;
 let usage = null;
+let usageChunk = null; // where the include_usage chunk came: {index, choices}
 for await (const chunk of stream.data) {
   chunks++;
   if (chunk.choices[0]?.delta?.content) content += chunk.choices[0].delta.content;
-  if (chunk.usage) usage = chunk.usage;
+  if (chunk.usage) {
+    usage = chunk.usage;
+    usageChunk = { index: chunks - 1, choices: chunk.choices.length };
+  }
 }
 
 console.log(JSON.stringify({
@@ -49,4 +54,6 @@ console.log(JSON.stringify({
   content,
   chunks,
   usage,
+  usageChunk,
+  firstUsage: first.data.usage,
 }));
