@@ -1,5 +1,5 @@
 // Package admin owns the control plane: the chi router behind admin_listen with
-// health, readiness and metrics (and, as they arrive, feedback, episodes and rollouts).
+// health, readiness, metrics, feedback, episodes, rollouts and the dashboard (/ui).
 package admin
 
 import (
@@ -40,6 +40,11 @@ type Options struct {
 	Rollouts RolloutOptions
 	// Token, if set, is required on every endpoint but /healthz, /readyz and /metrics.
 	Token string
+	// The dashboard (/ui, /v1/status, /v1/episodes?recent=N): the running experiment
+	// (nil = the arms and breakers the metrics know) and the episodes this instance
+	// served (nil = none listed).
+	Experiment func() Experiment
+	Recent     *Recent
 }
 
 type api struct {
@@ -49,6 +54,7 @@ type api struct {
 
 // New returns the admin router.
 func New(o Options) http.Handler {
+	ui := newDashboard(&o) // before the api copies o: it counts the rewards o.Reward sees
 	a := &api{o: o, rollouts: newRollouts(o.Rollouts)}
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
@@ -60,6 +66,7 @@ func New(o Options) http.Handler {
 		r.Get("/v1/episodes/{id}", a.episodeInfo)
 		r.Post("/v1/rollouts", a.rollout)
 	}
+	ui.mount(r)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -47,10 +47,10 @@ func TestAdminToken(t *testing.T) {
 		{"POST", "/v1/feedback", token, 401}, // no scheme
 		{"POST", "/v1/rollouts", "", 401},
 		{"GET", "/v1/episodes/ep_1", "", 401},
-		{"GET", "/v1/anything-new", "", 401}, // endpoints added later are closed by default
-		{"POST", "/v1/feedback", "Bearer " + token, 404},    // past the check: the episode is unknown
+		{"GET", "/v1/anything-new", "", 401},                 // endpoints added later are closed by default
+		{"POST", "/v1/feedback", "Bearer " + token, 404},     // past the check: the episode is unknown
 		{"GET", "/v1/episodes/ep_1", "Bearer " + token, 404}, // past the check
-		{"POST", "/v1/feedback?token=" + token, "", 401},    // the query works for GET only
+		{"POST", "/v1/feedback?token=" + token, "", 401},     // the query works for GET only
 	} {
 		w := do(c.method, c.path, c.auth, "")
 		if w.Code != c.want {

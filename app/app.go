@@ -90,6 +90,8 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		}
 		rec = turnRecorder{a.Recorder}
 	}
+	recent := admin.NewRecent(0) // the dashboard's recent episodes
+	rec = recentRecorder{next: rec, recent: recent}
 	if o.Transport != nil {
 		for _, u := range ups {
 			u.Transport = o.Transport
@@ -152,6 +154,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	a.admin = &http.Server{
 		Handler: admin.New(admin.Options{Logger: log, Gatherer: reg, Metrics: a.Metrics, Ready: checks,
 			Episodes: a.Episodes, Record: a.record, Reward: a.observeReward, Token: cfg.Admin.Token,
+			Experiment: a.experiment, Recent: recent,
 			Rollouts: admin.RolloutOptions{Runner: cfg.Rollouts.Runner, MaxInFlight: cfg.Rollouts.MaxInFlight, DefaultTimeout: cfg.Rollouts.DefaultTimeout}}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}

@@ -7,6 +7,9 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/camproxy/camproxy/admin"
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/protocol"
@@ -153,4 +156,46 @@ func (a *App) Reload(cfg *config.Config) error {
 		return fmt.Errorf("%v changed and %w; they keep their old values", kept, ErrRestartRequired)
 	}
 	return nil
+}
+
+// experiment is the running experiment as the dashboard shows it: the arms with
+// their current shares, and each augmenter's breaker.
+func (a *App) experiment() admin.Experiment {
+	a.mu.Lock()
+	run, cfg := a.run, a.cfg
+	a.mu.Unlock()
+	p := run.rt.Policy
+	ex := admin.Experiment{Name: p.Name(), Adaptive: run.adaptive != nil}
+	var stopped map[string]bool
+	if run.adaptive != nil {
+		stopped = run.adaptive.Stopped()
+	}
+	shares := p.Weights()
+	for i, arm := range p.Arms() {
+		ex.Arms = append(ex.Arms, admin.ArmState{Name: arm.Name, Augmenter: arm.Augmenter, Share: shares[i], Stopped: stopped[arm.Name]})
+	}
+	for name, src := range run.rt.Augmenters {
+		st := admin.AugmenterState{Name: name, Type: cfg.Augmenters[name].Type}
+		if g, ok := src.Augmenter.(interface{ State() gobreaker.State }); ok {
+			st.Breaker = g.State().String()
+		}
+		ex.Augmenters = append(ex.Augmenters, st)
+	}
+	return ex
+}
+
+// recentRecorder shows every finished turn to the dashboard's recent episodes, then
+// passes it on.
+type recentRecorder struct {
+	next   proxy.Recorder
+	recent *admin.Recent
+}
+
+func (r recentRecorder) Record(t *proxy.Turn) {
+	if t.Episode.ID != "" {
+		r.recent.Add(t.Episode.ID, admin.Turn{Turn: t.Index, Status: t.Status, Error: t.Error, AugmentMs: ms(t.Augment.Seconds()),
+			TTFBMs: ms(t.TTFB.Seconds()), TotalMs: ms(t.Total.Seconds()), InputTokens: t.Usage.InputTokens,
+			OutputTokens: t.Usage.OutputTokens, At: t.At})
+	}
+	r.next.Record(t)
 }

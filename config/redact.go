@@ -25,6 +25,7 @@ func (c *Config) Redacted() *Config {
 		r.Augmenters[name] = a
 	}
 	r.Admin.Token = maskSecret(r.Admin.Token)
+	r.Rollouts.Runner = redactURL(r.Rollouts.Runner)
 	r.Cache.RedisURL = redactURL(r.Cache.RedisURL)
 	r.Episodes.RedisURL = redactURL(r.Episodes.RedisURL)
 	for i, sink := range r.Replay.Sinks {

@@ -33,7 +33,7 @@ if [ ! -f "$stamp" ] || ! cmp -s clients/node/package-lock.json "$stamp"; then
   cp clients/node/package-lock.json "$stamp"
 fi
 
-# Headless Chromium for the report's screenshot test (report.TestHTMLScreenshot),
+# Headless Chromium for the report's screenshot test and the dashboard test (app.TestDashboardInChromium),
 # which make test requires with CAMPROXY_REQUIRE_CHROMIUM=1. Debian's package.
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
   echo "test-deps: installing chromium (apt-get)"

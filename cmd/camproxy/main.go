@@ -77,7 +77,12 @@ Usage:
   camproxy inject serve --listen ADDR [--tls-cert FILE --tls-key FILE] [--image IMAGE] [--arms A,B] …
                                    the Kubernetes sidecar injector (mutating webhook, path /mutate);
                                    without a pair it makes a self-signed one (inject serve -h lists every flag)
-  camproxy version                 print the version
+  camproxy config check [FILE] [--quiet]
+                                   validate a config as serve would and print the effective config,
+                                   secrets masked (FILE defaults to $CAMPROXY_CONFIG, else built-in defaults)
+  camproxy completion bash|zsh|fish
+                                   print the shell completion script (source <(camproxy completion bash))
+  camproxy version [--json]        the version, commit, Go version and platform (--version: one line)
 
 Replay URIs: file:///path/dir (default file://./camproxy-data/replay),
   redis://host:6379/0?stream=camproxy:replay, s3://bucket/prefix?region=…&endpoint=…
@@ -100,7 +105,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return trainCmd(ctx, args[1:], stdout, stderr, getenv)
 	case "inject":
 		return injectCmd(ctx, args[1:], stderr, getenv)
-	case "version", "--version":
+	case "config":
+		return configCmd(args[1:], stdout, stderr, getenv)
+	case "completion":
+		return completionCmd(args[1:], stdout, stderr)
+	case "__complete": // for the completion scripts
+		return completeCmd(ctx, args[1:], stdout)
+	case "version":
+		return versionCmd(args[1:], stdout, stderr)
+	case "--version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
 	case "help", "-h", "--help":

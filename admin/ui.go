@@ -1,0 +1,584 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/report"
+)
+
+// This file is the dashboard: the page at /ui and the JSON it reads, /v1/status,
+// /v1/episodes?recent=N and /v1/episodes/{id}/turns. Counters are this instance's
+// since it started, as on /metrics.
+
+//go:embed ui/index.html
+var indexHTML []byte
+
+// Experiment is the running experiment as the dashboard shows it.
+type Experiment struct {
+	Name       string
+	Adaptive   bool // shares are set by Thompson sampling
+	Arms       []ArmState
+	Augmenters []AugmenterState
+}
+
+// ArmState is one arm of the running experiment.
+type ArmState struct {
+	Name      string
+	Augmenter string  // "none" or an augmenter name
+	Share     float64 // share of new episodes, 0..1
+	Stopped   bool    // stopped by the adaptive guardrail
+}
+
+// AugmenterState is one augmenter of the running experiment.
+type AugmenterState struct {
+	Name    string
+	Type    string // cam, rag, playbook
+	Breaker string // closed, half-open, open
+}
+
+// Turn is what the dashboard keeps of one finished call of an episode: no message
+// content, only its outcome and timings.
+type Turn struct {
+	Turn         int       `json:"turn"`
+	Status       int       `json:"status"`
+	Error        string    `json:"error,omitempty"`
+	AugmentMs    float64   `json:"augment_ms"`
+	TTFBMs       float64   `json:"ttfb_ms"`
+	TotalMs      float64   `json:"total_ms"`
+	InputTokens  int64     `json:"input_tokens"`
+	OutputTokens int64     `json:"output_tokens"`
+	At           time.Time `json:"at"`
+}
+
+// DefaultRecent is how many episodes NewRecent(0) remembers.
+const DefaultRecent = 200
+
+// recentTurns is how many turns of one episode Recent keeps (the last ones).
+const recentTurns = 64
+
+// Recent remembers the episodes this instance served, newest first, with a summary
+// of each finished call. It is bounded: past its capacity the oldest episode is
+// forgotten, and each episode keeps its last 64 turns. Safe for concurrent use.
+type Recent struct {
+	mu    sync.Mutex
+	cap   int
+	order []string // oldest first
+	eps   map[string]*recentEpisode
+}
+
+type recentEpisode struct {
+	turns   []Turn
+	omitted int // older turns no longer kept
+}
+
+// NewRecent returns a Recent that remembers n episodes (0 = DefaultRecent).
+func NewRecent(n int) *Recent {
+	if n <= 0 {
+		n = DefaultRecent
+	}
+	return &Recent{cap: n, eps: map[string]*recentEpisode{}}
+}
+
+// Add records a finished turn of episode id; the first turn seen makes it the newest
+// episode.
+func (r *Recent) Add(id string, t Turn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ep := r.eps[id]
+	if ep == nil {
+		ep = &recentEpisode{}
+		r.eps[id] = ep
+		r.order = append(r.order, id)
+		if len(r.order) > r.cap {
+			delete(r.eps, r.order[0])
+			r.order = r.order[1:]
+		}
+	}
+	if len(ep.turns) == recentTurns {
+		ep.turns = append(ep.turns[:0], ep.turns[1:]...)
+		ep.omitted++
+	}
+	ep.turns = append(ep.turns, t)
+}
+
+// IDs returns up to n episode ids, newest first.
+func (r *Recent) IDs(n int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n = min(n, len(r.order))
+	out := make([]string, 0, n)
+	for i := len(r.order) - 1; i >= 0 && len(out) < n; i-- {
+		out = append(out, r.order[i])
+	}
+	return out
+}
+
+// Turns returns the turns kept for episode id, how many older ones were dropped, and
+// whether the episode is known.
+func (r *Recent) Turns(id string) ([]Turn, int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ep, ok := r.eps[id]
+	if !ok {
+		return nil, 0, false
+	}
+	return slices.Clone(ep.turns), ep.omitted, true
+}
+
+// Status is GET /v1/status.
+type Status struct {
+	Experiment string            `json:"experiment"`
+	Adaptive   bool              `json:"adaptive"`
+	Since      time.Time         `json:"since"` // counters are since this instance started
+	At         time.Time         `json:"at"`
+	Episodes   int64             `json:"episodes"` // started, every arm
+	Arms       []ArmStatus       `json:"arms"`
+	Context    ContextStatus     `json:"context"`
+	Augmenters []AugmenterStatus `json:"augmenters"`
+	Replay     ReplayStatus      `json:"replay"`
+}
+
+// ArmStatus is one arm on the dashboard.
+type ArmStatus struct {
+	Name       string       `json:"name"`
+	Augmenter  string       `json:"augmenter,omitempty"`
+	Share      float64      `json:"share"`
+	Active     bool         `json:"active"`  // an arm of the running experiment (else: an earlier config's, or rollout)
+	Stopped    bool         `json:"stopped"` // stopped by the adaptive guardrail
+	Episodes   int64        `json:"episodes"`
+	Rewarded   int64        `json:"rewarded"`
+	MeanReward *float64     `json:"mean_reward"`
+	CI95       *[2]float64  `json:"ci95"` // Student's t interval of the mean, as in camproxy report
+	Context    ContextCount `json:"context"`
+}
+
+// ContextCount counts context decisions by result.
+type ContextCount map[string]int64
+
+// ContextStatus is the context cache's effect.
+type ContextStatus struct {
+	Results ContextCount `json:"results"`  // miss, hit, episode, none, fail-open, skip
+	HitRate *float64     `json:"hit_rate"` // hit / (hit + miss): new episodes served from the cache
+}
+
+// AugmenterStatus is one augmenter's breaker and latency.
+type AugmenterStatus struct {
+	Name    string   `json:"name"`
+	Type    string   `json:"type,omitempty"`
+	Breaker string   `json:"breaker"` // closed, half-open, open ("" when unknown)
+	Calls   uint64   `json:"calls"`   // augmenter calls (cache misses)
+	MeanMs  *float64 `json:"mean_ms"`
+	P50Ms   *float64 `json:"p50_ms"` // estimated from the histogram's buckets, as histogram_quantile
+	P90Ms   *float64 `json:"p90_ms"`
+	P99Ms   *float64 `json:"p99_ms"`
+}
+
+// ReplayStatus is the replay recorder's backlog.
+type ReplayStatus struct {
+	Queue        int64            `json:"queue"`         // events in memory
+	Spooled      map[string]int64 `json:"spooled"`       // events in the local spool, by sink
+	SpooledTotal int64            `json:"spooled_total"` // every sink
+}
+
+// dashboard serves the page and its JSON.
+type dashboard struct {
+	o       *Options
+	since   time.Time
+	rewards rewardStats
+	csp     string
+}
+
+// newDashboard hooks the dashboard's reward statistics into o.Reward.
+func newDashboard(o *Options) *dashboard {
+	d := &dashboard{o: o, since: time.Now().UTC(), rewards: rewardStats{arms: map[string]*moments{}}, csp: pageCSP(indexHTML)}
+	next := o.Reward
+	o.Reward = func(ctx context.Context, arm string, reward float64, previous *float64) {
+		d.rewards.observe(arm, reward, previous)
+		if next != nil {
+			next(ctx, arm, reward, previous)
+		}
+	}
+	return d
+}
+
+func (d *dashboard) mount(r chi.Router) {
+	r.Get("/", func(w http.ResponseWriter, req *http.Request) { http.Redirect(w, req, "ui", http.StatusFound) })
+	r.Get("/ui", d.page)
+	r.Get("/v1/status", d.status)
+	if d.o.Episodes != nil {
+		r.Get("/v1/episodes", d.recent)
+		r.Get("/v1/episodes/{id}/turns", d.turns)
+	}
+}
+
+// pageCSP allows the page's own inline style and script (by hash) and requests to
+// this origin, nothing else: no CDN, and no script a stored task or context could
+// smuggle in.
+func pageCSP(page []byte) string {
+	hash := func(open, end string) string {
+		_, rest, ok := bytes.Cut(page, []byte(open))
+		if !ok {
+			return "'none'"
+		}
+		body, _, ok := bytes.Cut(rest, []byte(end))
+		if !ok {
+			return "'none'"
+		}
+		sum := sha256.Sum256(body)
+		return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+	}
+	return "default-src 'none'; script-src " + hash("<script>", "</script>") + "; style-src " + hash("<style>", "</style>") +
+		"; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+}
+
+func (d *dashboard) page(w http.ResponseWriter, _ *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", d.csp)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	_, _ = w.Write(indexHTML)
+}
+
+func (d *dashboard) status(w http.ResponseWriter, _ *http.Request) {
+	st, err := d.build()
+	if err != nil {
+		d.o.Logger.Warn("dashboard: metrics not gathered", "err", err)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, st)
+}
+
+// build assembles the status from the running experiment, the metrics and the
+// dashboard's reward statistics. A gather error still returns what was gathered.
+func (d *dashboard) build() (Status, error) {
+	var fams map[string]*dto.MetricFamily
+	var gerr error
+	if d.o.Gatherer != nil {
+		var list []*dto.MetricFamily
+		list, gerr = d.o.Gatherer.Gather()
+		fams = make(map[string]*dto.MetricFamily, len(list))
+		for _, f := range list {
+			fams[f.GetName()] = f
+		}
+	}
+	st := Status{Since: d.since, At: time.Now().UTC(), Arms: []ArmStatus{}, Augmenters: []AugmenterStatus{},
+		Context: ContextStatus{Results: ContextCount{}}, Replay: ReplayStatus{Spooled: map[string]int64{}}}
+
+	var ex Experiment
+	if d.o.Experiment != nil {
+		ex = d.o.Experiment()
+	} else {
+		// No live view: the arms and breakers the metrics know.
+		each(fams["camproxy_arm_weight"], func(m *dto.Metric, v float64) {
+			ex.Arms = append(ex.Arms, ArmState{Name: label(m, "arm"), Share: v})
+		})
+		each(fams["camproxy_breaker_state"], func(m *dto.Metric, v float64) {
+			ex.Augmenters = append(ex.Augmenters, AugmenterState{Name: label(m, "augmenter"), Breaker: breakerName(v)})
+		})
+	}
+	st.Experiment, st.Adaptive = ex.Name, ex.Adaptive
+
+	arms := map[string]*ArmStatus{}
+	arm := func(name string) *ArmStatus {
+		a := arms[name]
+		if a == nil {
+			a = &ArmStatus{Name: name, Context: ContextCount{}}
+			arms[name] = a
+		}
+		return a
+	}
+	var order []string
+	for _, as := range ex.Arms {
+		a := arm(as.Name)
+		a.Augmenter, a.Share, a.Active, a.Stopped = as.Augmenter, as.Share, true, as.Stopped
+		order = append(order, as.Name)
+	}
+	each(fams["camproxy_episodes_total"], func(m *dto.Metric, v float64) {
+		arm(label(m, "arm")).Episodes = int64(v)
+		st.Episodes += int64(v)
+	})
+	each(fams["camproxy_context_total"], func(m *dto.Metric, v float64) {
+		res := label(m, "result")
+		arm(label(m, "arm")).Context[res] += int64(v)
+		st.Context.Results[res] += int64(v)
+	})
+	for name, m := range d.rewards.snapshot() {
+		a := arm(name)
+		a.Rewarded = int64(m.n)
+		a.MeanReward, a.CI95 = m.meanCI()
+	}
+	// Arms of an earlier config or of rollouts, after the running ones, by name.
+	var others []string
+	for name := range arms {
+		if !slices.Contains(order, name) {
+			others = append(others, name)
+		}
+	}
+	slices.Sort(others)
+	for _, name := range append(order, others...) {
+		st.Arms = append(st.Arms, *arms[name])
+	}
+	if hit, miss := st.Context.Results["hit"], st.Context.Results["miss"]; hit+miss > 0 {
+		st.Context.HitRate = ptr(float64(hit) / float64(hit+miss))
+	}
+
+	augs := map[string]*AugmenterStatus{}
+	var augOrder []string
+	aug := func(name string) *AugmenterStatus {
+		a := augs[name]
+		if a == nil {
+			a = &AugmenterStatus{Name: name}
+			augs[name] = a
+			augOrder = append(augOrder, name)
+		}
+		return a
+	}
+	for _, as := range ex.Augmenters {
+		a := aug(as.Name)
+		a.Type, a.Breaker = as.Type, as.Breaker
+	}
+	if f := fams["camproxy_augment_duration_seconds"]; f != nil {
+		for _, m := range f.GetMetric() {
+			h := m.GetHistogram()
+			if h == nil {
+				continue
+			}
+			a := aug(label(m, "augmenter"))
+			a.Calls = h.GetSampleCount()
+			if a.Calls > 0 {
+				a.MeanMs = ptr(h.GetSampleSum() / float64(a.Calls) * 1000)
+				a.P50Ms, a.P90Ms, a.P99Ms = quantileMs(0.5, h), quantileMs(0.9, h), quantileMs(0.99, h)
+			}
+		}
+	}
+	slices.Sort(augOrder)
+	for _, name := range augOrder {
+		st.Augmenters = append(st.Augmenters, *augs[name])
+	}
+
+	each(fams["camproxy_replay_queue_depth"], func(_ *dto.Metric, v float64) { st.Replay.Queue += int64(v) })
+	each(fams["camproxy_replay_spooled_events"], func(m *dto.Metric, v float64) {
+		st.Replay.Spooled[label(m, "sink")] = int64(v)
+		st.Replay.SpooledTotal += int64(v)
+	})
+	return st, gerr
+}
+
+func breakerName(v float64) string {
+	switch v {
+	case 0:
+		return "closed"
+	case 1:
+		return "half-open"
+	case 2:
+		return "open"
+	}
+	return ""
+}
+
+// each calls fn with every sample of a counter or gauge family.
+func each(f *dto.MetricFamily, fn func(m *dto.Metric, v float64)) {
+	if f == nil {
+		return
+	}
+	for _, m := range f.GetMetric() {
+		switch {
+		case m.GetCounter() != nil:
+			fn(m, m.GetCounter().GetValue())
+		case m.GetGauge() != nil:
+			fn(m, m.GetGauge().GetValue())
+		}
+	}
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// quantileMs estimates the q-quantile of a histogram in milliseconds as Prometheus's
+// histogram_quantile does: linear interpolation inside the bucket holding the rank,
+// the lowest bucket starting at 0, a rank in the +Inf bucket giving the highest finite
+// bound.
+func quantileMs(q float64, h *dto.Histogram) *float64 {
+	total := h.GetSampleCount()
+	if total == 0 {
+		return nil
+	}
+	rank := q * float64(total)
+	lower, below := 0.0, 0.0
+	for _, b := range h.GetBucket() {
+		upper, cum := b.GetUpperBound(), float64(b.GetCumulativeCount())
+		if math.IsInf(upper, 1) {
+			break
+		}
+		if cum >= rank {
+			v := upper
+			if n := cum - below; n > 0 {
+				v = lower + (upper-lower)*(rank-below)/n
+			}
+			return ptr(v * 1000)
+		}
+		lower, below = upper, cum
+	}
+	return ptr(lower * 1000)
+}
+
+// rewardStats are the dashboard's per-arm reward moments, fed by every reward
+// posted to this instance; a replaced reward moves them back.
+type rewardStats struct {
+	mu   sync.Mutex
+	arms map[string]*moments
+}
+
+type moments struct{ n, sum, sumSq float64 }
+
+func (s *rewardStats) observe(arm string, reward float64, previous *float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.arms[arm]
+	if m == nil {
+		m = &moments{}
+		s.arms[arm] = m
+	}
+	if previous == nil {
+		m.n++
+	} else {
+		m.sum -= *previous
+		m.sumSq -= *previous * *previous
+	}
+	m.sum += reward
+	m.sumSq += reward * reward
+}
+
+func (s *rewardStats) snapshot() map[string]moments {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]moments, len(s.arms))
+	for k, v := range s.arms {
+		out[k] = *v
+	}
+	return out
+}
+
+// meanCI is the mean and its 95% Student's t interval (from two rewards on), the
+// interval camproxy report prints.
+func (m moments) meanCI() (*float64, *[2]float64) {
+	if m.n < 1 {
+		return nil, nil
+	}
+	mean := m.sum / m.n
+	if m.n < 2 {
+		return &mean, nil
+	}
+	variance := max((m.sumSq-m.n*mean*mean)/(m.n-1), 0)
+	half := report.TQuantile(0.975, m.n-1) * math.Sqrt(variance/m.n)
+	return &mean, &[2]float64{mean - half, mean + half}
+}
+
+// recentRow is one row of GET /v1/episodes?recent=N.
+type recentRow struct {
+	ID            string    `json:"episode_id"`
+	TaskID        string    `json:"task_id"`
+	Task          string    `json:"task"`
+	Arm           string    `json:"arm"`
+	ContextSource string    `json:"context_source"`
+	Model         string    `json:"model"`
+	Turns         int       `json:"turns"`
+	Reward        *float64  `json:"reward"`
+	Success       *bool     `json:"success"`
+	StartedAt     time.Time `json:"started_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
+// maxTaskPreview bounds the task text of a list row; the episode itself has it whole.
+const maxTaskPreview = 300
+
+// recent handles GET /v1/episodes?recent=N: the N episodes this instance started
+// last, newest first (default 20); those that idled out of the store are left out.
+func (d *dashboard) recent(w http.ResponseWriter, r *http.Request) {
+	n := 20
+	if s := r.URL.Query().Get("recent"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			writeErr(w, http.StatusBadRequest, fmt.Sprintf(`"recent" must be a whole number ≥ 1 (got %q)`, s))
+			return
+		}
+		n = v
+	}
+	rows := []recentRow{}
+	if d.o.Recent != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		for _, id := range d.o.Recent.IDs(n) {
+			ep, err := d.o.Episodes.Get(ctx, id)
+			if errors.Is(err, episode.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				writeErr(w, http.StatusServiceUnavailable, "episode store unavailable; retry")
+				return
+			}
+			task := ep.Task
+			if len(task) > maxTaskPreview {
+				task = truncate(task, maxTaskPreview) + "…"
+			}
+			rows = append(rows, recentRow{ID: ep.ID, TaskID: ep.TaskID, Task: task, Arm: ep.Arm, ContextSource: ep.ContextSource,
+				Model: ep.Model, Turns: ep.Turns, Reward: ep.Reward, Success: ep.Success, StartedAt: ep.StartedAt, UpdatedAt: ep.UpdatedAt})
+		}
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]any{"episodes": rows})
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
+func truncate(s string, n int) string {
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// turns handles GET /v1/episodes/{id}/turns: the calls of an episode this instance
+// served (at most its last 64), with their status, timings and tokens.
+func (d *dashboard) turns(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	var (
+		turns   []Turn
+		omitted int
+		ok      bool
+	)
+	if d.o.Recent != nil {
+		turns, omitted, ok = d.o.Recent.Turns(id)
+	}
+	if !ok {
+		writeErr(w, http.StatusNotFound, fmt.Sprintf("episode %q is not among this instance's recent episodes", id))
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]any{"episode_id": id, "turns": turns, "omitted": omitted})
+}
