@@ -24,6 +24,15 @@ type Config struct {
 	Replay     Replay               `yaml:"replay"`
 	Rollouts   Rollouts             `yaml:"rollouts"`
 	Admin      Admin                `yaml:"admin"`
+	Tracing    Tracing              `yaml:"tracing"`
+}
+
+// Tracing exports OpenTelemetry traces over OTLP/HTTP; off while Endpoint is "".
+type Tracing struct {
+	Endpoint    string            `yaml:"endpoint"`     // e.g. http://otel-collector:4318 (/v1/traces is added)
+	Headers     map[string]string `yaml:"headers"`      // sent with each export, e.g. a backend's API key
+	ServiceName string            `yaml:"service_name"` // the resource's service.name
+	SampleRatio float64           `yaml:"sample_ratio"` // of traces camproxy starts; an agent's sampled trace is always followed
 }
 
 // Admin secures the admin plane.
@@ -236,6 +245,7 @@ func Default() *Config {
 			SpoolDir: "./camproxy-data/spool",
 		},
 		Rollouts: Rollouts{MaxInFlight: 64, DefaultTimeout: 10 * time.Minute},
+		Tracing:  Tracing{ServiceName: "camproxy", SampleRatio: 1},
 	}
 }
 

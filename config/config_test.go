@@ -156,6 +156,7 @@ func fullConfig() *Config {
 			SpoolDir: "/var/lib/camproxy/spool",
 		},
 		Rollouts: Rollouts{Runner: "http://harness.internal:7000/run", MaxInFlight: 32, DefaultTimeout: 5 * time.Minute},
+		Tracing:  Tracing{ServiceName: "camproxy", SampleRatio: 1},
 	}
 }
 
@@ -317,6 +318,8 @@ func TestBadConfig(t *testing.T) {
 		{"duplicate key", "server:\n  listen: ':1'\n  listen: ':2'\n", "server.listen", "duplicate"},
 		{"upstream relative url", "upstreams: {openai: {base_url: '/v1'}}", "upstreams.openai.base_url", "http"},
 		{"short admin token", "admin: {token: short}", "admin.token", "at least 16"},
+		{"tracing endpoint", "tracing: {endpoint: 'collector:4318'}", "tracing.endpoint", "http"},
+		{"tracing ratio", "tracing: {sample_ratio: 2}", "tracing.sample_ratio", "between 0 and 1"},
 		{"upstream ftp url", "upstreams: {anthropic: {base_url: 'ftp://x'}}", "upstreams.anthropic.base_url", "http"},
 		{"upstream no host", "upstreams: {openai: {base_url: 'http://'}}", "upstreams.openai.base_url", "host"},
 		{"upstream timeout", "upstreams: {openai: {first_byte_timeout: 0s}}", "upstreams.openai.first_byte_timeout", ""},
@@ -577,6 +580,7 @@ func TestRedacted(t *testing.T) {
 	orig := fullConfig()
 	before := fullConfig()
 	orig.Admin.Token, before.Admin.Token = "admin-token-0123456789", "admin-token-0123456789"
+	orig.Tracing.Headers, before.Tracing.Headers = map[string]string{"x-honeycomb-team": "hc-key"}, map[string]string{"x-honeycomb-team": "hc-key"}
 	r := orig.Redacted()
 	if !reflect.DeepEqual(orig, before) {
 		t.Fatal("Redacted changed the original")
@@ -593,6 +597,7 @@ func TestRedacted(t *testing.T) {
 		{"file sink", r.Replay.Sinks[0], "file:///var/lib/camproxy/replay"},
 		{"base_url", r.Upstreams.OpenAI.BaseURL, "https://openai.example.com"},
 		{"admin token", r.Admin.Token, "****"},
+		{"tracing header", r.Tracing.Headers["x-honeycomb-team"], "****"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -26,6 +27,10 @@ func (c *Config) Redacted() *Config {
 	}
 	r.Admin.Token = maskSecret(r.Admin.Token)
 	r.Rollouts.Runner = redactURL(r.Rollouts.Runner)
+	r.Tracing.Endpoint = redactURL(r.Tracing.Endpoint)
+	for k := range r.Tracing.Headers {
+		r.Tracing.Headers[k] = mask // a backend's API key, most likely
+	}
 	r.Cache.RedisURL = redactURL(r.Cache.RedisURL)
 	r.Episodes.RedisURL = redactURL(r.Episodes.RedisURL)
 	for i, sink := range r.Replay.Sinks {
@@ -89,6 +94,7 @@ func (c *Config) clone() *Config {
 		}
 	}
 	out.Replay.Sinks = slices.Clone(c.Replay.Sinks)
+	out.Tracing.Headers = maps.Clone(c.Tracing.Headers)
 	return &out
 }
 

@@ -56,6 +56,7 @@ func (c *Config) validate() []error {
 	c.Episodes.check(&p, c.Cache)
 	c.Replay.check(&p)
 	c.Rollouts.check(&p)
+	c.Tracing.check(&p)
 	// mask is what Redacted leaves: a printed config still validates.
 	if t := c.Admin.Token; t != "" && t != mask && (len(t) < 16 || strings.TrimSpace(t) != t) {
 		p.add("admin.token", "must be at least 16 characters without surrounding spaces (got %d characters)", len(t))
@@ -458,4 +459,18 @@ func isArmName(s string) bool {
 		}
 	}
 	return true
+}
+
+func (t Tracing) check(p *problems) {
+	if t.Endpoint != "" {
+		if u, err := url.Parse(t.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.add("tracing.endpoint", "must be an http(s):// URL of an OTLP/HTTP receiver, e.g. http://otel-collector:4318")
+		}
+	}
+	if t.SampleRatio < 0 || t.SampleRatio > 1 {
+		p.add("tracing.sample_ratio", "must be between 0 and 1, got %g", t.SampleRatio)
+	}
+	if t.ServiceName == "" {
+		p.add("tracing.service_name", "must not be empty")
+	}
 }
