@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,6 +53,11 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 	if string(fc.Request.Header.Peek(hdrSkip)) == "1" {
 		s.passthrough(fc, rt.up)
 		fc.Response.Header.Set(hdrContext, "skip")
+		return
+	}
+	if ct := fc.Request.Header.ContentType(); !jsonContentType(ct) {
+		s.fail(fc, rt, &Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error",
+			Msg: "Content-Type " + strconv.Quote(string(ct)) + " is not supported on " + string(fc.Path()) + "; send application/json"})
 		return
 	}
 	body := fc.PostBody()
@@ -209,6 +216,16 @@ func (s *Server) resolveContext(run *Runtime, arm, name string, req *protocol.Vi
 		return "", "fail-open"
 	}
 	return text, how.String()
+}
+
+// jsonContentType accepts a JSON media type, or none at all (curl -d, some SDKs).
+func jsonContentType(ct []byte) bool {
+	if len(ct) == 0 {
+		return true
+	}
+	mt, _, _ := bytes.Cut(ct, []byte(";"))
+	mt = bytes.ToLower(bytes.TrimSpace(mt))
+	return bytes.Equal(mt, []byte("application/json")) || bytes.HasSuffix(mt, []byte("+json"))
 }
 
 // chatCall is one call's state; as the tee it decodes the answer while it is relayed.
