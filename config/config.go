@@ -29,10 +29,10 @@ type Config struct {
 
 // Tracing exports OpenTelemetry traces over OTLP/HTTP; off while Endpoint is "".
 type Tracing struct {
-	Endpoint    string            `yaml:"endpoint"`     // e.g. http://otel-collector:4318 (/v1/traces is added)
-	Headers     map[string]string `yaml:"headers"`      // sent with each export, e.g. a backend's API key
-	ServiceName string            `yaml:"service_name"` // the resource's service.name
-	SampleRatio float64           `yaml:"sample_ratio"` // of traces camproxy starts; an agent's sampled trace is always followed
+	Endpoint    string            `yaml:"endpoint"`          // e.g. http://otel-collector:4318 (/v1/traces is added)
+	Headers     map[string]string `yaml:"headers,omitempty"` // sent with each export, e.g. a backend's API key
+	ServiceName string            `yaml:"service_name"`      // the resource's service.name
+	SampleRatio float64           `yaml:"sample_ratio"`      // of traces camproxy starts; an agent's sampled trace is always followed
 }
 
 // Admin secures the admin plane.

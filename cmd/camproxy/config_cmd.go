@@ -243,9 +243,10 @@ func maskURL(s string) string {
 		return s
 	}
 	changed := false
-	if _, ok := u.User.Password(); ok && !strings.Contains(s, ":"+mask+"@") {
+	if pw, ok := u.User.Password(); ok {
+		// Re-set even when already masked: u.String() would escape a bare "****".
 		u.User = url.UserPassword(u.User.Username(), "MASKED")
-		changed = true
+		changed = changed || pw != mask
 	}
 	q := u.Query()
 	for k, vs := range q {
