@@ -1,11 +1,13 @@
 # camproxy — see README.md. Every target works on a fresh clone.
 GO        ?= go
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -s -w -X main.version=$(VERSION)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS   := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 PKGS      := ./...
 FUZZTIME  ?= 20s
+SOAK      ?= 20m
 
-.PHONY: run build test check bench fuzz docker clean
+.PHONY: run build test check bench fuzz faults soak docker clean
 
 ## run: start camproxy serve on the built-in defaults (or $$CAMPROXY_CONFIG)
 run:
@@ -30,6 +32,19 @@ check:
 bench:
 	$(GO) run ./bench/latency
 
+## bench-load: camproxy vs a bare fasthttp proxy vs direct, open loop and at saturation (issue 9); BENCH_LOAD_ARGS adds flags
+.PHONY: bench-load
+bench-load:
+	$(GO) run ./bench/load -json bench/load/results.json $(BENCH_LOAD_ARGS)
+
+## faults: the fault matrix (upstream, CAM, Redis, replay sinks, process), as a table
+faults:
+	./scripts/faults.sh
+
+## soak: a steady load with a fault injected every minute; SOAK=20m by default
+soak:
+	$(GO) run ./bench/soak -duration $(SOAK)
+
 ## fuzz: run every native fuzz target for FUZZTIME each
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
@@ -38,10 +53,15 @@ fuzz:
 	  done; \
 	done
 
-## docker: build the container image (needs a Docker engine)
+## docker: build the image IMAGE:VERSION (IMAGE=ghcr.io/camproxy/camproxy unless set; needs a Docker engine)
+## and check that what a node pulls (the gzipped layers) stays under 40 MB
 docker:
 	@docker info >/dev/null 2>&1 || { echo "make docker: no Docker engine is running here; the Dockerfile builds the same static binary as 'make build'"; exit 1; }
-	docker build --build-arg VERSION=$(VERSION) -t camproxy:$(VERSION) .
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(or $(IMAGE),ghcr.io/camproxy/camproxy):$(VERSION) .
+	@img=$(or $(IMAGE),ghcr.io/camproxy/camproxy):$(VERSION); \
+	  disk=$$(docker image inspect -f '{{.Size}}' $$img); pull=$$(docker save $$img | gzip -c | wc -c); \
+	  echo "image $$img: $$((pull / 1000000)) MB to pull (gzipped), $$((disk / 1000000)) MB unpacked"; \
+	  if [ "$$pull" -gt 40000000 ]; then echo "make docker: the image is over the 40 MB target"; exit 1; fi
 
 clean:
 	rm -rf bin camproxy-data

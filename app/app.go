@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/camproxy/camproxy/tracing"
 	"log/slog"
 	"net"
 	"net/http"
@@ -45,6 +46,7 @@ type App struct {
 	Recorder *replay.Recorder // nil when Options.Recorder replaced it
 	admin    *http.Server
 	redis    []redis.UniversalClient
+	tracing  *tracing.Tracing
 
 	stats   policies.StatsStore // reward statistics for adaptive allocation
 	mu      sync.Mutex          // guards cfg and run across reloads
@@ -64,6 +66,8 @@ type Options struct {
 	Logger    *slog.Logger
 	Transport http.RoundTripper // upstream transport; nil = proxy.NewTransport
 	Recorder  proxy.Recorder
+	// Version is the service.version of exported spans.
+	Version string
 	// StoreCooldown is how long a failed Redis is skipped by the episode store
 	// (0 = episode.DefaultCooldown); tests shorten it.
 	StoreCooldown time.Duration
@@ -137,10 +141,14 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		return nil, err
 	}
 
+	if a.tracing, err = tracing.New(tracing.Options{Endpoint: cfg.Tracing.Endpoint, Headers: cfg.Tracing.Headers,
+		ServiceName: cfg.Tracing.ServiceName, SampleRatio: cfg.Tracing.SampleRatio, Version: o.Version}); err != nil {
+		return nil, err
+	}
 	a.Proxy = proxy.New(proxy.Options{
 		Logger: log, Metrics: a.Metrics, OpenAI: ups[0], Anthropic: ups[1], Bedrock: ups[2], Runtime: run.rt,
 		Cache: a.Cache, Episodes: a.Episodes, Recorder: rec, MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout,
-		IdleTimeout: cfg.Server.IdleTimeout,
+		IdleTimeout: cfg.Server.IdleTimeout, Tracing: a.tracing,
 	})
 	a.activate(run)
 
@@ -397,6 +405,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 			err = errors.Join(err, a.Recorder.Close(rctx))
 			cancel()
 		}
+		tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = errors.Join(err, a.tracing.Shutdown(tctx)) // the spans of the last calls
+		cancel()
 		_ = a.Episodes.Close()
 		for _, r := range a.redis {
 			_ = r.Close()

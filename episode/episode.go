@@ -9,7 +9,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -148,7 +147,8 @@ func canonicalJSON(dst []byte, v gjson.Result) []byte {
 			k string
 			v gjson.Result
 		}
-		var kvs []kv
+		var arr [8]kv // tool arguments have a few keys: no allocation for them
+		kvs := arr[:0]
 		v.ForEach(func(k, val gjson.Result) bool { kvs = append(kvs, kv{k.Str, val}); return true })
 		slices.SortStableFunc(kvs, func(a, b kv) int { return strings.Compare(a.k, b.k) })
 		dst = append(dst, '{')
@@ -184,86 +184,151 @@ func canonicalJSON(dst []byte, v gjson.Result) []byte {
 // writeCollapsed hashes s with runs of whitespace collapsed to one space (or dropped
 // when dropAll). The collapsed text goes to the digest through a stack buffer, in
 // writes of up to its size: one digest write per word would cost more than the hash.
+// Printable ASCII is taken a run at a time: a single space between words is already
+// canonical, so only runs of spaces, other whitespace and non-ASCII bytes are looked at
+// one by one.
 func writeCollapsed(d *xxhash.Digest, s string, dropAll bool) {
 	s = strings.TrimSpace(s)
-	var buf [1024]byte
-	n := 0
-	space := false
+	w := collapser{d: d, dropAll: dropAll}
 	for i := 0; i < len(s); {
-		// A run of bytes that are neither ASCII whitespace nor the start of a
-		// multi-byte rune is copied whole.
-		j := i
-		for j < len(s) {
-			if j+8 <= len(s) {
-				// Eight bytes at a time while none is below 0x21 or above 0x7f.
-				w := binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[j:]), 8))
-				if m := ((w-lo8*0x21)&^w | w) & hi8; m == 0 {
-					j += 8
-					continue
-				} else {
-					j += bits.TrailingZeros64(m) >> 3
-				}
-			}
-			if c := s[j]; c >= utf8.RuneSelf || asciiSpace[c] {
-				break
-			}
-			j++
-		}
+		j, double := printableRun(s, i)
 		if j > i {
-			if space {
-				if !dropAll {
-					if n == len(buf) {
-						_, _ = d.Write(buf[:n])
-						n = 0
-					}
-					buf[n] = ' '
-					n++
-				}
-				space = false
-			}
-			for run := s[i:j]; len(run) > 0; {
-				if n == len(buf) {
-					_, _ = d.Write(buf[:n])
-					n = 0
-				}
-				c := copy(buf[n:], run)
-				n += c
-				run = run[c:]
-			}
+			w.run(s[i:j], double)
 			i = j
 			continue
 		}
 		c := s[i]
-		if c < utf8.RuneSelf { // ASCII whitespace
-			space = true
+		if c < utf8.RuneSelf {
+			if asciiSpace[c] {
+				w.space = true
+			} else {
+				w.text(s[i : i+1])
+			}
 			i++
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if unicode.IsSpace(r) {
-			space = true
-			i += size
-			continue
+			w.space = true
+		} else {
+			w.text(s[i : i+size])
 		}
-		if space {
-			if !dropAll {
-				if n == len(buf) {
-					_, _ = d.Write(buf[:n])
-					n = 0
-				}
-				buf[n] = ' '
-				n++
-			}
-			space = false
-		}
-		if n+size > len(buf) {
-			_, _ = d.Write(buf[:n])
-			n = 0
-		}
-		n += copy(buf[n:], s[i:i+size])
 		i += size
 	}
-	_, _ = d.Write(buf[:n])
+	w.flush()
+}
+
+// printableRun returns the end of the run of bytes 0x20..0x7f that starts at i, and
+// whether it holds two spaces in a row.
+func printableRun(s string, i int) (int, bool) {
+	double, prev := false, false // prev: the byte before i is a space
+	for i < len(s) {
+		if i+8 <= len(s) {
+			w := binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))
+			if m := ((w-lo8*0x20)&^w | w) & hi8; m == 0 {
+				sp := zeroBytes(w ^ (lo8 * ' '))
+				if sp&(sp>>8) != 0 || prev && sp&0x80 != 0 {
+					double = true
+				}
+				prev = sp>>63 != 0
+				i += 8
+				continue
+			}
+		}
+		c := s[i]
+		if c < 0x20 || c >= utf8.RuneSelf {
+			return i, double
+		}
+		if c == ' ' && prev {
+			double = true
+		}
+		prev = c == ' '
+		i++
+	}
+	return i, double
+}
+
+// zeroBytes sets the high bit of exactly the zero bytes of t.
+func zeroBytes(t uint64) uint64 {
+	const low7 = 0x7f7f7f7f7f7f7f7f
+	return ^((t&low7 + low7) | t | low7)
+}
+
+// collapser buffers the canonical text on its way to the digest.
+type collapser struct {
+	d       *xxhash.Digest
+	dropAll bool
+	space   bool // whitespace seen since the last text: one space is due before more text
+	n       int
+	buf     [1024]byte
+}
+
+// run takes printable ASCII, whose spaces may need collapsing.
+func (w *collapser) run(r string, double bool) {
+	k := 0
+	for k < len(r) && r[k] == ' ' {
+		k++
+	}
+	if k > 0 {
+		w.space = true
+		r = r[k:]
+	}
+	t := len(r)
+	for t > 0 && r[t-1] == ' ' {
+		t--
+	}
+	trailing := t < len(r)
+	r = r[:t]
+	if r == "" {
+		return
+	}
+	if w.dropAll || double {
+		for len(r) > 0 {
+			sp := strings.IndexByte(r, ' ')
+			if sp < 0 {
+				w.text(r)
+				break
+			}
+			w.text(r[:sp])
+			w.space = true
+			for sp < len(r) && r[sp] == ' ' {
+				sp++
+			}
+			r = r[sp:]
+		}
+	} else {
+		w.text(r)
+	}
+	if trailing {
+		w.space = true
+	}
+}
+
+// text writes non-whitespace text, after the space that is due.
+func (w *collapser) text(t string) {
+	if w.space {
+		w.space = false
+		if !w.dropAll {
+			if w.n == len(w.buf) {
+				w.flush()
+			}
+			w.buf[w.n] = ' '
+			w.n++
+		}
+	}
+	for len(t) > 0 {
+		if w.n == len(w.buf) {
+			w.flush()
+		}
+		c := copy(w.buf[w.n:], t)
+		w.n += c
+		t = t[c:]
+	}
+}
+
+func (w *collapser) flush() {
+	_, _ = w.d.Write(w.buf[:w.n])
+	w.n = 0
 }
 
 const (

@@ -11,12 +11,20 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/valyala/fasthttp"
 )
 
 // Auth fits a forwarded request's credentials to its upstream. Without one the
 // client's own credentials go through untouched.
 type Auth interface {
 	Apply(ctx context.Context, req *http.Request, body []byte) error
+}
+
+// headerAuth is an Auth that only rewrites headers: the fasthttp client applies it
+// to its own request, without building a net/http one.
+type headerAuth interface {
+	Auth
+	applyHeaders(h *fasthttp.RequestHeader)
 }
 
 // BearerKey replaces the client's Authorization with a configured key (OpenAI).
@@ -28,6 +36,11 @@ func (k BearerKey) Apply(_ context.Context, req *http.Request, _ []byte) error {
 	return nil
 }
 
+func (k BearerKey) applyHeaders(h *fasthttp.RequestHeader) {
+	h.Del("Api-Key")
+	h.Set("Authorization", "Bearer "+string(k))
+}
+
 // APIKeyHeader replaces the client's x-api-key with a configured key (Anthropic).
 type APIKeyHeader string
 
@@ -35,6 +48,11 @@ func (k APIKeyHeader) Apply(_ context.Context, req *http.Request, _ []byte) erro
 	req.Header.Del("Authorization")
 	req.Header.Set("X-Api-Key", string(k))
 	return nil
+}
+
+func (k APIKeyHeader) applyHeaders(h *fasthttp.RequestHeader) {
+	h.Del("Authorization")
+	h.Set("X-Api-Key", string(k))
 }
 
 // SigV4 re-signs Bedrock calls: the agent's signature cannot survive a changed body,

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/camproxy/camproxy/tracing"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"net/http"
 	"strconv"
 	"strings"
@@ -72,11 +75,16 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 		s.fail(fc, rt, badRequest("%v", err))
 		return
 	}
-	c, e := s.beginTurn(fc, rt, run, req, start)
+	sctx, span := s.startSpan(fc, rt, req.Parsed())
+	c, e := s.beginTurn(fc, rt, run, req, start, sctx)
 	if e != nil {
+		span.SetStatus(codes.Error, e.Msg)
+		span.End()
 		s.fail(fc, rt, e)
 		return
 	}
+	c.span = span
+	propagate(sctx, s, fc)
 	out := body
 	if c.ep.Context != "" {
 		pl := run.placementFor(c.ep.Arm)
@@ -105,7 +113,7 @@ func (run *Runtime) placementFor(arm string) Placement {
 }
 
 // beginTurn finds or starts the call's episode and, for a new one, its arm and context.
-func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, run *Runtime, r protocol.Request, start time.Time) (*chatCall, *Error) {
+func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, run *Runtime, r protocol.Request, start time.Time, sctx context.Context) (*chatCall, *Error) {
 	req := r.Parsed()
 	c := &chatCall{s: s, proto: rt.proto, req: req, dec: r.Decoder(), start: start, chain: episode.Chain(req.Messages)}
 	id := string(fc.Request.Header.Peek(hdrEpisode))
@@ -133,7 +141,7 @@ func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, run *Runtime, r p
 	}
 	arm := run.Policy.Assign(id, taskID, string(fc.Request.Header.Peek(hdrArm)))
 	augStart := time.Now()
-	text, source := s.resolveContext(run, arm.Name, arm.Augmenter, req, taskID)
+	text, source := s.resolveContext(sctx, run, arm.Name, arm.Augmenter, req, taskID)
 	c.augment = time.Since(augStart)
 	s.m.ContextDuration.WithLabelValues(arm.Name).Observe(c.augment.Seconds())
 	now := time.Now().UTC()
@@ -197,7 +205,7 @@ func (s *Server) findEpisode(id string, msgs []protocol.Message, chain []uint64)
 
 // resolveContext gets a new episode's context: cache, then the augmenter, all within
 // the augmenter's deadline. Any failure is fail-open: no context, never a failed call.
-func (s *Server) resolveContext(run *Runtime, arm, name string, req *protocol.View, taskID string) (string, string) {
+func (s *Server) resolveContext(sctx context.Context, run *Runtime, arm, name string, req *protocol.View, taskID string) (string, string) {
 	src, ok := run.Augmenters[name]
 	if name == "none" || !ok {
 		return "", "none"
@@ -205,6 +213,8 @@ func (s *Server) resolveContext(run *Runtime, arm, name string, req *protocol.Vi
 	if req.Task == "" {
 		return "", "skip"
 	}
+	span := s.augmentSpan(sctx, name)
+	defer span.End()
 	ctx, cancel := context.WithTimeout(s.base, src.Timeout)
 	defer cancel()
 	ar := augment.Request{Task: req.Task, TaskID: taskID, Model: req.Model}
@@ -212,9 +222,12 @@ func (s *Server) resolveContext(run *Runtime, arm, name string, req *protocol.Vi
 		return src.Augment(ctx, ar)
 	})
 	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(tracing.ContextSource.String("fail-open"))
 		s.log.Warn("augmenter failed; forwarding unaugmented", "augmenter", name, "arm", arm, "err", err)
 		return "", "fail-open"
 	}
+	span.SetAttributes(tracing.ContextSource.String(how.String()))
 	return text, how.String()
 }
 
@@ -248,6 +261,7 @@ type chatCall struct {
 	advanced bool
 	answer   protocol.Message
 	usage    protocol.Usage
+	span     trace.Span // the call's span (a no-op with tracing off)
 }
 
 func (c *chatCall) begin(status int) { c.status = status }
@@ -292,6 +306,9 @@ func (c *chatCall) done(status int, err error, ttfb time.Duration) {
 		t.Error = "answer incomplete: the upstream's response ended before its final event"
 	}
 	s.rec.Record(t)
+	if c.span != nil {
+		endSpan(c.span, c, status, err)
+	}
 }
 
 // advance moves the episode past this turn: the history now ends with the answer, and

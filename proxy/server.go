@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/camproxy/camproxy/tracing"
 	"io"
 	"log/slog"
 	"net"
@@ -56,6 +57,7 @@ type Options struct {
 	MaxBodyBytes int
 	ReadTimeout  time.Duration
 	IdleTimeout  time.Duration
+	Tracing      *tracing.Tracing // nil = tracing off
 }
 
 // Runtime is what a config reload replaces while calls are in flight: the task rules,
@@ -103,6 +105,7 @@ type Server struct {
 	base       context.Context
 	cancelBase context.CancelFunc
 	bufs       sync.Pool
+	tr         *tracing.Tracing
 }
 
 // New builds the data plane.
@@ -117,6 +120,10 @@ func New(o Options) *Server {
 		cache: o.Cache, episodes: o.Episodes, rec: rec, maxBody: o.MaxBodyBytes,
 		base: base, cancelBase: cancel,
 		bufs: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }},
+		tr:   o.Tracing,
+	}
+	if s.tr == nil {
+		s.tr = tracing.Disabled()
 	}
 	for _, u := range []*Upstream{o.OpenAI, o.Anthropic, o.Bedrock} {
 		if u != nil {
@@ -136,9 +143,15 @@ func New(o Options) *Server {
 		CloseOnShutdown:       true,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
-		ReadBufferSize:        16 << 10,
-		Concurrency:           1 << 20,
-		Logger:                fasthttpLogger{o.Logger},
+		// A proxy forwards multipart bodies (file uploads) as bytes; parsing them here
+		// would reject or rewrite what the upstream should judge.
+		DisablePreParseMultipartForm: true,
+		ReadBufferSize:               16 << 10,
+		// Many long-lived connections: a connection between requests, or one whose
+		// answer is streaming, holds no read buffer (16 KiB each) and no body buffers.
+		ReduceMemoryUsage: true,
+		Concurrency:       1 << 20,
+		Logger:            fasthttpLogger{o.Logger},
 	}
 	return s
 }
@@ -201,6 +214,14 @@ type forwardResult struct {
 // JSON answers, chunk by chunk for streams. t (optional) sees every byte. For streams
 // forward returns before the body is relayed; t.done reports the end.
 func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, identity bool, st Style, t tee) forwardResult {
+	if up.client == nil {
+		return s.forwardFast(fc, up, body, identity, st, t)
+	}
+	return s.forwardHTTP(fc, up, body, identity, st, t)
+}
+
+// forwardHTTP is forward through net/http (a configured Transport or an HTTP proxy).
+func (s *Server) forwardHTTP(fc *fasthttp.RequestCtx, up *Upstream, body []byte, identity bool, st Style, t tee) forwardResult {
 	uctx, cancel := context.WithCancel(s.base)
 	req, err := up.newRequest(uctx, fc, body, identity)
 	if err != nil {

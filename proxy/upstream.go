@@ -3,11 +3,15 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -16,32 +20,49 @@ import (
 // Upstream is one provider camproxy forwards to. Its target comes only from config:
 // nothing in a request can point it at another host.
 type Upstream struct {
-	Name             string // protocol label, e.g. "openai"
-	Base             *url.URL
-	Auth             Auth // nil = pass the client's auth through
+	Name string // protocol label, e.g. "openai"
+	Base *url.URL
+	Auth Auth // nil = pass the client's auth through
+	// Transport nil (or one made by NewTransport) = camproxy's own HTTP/1.1 client on
+	// fasthttp's connection pool; any other RoundTripper, or an HTTP proxy configured
+	// in the environment for Base, sends the calls through net/http instead.
 	Transport        http.RoundTripper
 	FirstByteTimeout time.Duration
 	IdleTimeout      time.Duration
 
-	client *http.Client
+	client *http.Client // the net/http path; nil on the fasthttp path
+
+	mu    sync.Mutex
+	hosts map[string]*fasthttp.HostClient // by scheme://host: SigV4 may pick the region's host per call
 }
+
+// Transport is camproxy's default upstream transport: NewTransport's. An Upstream
+// given one (or none) uses the fasthttp client, unless an HTTP proxy is configured in
+// the environment; elsewhere (the CAM's client) it is a plain net/http transport.
+type Transport struct{ *http.Transport }
 
 // init makes the upstream's client: redirects are relayed, never followed to another host.
 func (u *Upstream) init() {
 	t := u.Transport
-	if t == nil {
-		t = NewTransport(u.FirstByteTimeout)
+	_, ownDefault := t.(*Transport)
+	if (t == nil || ownDefault) && os.Getenv("XXX_NETHTTP") == "" {
+		if p, err := http.ProxyFromEnvironment(&http.Request{URL: u.Base}); err == nil && p == nil {
+			u.hosts = map[string]*fasthttp.HostClient{}
+			return
+		}
+		if t == nil {
+			t = NewTransport(u.FirstByteTimeout)
+		}
 	}
 	u.client = &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
 	}}
 }
 
-// NewTransport is the upstream HTTP transport. camproxy streams upstream with net/http
-// rather than fasthttp's client: cancelling a request through its context is reliable
-// and no pooled response object outlives its reader (the data race Bifrost hit).
-func NewTransport(firstByte time.Duration) *http.Transport {
-	return &http.Transport{
+// NewTransport is the net/http upstream transport, for the calls that do not go
+// through the fasthttp client (see Upstream.Transport) and for the CAM's client.
+func NewTransport(firstByte time.Duration) *Transport {
+	return &Transport{&http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2:     true,
@@ -56,7 +77,49 @@ func NewTransport(firstByte time.Duration) *http.Transport {
 		DisableCompression: true,
 		WriteBufferSize:    32 << 10,
 		ReadBufferSize:     32 << 10,
+	}}
+}
+
+// hostClient is the connection pool of one upstream host. Its buffers are small: an
+// answer is relayed a read at a time, and ten thousand idle streams each hold one.
+func (u *Upstream) hostClient(scheme, host string) *fasthttp.HostClient {
+	key := scheme + "://" + host
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if hc := u.hosts[key]; hc != nil {
+		return hc
 	}
+	tlsOn := scheme == "https"
+	addr := host
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		if tlsOn {
+			addr += ":443"
+		} else {
+			addr += ":80"
+		}
+	}
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	hc := &fasthttp.HostClient{
+		Addr: addr, IsTLS: tlsOn, Name: "camproxy",
+		Dial: func(a string) (net.Conn, error) { return dialer.Dial("tcp", a) },
+		// Connections are held for the whole of a stream: as many as there are calls.
+		MaxConns:                      1 << 20,
+		MaxIdleConnDuration:           90 * time.Second,
+		ReadBufferSize:                4 << 10,
+		WriteBufferSize:               16 << 10,
+		DisablePathNormalizing:        true,
+		DisableHeaderNamesNormalizing: false,
+		NoDefaultUserAgentHeader:      true,
+	}
+	if tlsOn {
+		h, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			h = addr
+		}
+		hc.TLSConfig = &tls.Config{ServerName: h, MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(64)}
+	}
+	u.hosts[key] = hc
+	return hc
 }
 
 // hopHeaders are connection-scoped (RFC 9110 §7.6.1) and never forwarded.
@@ -71,21 +134,45 @@ var hopHeaders = map[string]bool{
 // query: never the request-target as written, which may be absolute-form and name
 // another host.
 func (u *Upstream) target(rawPath, query []byte) string {
-	path := string(rawPath)
-	if len(path) == 0 || path[0] != '/' {
-		path = "/" + path
-	}
-	if len(query) > 0 {
-		path += "?" + string(query)
-	}
-	basePath := strings.TrimSuffix(u.Base.Path, "/")
-	if strings.HasSuffix(basePath, "/v1") && (strings.HasPrefix(path, "/v1/") || path == "/v1") {
-		path = path[3:]
-	}
-	return u.Base.Scheme + "://" + u.Base.Host + basePath + path
+	return u.Base.Scheme + "://" + u.Base.Host + string(u.requestURI(nil, rawPath, query))
 }
 
-// newRequest builds the upstream request: the client's headers minus hop-by-hop ones,
+// requestURI appends the origin-form request target sent upstream: the base's path,
+// then the raw path as received (a base ending in /v1 absorbs its /v1), then the query.
+func (u *Upstream) requestURI(dst, rawPath, query []byte) []byte {
+	basePath := strings.TrimSuffix(u.Base.Path, "/")
+	dst = append(dst, basePath...)
+	start := len(dst)
+	if len(rawPath) == 0 || rawPath[0] != '/' {
+		dst = append(dst, '/')
+	}
+	dst = append(dst, rawPath...)
+	if len(query) > 0 {
+		dst = append(dst, '?')
+		dst = append(dst, query...)
+	}
+	if p := dst[start:]; strings.HasSuffix(basePath, "/v1") && (bytes.HasPrefix(p, []byte("/v1/")) || string(p) == "/v1") {
+		n := copy(dst[start:], p[3:])
+		dst = dst[:start+n]
+	}
+	return dst
+}
+
+// forwardHeader reports whether a client request header goes upstream: not hop-by-hop
+// (nor named by Connection), not Host or the length (set for the body sent), not
+// camproxy's own X-CAM-*, and no Accept-Encoding when the answer must be identity.
+func forwardHeader(key []byte, connTokens []byte, identity bool) bool {
+	k := string(key) // no allocation: map index and comparisons
+	if hopHeaders[k] || k == "Host" || k == "Content-Length" || k == "Expect" || hasCAMPrefix(k) {
+		return false
+	}
+	if identity && k == "Accept-Encoding" {
+		return false
+	}
+	return len(connTokens) == 0 || !listsHeader(string(connTokens), k)
+}
+
+// newRequest builds the net/http upstream request: the client's headers minus hop-by-hop ones,
 // camproxy's own X-CAM-* headers and Host; auth replaced when a key is configured.
 func (u *Upstream) newRequest(ctx context.Context, fc *fasthttp.RequestCtx, body []byte, identity bool) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, string(fc.Method()), u.target(fc.URI().PathOriginal(), fc.URI().QueryString()), bytes.NewReader(body))
@@ -96,16 +183,11 @@ func (u *Upstream) newRequest(ctx context.Context, fc *fasthttp.RequestCtx, body
 		return nil, fmt.Errorf("request target %q would leave the configured upstream", fc.Request.Header.RequestURI())
 	}
 	req.ContentLength = int64(len(body))
-	connTokens := string(fc.Request.Header.Peek("Connection"))
+	conn := fc.Request.Header.Peek("Connection")
 	for k, v := range fc.Request.Header.All() {
-		key := string(k)
-		if hopHeaders[key] || key == "Host" || key == "Content-Length" || key == "Expect" || hasCAMPrefix(key) || listsHeader(connTokens, key) {
-			continue
+		if forwardHeader(k, conn, identity) {
+			req.Header.Add(string(k), string(v))
 		}
-		if identity && key == "Accept-Encoding" {
-			continue
-		}
-		req.Header.Add(key, string(v))
 	}
 	if u.Auth != nil {
 		if err := u.Auth.Apply(ctx, req, body); err != nil {
@@ -113,6 +195,65 @@ func (u *Upstream) newRequest(ctx context.Context, fc *fasthttp.RequestCtx, body
 		}
 	}
 	return req, nil
+}
+
+// fastRequest fills req (fasthttp's) with the upstream request and returns the host
+// pool it goes to. The request line is the origin-form target built from the config's
+// base; the Host header is the base's host: nothing in the client's request-target
+// can name another host.
+func (u *Upstream) fastRequest(ctx context.Context, fc *fasthttp.RequestCtx, req *fasthttp.Request, body []byte, identity bool) (*fasthttp.HostClient, error) {
+	h := &req.Header
+	h.SetMethodBytes(fc.Method())
+	var uri [256]byte
+	h.SetRequestURIBytes(u.requestURI(uri[:0], fc.URI().PathOriginal(), fc.URI().QueryString()))
+	h.SetHost(u.Base.Host)
+	conn := fc.Request.Header.Peek("Connection")
+	for k, v := range fc.Request.Header.All() {
+		if forwardHeader(k, conn, identity) {
+			h.AddBytesKV(k, v)
+		}
+	}
+	req.SetBodyRaw(body)
+	scheme, host := u.Base.Scheme, u.Base.Host
+	switch a := u.Auth.(type) {
+	case nil:
+	case headerAuth:
+		a.applyHeaders(h)
+	default:
+		// Signing needs the request as net/http sees it: sign that, and send exactly
+		// the host, target and headers that were signed.
+		shell, err := http.NewRequestWithContext(ctx, string(fc.Method()), u.target(fc.URI().PathOriginal(), fc.URI().QueryString()), nil)
+		if err != nil {
+			return nil, err
+		}
+		if shell.URL.Host != u.Base.Host {
+			return nil, fmt.Errorf("request target %q would leave the configured upstream", fc.Request.Header.RequestURI())
+		}
+		shell.ContentLength = int64(len(body))
+		for k, v := range h.All() {
+			if ks := string(k); ks != "Host" && ks != "Content-Length" {
+				shell.Header.Add(ks, string(v))
+			}
+		}
+		if err := u.Auth.Apply(ctx, shell, body); err != nil {
+			return nil, err
+		}
+		h.Reset()
+		h.SetMethodBytes(fc.Method())
+		h.SetRequestURI(shell.URL.RequestURI())
+		host = shell.URL.Host
+		if shell.Host != "" {
+			host = shell.Host
+		}
+		h.SetHost(host)
+		for k, vs := range shell.Header {
+			for _, v := range vs {
+				h.Add(k, v)
+			}
+		}
+		scheme = shell.URL.Scheme
+	}
+	return u.hostClient(scheme, host), nil
 }
 
 // listsHeader reports whether a Connection header value names key (those headers are
@@ -144,3 +285,17 @@ func copyResponseHeaders(fc *fasthttp.RequestCtx, h http.Header) {
 		}
 	}
 }
+
+// copyFastHeaders is copyResponseHeaders for an answer read by the fasthttp client.
+func copyFastHeaders(fc *fasthttp.RequestCtx, h *fasthttp.ResponseHeader) {
+	for k, v := range h.All() {
+		ks := string(k)
+		if hopHeaders[ks] || ks == "Content-Length" {
+			continue
+		}
+		fc.Response.Header.AddBytesKV(k, v)
+	}
+}
+
+// errUpstreamCancelled is the error of a call cancelled before its answer ended.
+var errUpstreamCancelled = errors.New("upstream call cancelled")

@@ -150,6 +150,20 @@ func (r *Recorder) overflow(it item) {
 }
 
 func (r *Recorder) dispatch() {
+	// A sink that is behind gets its events on disk rather than block the others.
+	// They are spooled in batches (one write and fsync each), not one by one: a sink
+	// that fell behind for the length of one slow fsync must not slow the dispatcher
+	// to one fsync per event. Once a sink has events waiting here, its later events
+	// wait behind them, so that its order is kept.
+	spill := make([][]item, len(r.writers))
+	flush := func() {
+		for i, w := range r.writers {
+			if len(spill[i]) > 0 {
+				w.spoolBatch(spill[i])
+				spill[i] = nil
+			}
+		}
+	}
 	for it := range r.q {
 		if r.m != nil {
 			r.m.ReplayQueue.Dec()
@@ -160,15 +174,29 @@ func (r *Recorder) dispatch() {
 			continue
 		}
 		it.line, it.ev = line, nil
-		for _, w := range r.writers {
-			select {
-			case w.in <- it:
-			default: // this sink is behind: keep the event on disk rather than block the others
-				w.spoolBatch([]item{it})
+		for i, w := range r.writers {
+			if len(spill[i]) == 0 {
+				select {
+				case w.in <- it:
+					continue
+				default:
+				}
+			}
+			spill[i] = append(spill[i], it)
+			if len(spill[i]) >= spillBatch {
+				w.spoolBatch(spill[i])
+				spill[i] = nil
 			}
 		}
+		if len(r.q) == 0 {
+			flush()
+		}
 	}
+	flush()
 }
+
+// spillBatch is how many events a sink that is behind has spooled at once.
+const spillBatch = 256
 
 // Close stops accepting, flushes every queued event to its sink (or its spool) and
 // waits until that is done or ctx ends.
@@ -230,16 +258,8 @@ func (w *sinkWriter) run() {
 	for {
 		select {
 		case it, ok := <-w.in:
-			if !ok { // shutting down: a sink known to be down is not waited for
-				w.mu.Lock()
-				down := w.down
-				w.mu.Unlock()
-				if down {
-					w.spoolBatch(batch)
-					return
-				}
-				w.write(batch)
-				w.drain()
+			if !ok { // shutting down
+				w.finish(batch)
 				return
 			}
 			if len(batch) == 0 {
@@ -248,6 +268,15 @@ func (w *sinkWriter) run() {
 			batch = append(batch, it)
 			if len(batch) >= w.policy.MaxEvents {
 				flush.Stop()
+				// Group commit: the events that queued up during the last write go
+				// into this one, so one write and fsync cover them and a sink that
+				// fell behind catches up instead of spilling into the spool.
+				var closed bool
+				batch, closed = w.takeQueued(batch)
+				if closed {
+					w.finish(batch)
+					return
+				}
 				w.write(batch)
 				batch = nil
 			}
@@ -258,6 +287,39 @@ func (w *sinkWriter) run() {
 			w.drain()
 		}
 	}
+}
+
+// maxGroup bounds a group-committed batch: events, or the sink's own batch size if larger.
+const maxGroup = 4096
+
+// takeQueued appends to batch the events already waiting, without blocking; closed
+// reports that the recorder is shutting down.
+func (w *sinkWriter) takeQueued(batch []item) ([]item, bool) {
+	for len(batch) < max(maxGroup, w.policy.MaxEvents) {
+		select {
+		case it, ok := <-w.in:
+			if !ok {
+				return batch, true
+			}
+			batch = append(batch, it)
+		default:
+			return batch, false
+		}
+	}
+	return batch, false
+}
+
+// finish writes what is left at shutdown: a sink known to be down is not waited for.
+func (w *sinkWriter) finish(batch []item) {
+	w.mu.Lock()
+	down := w.down
+	w.mu.Unlock()
+	if down {
+		w.spoolBatch(batch)
+		return
+	}
+	w.write(batch)
+	w.drain()
 }
 
 // write sends a batch, or spools it when the sink fails or still has a backlog (so

@@ -36,7 +36,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, getenv func(str
 	if err != nil {
 		return err
 	}
-	a, err := app.New(cfg, app.Options{Logger: log})
+	a, err := app.New(cfg, app.Options{Logger: log, Version: version})
 	if err != nil {
 		return usagef("%v", err)
 	}

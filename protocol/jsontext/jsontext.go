@@ -75,11 +75,17 @@ func stringEnd(b []byte, i int) int {
 // Validate reports whether body is one JSON document that gjson may walk safely:
 // valid, and nested no deeper than MaxDepth (gjson validates recursively).
 func Validate(body []byte) error {
-	if TooDeep(body) {
+	ok, deep := Valid(body)
+	if deep {
 		return fmt.Errorf("%w: nested deeper than %d levels", protocol.ErrInvalidJSON, MaxDepth)
 	}
-	if !gjson.ValidBytes(body) {
+	if !ok {
 		return protocol.ErrInvalidJSON
+	}
+	// JSON is UTF-8 (RFC 8259); the upstreams reject anything else, and a context
+	// spliced next to invalid bytes would be recorded corrupt.
+	if !utf8.Valid(body) {
+		return fmt.Errorf("%w: the body is not valid UTF-8", protocol.ErrInvalidJSON)
 	}
 	return nil
 }

@@ -1,9 +1,8 @@
 package openai
 
 import (
-	"github.com/tidwall/gjson"
-
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/jsontext"
 )
 
 // Parsed returns the call's view.
@@ -26,17 +25,27 @@ type JSONDecoder struct {
 	usage protocol.Usage
 }
 
-// Write buffers p and decodes once the body is a whole JSON document.
+// Write buffers p and decodes once the body is a whole JSON document. A body that
+// comes whole in one write (a buffered answer, as the proxy relays it) is decoded
+// where it is, without a copy.
 func (d *JSONDecoder) Write(p []byte) (int, error) {
 	if d.done {
 		return len(p), nil
 	}
-	d.buf = append(d.buf, p...)
-	if gjson.ValidBytes(d.buf) {
-		if msg, usage, err := DecodeResponse(d.buf); err == nil {
+	data := p
+	if len(d.buf) > 0 {
+		d.buf = append(d.buf, p...)
+		data = d.buf
+	}
+	if ok, _ := jsontext.Valid(data); ok {
+		if msg, usage, err := decodeValid(data); err == nil {
 			d.msg, d.usage, d.done = msg, usage, true
 			d.buf = nil
+			return len(p), nil
 		}
+	}
+	if len(d.buf) == 0 {
+		d.buf = append(d.buf, p...)
 	}
 	return len(p), nil
 }

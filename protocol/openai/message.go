@@ -1,7 +1,10 @@
 package openai
 
 import (
+	"unsafe"
+
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/jsontext"
 	"github.com/tidwall/gjson"
 )
 
@@ -50,12 +53,16 @@ func readFields(obj gjson.Result) fields {
 
 // message normalises everything but the content, which callers read with
 // contentText because the request also needs the positions of its texts.
-func (f *fields) message() protocol.Message {
+func (f *fields) message() protocol.Message { return f.messageWith(toolCalls) }
+
+// messageWith is message with the given reader of tool_calls (tests compare the fast
+// one with gjson's walk).
+func (f *fields) messageWith(readCalls func(gjson.Result) []protocol.ToolCall) protocol.Message {
 	m := protocol.Message{
 		Role:       f.role.Str,
 		ToolCallID: f.toolCallID.Str,
 		Name:       f.name.Str,
-		ToolCalls:  toolCalls(f.toolCalls),
+		ToolCalls:  readCalls(f.toolCalls),
 	}
 	// Legacy function calling carries at most one call and no id.
 	if m.ToolCalls == nil && f.functionCall.IsObject() {
@@ -68,6 +75,18 @@ func (f *fields) message() protocol.Message {
 
 // toolCalls reads an assistant's tool_calls array; nil when absent or empty.
 func toolCalls(v gjson.Result) []protocol.ToolCall {
+	if !v.IsArray() {
+		return nil
+	}
+	if v.Index > 0 {
+		// A value of a validated body (request or answer): walked a word at a time.
+		return toolCallsFast(v.Raw)
+	}
+	return toolCallsGJSON(v)
+}
+
+// toolCallsGJSON is toolCalls by gjson's walk.
+func toolCallsGJSON(v gjson.Result) []protocol.ToolCall {
 	if !v.IsArray() {
 		return nil
 	}
@@ -198,17 +217,22 @@ func isTaskRole(role string) bool {
 	return role == "system" || role == "developer" || role == "user"
 }
 
-// readMessages normalises the messages array in one pass, records the texts task
-// rules may match and where the System placement appends.
-func (r *Request) readMessages(msgs gjson.Result) []segment {
+// readMessages normalises the messages array (at r.arrOpen in the valid body) in one
+// pass, records the texts task rules may match and where the System placement appends.
+func (r *Request) readMessages(body []byte, js string, a *jsontext.Arena) []segment {
 	var segs []segment
 	// An empty array gets the system message as its only element.
 	r.sys = anchor{at: r.arrOpen + 1, kind: insSystemMessage}
-	msgs.ForEach(func(_, v gjson.Result) bool {
+	jsontext.Elements(body, r.arrOpen, func(v int) int {
 		i := len(r.Messages)
-		f := readFields(v)
+		var f fields
+		end := -1
+		if body[v] == '{' {
+			f, end = scanFields(body, js, v, a)
+		} else {
+			end = jsontext.SkipValue(body, v)
+		}
 		m := f.message()
-		end := v.Index + len(v.Raw)
 		taskRole := isTaskRole(m.Role)
 		var last gjson.Result
 		var parts int
@@ -222,9 +246,38 @@ func (r *Request) readMessages(msgs gjson.Result) []segment {
 			r.sys = systemAnchor(r.arrOpen, m.Role, f.content, last, parts)
 		}
 		r.Messages = append(r.Messages, m)
-		return true
+		return end
 	})
 	return segs
+}
+
+// scanFields is readFields on the message object at b[i] of the valid body, reading
+// only the members it needs (the others are skipped a word at a time).
+func scanFields(b []byte, js string, i int, a *jsontext.Arena) (fields, int) {
+	var f fields
+	end := jsontext.Members(b, js, i, func(key string, v int) int {
+		var dst *gjson.Result
+		switch key {
+		case "role":
+			dst = &f.role
+		case "content":
+			dst = &f.content
+		case "tool_calls":
+			dst = &f.toolCalls
+		case "function_call":
+			dst = &f.functionCall
+		case "tool_call_id":
+			dst = &f.toolCallID
+		case "name":
+			dst = &f.name
+		default:
+			return -1
+		}
+		var end int
+		*dst, end = jsontext.ResultIn(b, js, v, a)
+		return end
+	})
+	return f, end
 }
 
 // systemAnchor says where System appends given the first message: into its content
@@ -245,3 +298,63 @@ func systemAnchor(arrOpen int, role string, content, lastText gjson.Result, part
 
 // closingQuote is the raw offset of the quote that closes a string value.
 func closingQuote(s gjson.Result) int { return s.Index + len(s.Raw) - 1 }
+
+// toolCallsFast is toolCalls on the raw text of a valid tool_calls array, walked a
+// word at a time; the strings alias raw.
+func toolCallsFast(raw string) []protocol.ToolCall {
+	b := unsafe.Slice(unsafe.StringData(raw), len(raw)) // read only
+	var calls []protocol.ToolCall
+	jsontext.Elements(b, 0, func(i int) int {
+		if b[i] != '{' {
+			calls = append(calls, protocol.ToolCall{Type: "function"})
+			return -1
+		}
+		var tc protocol.ToolCall
+		end := jsontext.Members(b, raw, i, func(key string, v int) int {
+			switch key {
+			case "id":
+				var end int
+				tc.ID, end = stringAt(b, raw, v)
+				return end
+			case "type":
+				var end int
+				tc.Type, end = stringAt(b, raw, v)
+				return end
+			case "function":
+				if b[v] != '{' {
+					return -1
+				}
+				return jsontext.Members(b, raw, v, func(key string, v int) int {
+					switch key {
+					case "name":
+						var end int
+						tc.Name, end = stringAt(b, raw, v)
+						return end
+					case "arguments":
+						r, end := jsontext.ResultAt(b, raw, v)
+						tc.Arguments = arguments(r)
+						return end
+					}
+					return -1
+				})
+			}
+			return -1
+		})
+		if tc.Type == "" {
+			tc.Type = "function"
+		}
+		calls = append(calls, tc)
+		return end
+	})
+	return calls
+}
+
+// stringAt is the decoded string at b[v], or "" when the value is not a string (as
+// gjson's Str), and the offset after the value.
+func stringAt(b []byte, js string, v int) (string, int) {
+	if b[v] != '"' {
+		return "", jsontext.SkipValue(b, v)
+	}
+	end, _ := jsontext.SkipString(b, v+1)
+	return jsontext.Unquote(js[v:end]), end
+}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
-	"github.com/tidwall/gjson"
 )
 
 // Request is the read-only view of a /v1/chat/completions body.
@@ -47,29 +46,34 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 	// One copy of the body: every string of the view aliases it, so the view stays
 	// valid after the caller reuses its buffer, at the cost of one allocation.
 	js := string(body)
-	root := gjson.Result{Type: gjson.JSON, Raw: js}
-	if jsontext.FirstByte(js) != '{' {
+	start := jsontext.SkipWS(body, 0)
+	if body[start] != '{' {
 		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrMissingMessages)
 	}
 	r := &Request{bodyLen: len(body), task: taskSpot{msg: -1}}
-	var msgs gjson.Result
+	msgs := -1
 	// Last key wins on duplicates, as in the Python and Go decoders upstream.
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	jsontext.Members(body, js, start, func(key string, v int) int {
+		switch key {
 		case "model":
-			r.Model = v.Str // "" unless a string
+			r.Model = "" // "" unless a string
+			if body[v] == '"' {
+				end, _ := jsontext.SkipString(body, v+1)
+				r.Model = jsontext.Unquote(js[v:end])
+				return end
+			}
 		case "stream":
-			r.Stream = v.Type == gjson.True
+			r.Stream = body[v] == 't'
 		case "messages":
 			msgs = v
 		}
-		return true
+		return -1
 	})
-	if !msgs.IsArray() {
+	if msgs < 0 || body[msgs] != '[' {
 		return nil, fmt.Errorf("%w: \"messages\" is missing or not an array", protocol.ErrMissingMessages)
 	}
-	r.arrOpen = msgs.Index
-	segs := r.readMessages(msgs)
+	r.arrOpen = msgs
+	segs := r.readMessages(body, js, jsontext.NewArena(len(body)))
 	r.findTask(rules, segs)
 	return r, nil
 }

@@ -17,6 +17,11 @@ func DecodeResponse(body []byte) (protocol.Message, protocol.Usage, error) {
 	if err := jsontext.Validate(body); err != nil {
 		return protocol.Message{}, protocol.Usage{}, err
 	}
+	return decodeValid(body)
+}
+
+// decodeValid is DecodeResponse on a body already validated.
+func decodeValid(body []byte) (protocol.Message, protocol.Usage, error) {
 	root := gjson.ParseBytes(body)
 	var choices, usage gjson.Result
 	root.ForEach(func(k, v gjson.Result) bool {

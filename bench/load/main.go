@@ -1,0 +1,767 @@
+// Command load is camproxy's load harness (make bench-load). In one process and one
+// run it drives the same fake upstream (fixed latency, SSE events paced apart) three
+// ways — directly, through a bare fasthttp reverse proxy (the floor: a proxy that does
+// nothing), and through camproxy built with app.New from a config (CAM arm on a warm
+// cache, file replay sink on) — open loop at fixed rates and closed loop at
+// saturation, with real tau-bench conversations (different episodes, every turn of
+// each). The paths take turns in short slices so that machine noise hits them alike;
+// every figure is reported against the direct path measured in the same run.
+//
+// It also checks that stream chunks are not coalesced, that the 60th turn of an
+// episode costs about what the first does, the replay recorder's rate into the file
+// sink, that the episode store empties once episodes idle out, and the RSS of 10 000
+// idle streams (in child processes, see idle.go).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/camproxy/camproxy/app"
+	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/internal/testkit"
+)
+
+type options struct {
+	data         string
+	rates        []float64
+	modes        []string
+	duration     time.Duration
+	rounds       int
+	satDuration  time.Duration
+	satConns     int
+	latency      time.Duration
+	interval     time.Duration
+	chunks       int
+	longTurns    int
+	longEpisodes int
+	idleStreams  int
+	recordSteps  int
+	lockStreams  int
+	skip         map[string]bool
+	jsonPath     string
+	cpuprofile   string
+	memprofile   string
+}
+
+func main() {
+	var o options
+	var rates, modes, skip string
+	role := flag.String("role", "", "internal: serve one part of the idle-stream check in a child process (upstream, floor, camproxy)")
+	upAddr := flag.String("upstream", "", "internal: the upstream address of a child role")
+	flag.StringVar(&o.data, "data", "../shared/data/tau-bench/gpt-4o-airline.json", "tau-bench trajectories")
+	flag.StringVar(&rates, "rates", "250,1000,4000", "open-loop request rates per path (requests/s), comma-separated")
+	flag.StringVar(&modes, "modes", "nonstream,stream", "modes to run at each rate: nonstream, stream")
+	flag.DurationVar(&o.duration, "duration", 4*time.Second, "time each path runs at each rate and mode")
+	flag.IntVar(&o.rounds, "rounds", 4, "slices each path's time is cut into; the paths take turns slice by slice")
+	flag.DurationVar(&o.satDuration, "sat-duration", 3*time.Second, "time each path runs closed-loop for the saturation throughput")
+	flag.IntVar(&o.satConns, "sat-conns", 64, "concurrent callers at saturation")
+	flag.DurationVar(&o.latency, "latency", time.Millisecond, "the fake upstream's fixed latency before its answer")
+	flag.DurationVar(&o.interval, "chunk-interval", 2*time.Millisecond, "time between SSE events of a streamed answer")
+	flag.IntVar(&o.chunks, "stream-chunks", 12, "content pieces of a streamed answer (tool-call arguments get a third)")
+	flag.IntVar(&o.longTurns, "long-turns", 60, "turns of the long-episode check")
+	flag.IntVar(&o.longEpisodes, "long-episodes", 20, "episodes of the long-episode check (per path)")
+	flag.IntVar(&o.idleStreams, "idle-streams", 10000, "concurrent idle streams to hold (capped by the file limit)")
+	flag.IntVar(&o.recordSteps, "record-steps", 100000, "step events for the recorder's file-sink rate")
+	flag.IntVar(&o.lockStreams, "lockstep-streams", 60, "streams per path in the no-coalescing check")
+	flag.StringVar(&skip, "skip", "", "parts to skip, comma-separated: open, lockstep, saturation, long, record, drain, idle")
+	flag.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "CPU profile of the in-process part of the run")
+	flag.StringVar(&o.memprofile, "memprofile", "", "allocation profile of the in-process part of the run")
+	flag.Parse()
+	if *role != "" {
+		if err := runRole(*role, o.data, *upAddr); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-load child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	for _, s := range strings.Split(rates, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		r, err := strconv.ParseFloat(s, 64)
+		if err != nil || r <= 0 {
+			fmt.Fprintf(os.Stderr, "bench-load: -rates: %q is not a positive number\n", s)
+			os.Exit(2)
+		}
+		o.rates = append(o.rates, r)
+	}
+	for _, m := range strings.Split(modes, ",") {
+		if m = strings.TrimSpace(m); m == "nonstream" || m == "stream" {
+			o.modes = append(o.modes, m)
+		} else if m != "" {
+			fmt.Fprintf(os.Stderr, "bench-load: -modes: %q is neither nonstream nor stream\n", m)
+			os.Exit(2)
+		}
+	}
+	o.skip = map[string]bool{}
+	for _, s := range strings.Split(skip, ",") {
+		o.skip[strings.TrimSpace(s)] = true
+	}
+	if err := run(&o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-load:", err)
+		os.Exit(1)
+	}
+}
+
+// Results is the JSON form of a run.
+type Results struct {
+	Started    string           `json:"started"`
+	CPUs       int              `json:"cpus"`
+	GoVersion  string           `json:"go_version"`
+	Config     map[string]any   `json:"config"`
+	Cells      []*Cell          `json:"cells"`
+	Lockstep   []LockResult     `json:"lockstep,omitempty"`
+	Saturation []SatResult      `json:"saturation,omitempty"`
+	Long       *LongResult      `json:"long_episode,omitempty"`
+	Recording  *RecordResult    `json:"recording,omitempty"`
+	Drain      *DrainResult     `json:"episode_drain,omitempty"`
+	Idle       []*IdleResult    `json:"idle_streams,omitempty"`
+	Process    map[string]int64 `json:"process,omitempty"`
+	Targets    []Check          `json:"targets"`
+}
+
+// Cell is one rate and mode: every path's latency and CPU.
+type Cell struct {
+	Rate  float64      `json:"rate"`
+	Mode  string       `json:"mode"`
+	Paths []*PathStats `json:"paths"`
+}
+
+// PathStats is one path in one cell. Latencies are µs: total time for non-streamed
+// calls, time to the first body byte for streams. Added = this path's percentile minus
+// the direct path's.
+type PathStats struct {
+	Path           string         `json:"path"`
+	N              int            `json:"n"`
+	Errors         int            `json:"errors"`
+	FirstError     string         `json:"first_error,omitempty"`
+	AchievedRPS    float64        `json:"achieved_rps"`
+	P50            float64        `json:"p50_us"`
+	P99            float64        `json:"p99_us"`
+	P999           float64        `json:"p999_us"`
+	AddedP50       float64        `json:"added_p50_us"`
+	AddedP99       float64        `json:"added_p99_us"`
+	AddedP999      float64        `json:"added_p999_us"`
+	TotalP50       float64        `json:"total_p50_us"`
+	CPUPerReq      float64        `json:"cpu_per_req_us"`
+	AddedCPUPerReq float64        `json:"added_cpu_per_req_us"`
+	RSSMiB         float64        `json:"process_rss_mib"`
+	Contexts       map[string]int `json:"contexts,omitempty"`
+}
+
+// Check is one target of issue 9 with its measured value.
+type Check struct {
+	Name     string `json:"name"`
+	Target   string `json:"target"`
+	Measured string `json:"measured"`
+	Pass     bool   `json:"pass"`
+}
+
+func us(d time.Duration) float64 { return float64(d) / 1e3 }
+
+type env struct {
+	o       *options
+	convs   []*conv // the trajectories; the long episode is appended last
+	long    *conv
+	up      *upstream
+	upAddr  string
+	paths   []*target // direct, floor, camproxy
+	norec   *target
+	cp      *app.App
+	cpNorec *app.App
+	res     *Results
+	out     io.Writer
+	t0      time.Time
+}
+
+func (e *env) printf(format string, a ...any) {
+	if strings.HasPrefix(format, "== ") {
+		fmt.Fprintf(e.out, "[%5.1fs] ", time.Since(e.t0).Seconds())
+	}
+	fmt.Fprintf(e.out, format, a...)
+}
+
+func run(o *options) error {
+	convs, err := loadConvs(o.data, o.chunks)
+	if err != nil {
+		return err
+	}
+	long, err := longConv(convs, o.longTurns, o.chunks)
+	if err != nil {
+		return err
+	}
+	long.id = len(convs)
+	all := append(slices.Clone(convs), long)
+	e := &env{o: o, convs: convs, long: long, out: os.Stdout, t0: time.Now(), res: &Results{Started: time.Now().UTC().Format(time.RFC3339),
+		CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}}
+	e.res.Config = map[string]any{"rates": o.rates, "modes": o.modes, "duration_s": o.duration.Seconds(), "rounds": o.rounds,
+		"upstream_latency_us": us(o.latency), "chunk_interval_us": us(o.interval), "stream_chunks": o.chunks,
+		"sat_conns": o.satConns, "sat_duration_s": o.satDuration.Seconds(), "long_turns": o.longTurns, "long_episodes": o.longEpisodes,
+		"idle_streams": o.idleStreams, "conversations": len(convs), "episode_idle_timeout_s": episodeIdle.Seconds()}
+
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if o.memprofile != "" {
+		runtime.MemProfileRate = 64 << 10
+	}
+
+	e.up = newUpstream(all, o.latency, o.interval)
+	locks = &e.up.lock
+	if e.upAddr, err = e.up.start("127.0.0.1:0"); err != nil {
+		return err
+	}
+	defer e.up.close()
+	cam := testkit.NewCAM()
+	defer cam.Close()
+	dir, err := os.MkdirTemp("", "camproxy-bench-load-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	fl := newFloor(e.upAddr)
+	flAddr, err := fl.start("127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer fl.close()
+	if e.cp, err = startCamproxy(e.upAddr, cam.URL, dir+"/rec", nil); err != nil {
+		return err
+	}
+	defer shutdown(e.cp)
+	if e.cpNorec, err = startCamproxy(e.upAddr, cam.URL, dir+"/norec", discard{}); err != nil {
+		return err
+	}
+	defer shutdown(e.cpNorec)
+	e.paths = []*target{newTarget("direct", e.upAddr), newTarget("floor", flAddr), newTarget("camproxy", e.cp.Addr())}
+	e.norec = newTarget("camproxy-norec", e.cpNorec.Addr())
+
+	e.printf("camproxy load harness — %d CPUs, %s; %d tau-bench conversations (every turn of each, a new episode per replay)\n",
+		runtime.NumCPU(), runtime.Version(), len(convs))
+	e.printf("fake upstream: %s fixed latency; streams: %d+ SSE events %s apart. camproxy: CAM arm, warm cache, file replay sink on.\n",
+		o.latency, o.chunks, o.interval)
+	e.printf("latency is measured from when a call was due (open loop); added = path percentile − direct percentile, same run.\n")
+	if err := e.warm(); err != nil {
+		return err
+	}
+	e.printf("warm-up done: CAM called %d times (one per task), %d conversations' first turns sent through each path\n\n", cam.Calls(), len(convs))
+
+	if !o.skip["lockstep"] {
+		e.lockstepCheck()
+	}
+	if !o.skip["open"] {
+		for _, rate := range o.rates {
+			for _, mode := range o.modes {
+				e.cell(rate, mode)
+			}
+		}
+	}
+	if !o.skip["saturation"] {
+		e.saturation()
+	}
+	if !o.skip["long"] {
+		e.longEpisode()
+	}
+	if !o.skip["record"] && o.recordSteps > 0 {
+		r, err := recordSteps(convs, o.recordSteps)
+		if err != nil {
+			return fmt.Errorf("recording: %w", err)
+		}
+		e.res.Recording = r
+		e.printf("== recording: the replay recorder into the file sink ==\n%d step events (avg %d B of JSON) in %.2fs: %.0f steps/s written, %d spooled\n\n",
+			r.Steps, r.AvgBytes, r.Seconds, r.StepsPerSec, r.Spooled)
+	}
+	if !o.skip["drain"] {
+		e.drain()
+	}
+	if o.memprofile != "" {
+		f, err := os.Create(o.memprofile)
+		if err != nil {
+			return err
+		}
+		_ = pprof.Lookup("allocs").WriteTo(f, 0)
+		f.Close()
+	}
+	var rssNow, hwm int64 = procMem(os.Getpid())
+	e.res.Process = map[string]int64{"rss_bytes": rssNow, "peak_rss_bytes": hwm}
+	// The idle-stream check needs the file descriptors: stop the in-process servers.
+	if !o.skip["idle"] && o.idleStreams > 0 {
+		for _, p := range append(e.paths, e.norec) {
+			p.hc.CloseIdleConnections()
+		}
+		e.printf("== %d concurrent idle streams (each proxy in a process of its own) ==\n", o.idleStreams)
+		upc, err := startChild("-role", "upstream", "-data", o.data)
+		if err != nil {
+			return err
+		}
+		for _, role := range []string{"floor", "camproxy"} {
+			r, err := idleStreams(role, upc.addr, o.data, convs[0], o.idleStreams)
+			if err != nil {
+				upc.stop()
+				return fmt.Errorf("idle streams through %s: %w", role, err)
+			}
+			e.res.Idle = append(e.res.Idle, r)
+			e.printf("%-9s %5d streams open (%d failed) in %.1fs: RSS %.0f MiB (%.0f before; peak %.0f) = %.1f KiB per stream → %.0f MiB at 10 000\n",
+				role, r.Streams, r.Failed, r.OpenSeconds, r.RSSMiB, r.RSSBeforeMiB, r.PeakMiB, r.PerStreamKiB, r.Projected10k)
+			if r.Streams < o.idleStreams {
+				e.printf("          (file limit %d per process: camproxy holds 2 sockets per stream, so %d is the most one process can hold here; 10 000 is projected linearly)\n",
+					r.FileLimit, r.Streams+r.Failed)
+			}
+		}
+		upc.stop()
+		e.printf("\n")
+	}
+	e.targets()
+	if o.jsonPath != "" {
+		b, _ := json.MarshalIndent(e.res, "", "  ")
+		if err := os.WriteFile(o.jsonPath, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		e.printf("\nresults written to %s\n", o.jsonPath)
+	}
+	return nil
+}
+
+// warm sends every conversation's first turn through each path (which also warms the
+// CAM cache for every task), then a second of load per path.
+func (e *env) warm() error {
+	for _, p := range append(slices.Clone(e.paths), e.norec) {
+		for _, c := range e.convs {
+			body := c.body(nil, 0, instances.Add(1), false)
+			if r := p.call(body, replyKey(nil, c, 0), false, "", time.Now()); r.err != nil {
+				return fmt.Errorf("warm-up through %s: %w", p.name, r.err)
+			}
+		}
+		s := newSample()
+		runOpen(p, e.convs, newSlots(32), 500, time.Second, false, s)
+		if s.errs > 0 {
+			return fmt.Errorf("warm-up through %s: %d errors, first: %v", p.name, s.errs, s.firstErr)
+		}
+	}
+	heapAfterWarm = heapLive()
+	return nil
+}
+
+func shutdown(a *app.App) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = a.Shutdown(ctx)
+}
+
+// cell runs every path at one rate and mode, slice by slice.
+func (e *env) cell(rate float64, mode string) {
+	stream := mode == "stream"
+	paths := e.paths
+	if !stream && rate == 1000 {
+		paths = append(slices.Clone(paths), e.norec)
+	}
+	gap := 50 * time.Millisecond // time between turns of one conversation: the agent's own work
+	if stream {
+		gap = 150 * time.Millisecond
+	}
+	k := max(8, int(math.Ceil(rate*gap.Seconds())))
+	samples := make([]*sample, len(paths))
+	slots := make([][]*slot, len(paths))
+	for i := range paths {
+		samples[i], slots[i] = newSample(), newSlots(k)
+	}
+	slice := e.o.duration / time.Duration(e.o.rounds)
+	for r := range e.o.rounds {
+		for j := range paths {
+			i := (j + r) % len(paths) // rotate who goes first
+			runOpen(paths[i], e.convs, slots[i], rate, slice, stream, samples[i])
+		}
+	}
+	rss, _ := procMem(os.Getpid())
+	c := &Cell{Rate: rate, Mode: mode}
+	for i, p := range paths {
+		s := samples[i]
+		s.sorted()
+		ps := &PathStats{Path: p.name, N: s.n, Errors: s.errs, P50: us(pct(s.lat, .5)), P99: us(pct(s.lat, .99)), P999: us(pct(s.lat, .999)),
+			TotalP50: us(pct(s.total, .5)), CPUPerReq: us(s.cpu) / float64(max(1, s.n)), RSSMiB: mib(rss), Contexts: s.contexts,
+			AchievedRPS: float64(s.n) / s.wall.Seconds()}
+		if s.firstErr != nil {
+			ps.FirstError = s.firstErr.Error()
+		}
+		c.Paths = append(c.Paths, ps)
+	}
+	d := c.Paths[0]
+	for _, ps := range c.Paths {
+		ps.AddedP50, ps.AddedP99, ps.AddedP999 = ps.P50-d.P50, ps.P99-d.P99, ps.P999-d.P999
+		ps.AddedCPUPerReq = ps.CPUPerReq - d.CPUPerReq
+	}
+	e.res.Cells = append(e.res.Cells, c)
+	what := "total latency"
+	if stream {
+		what = "time to first byte"
+	}
+	e.printf("== %.0f rps, %s (%s), %s per path in %d slices, %d conversations in flight ==\n", rate, mode, what, e.o.duration, e.o.rounds, k)
+	e.printf("%-15s %6s %4s %8s %8s %8s %8s %8s %8s %9s %9s %9s\n", "path", "n", "err", "p50", "p99", "p99.9", "+p50", "+p99", "+p99.9", "cpu/req", "+cpu/req", "total p50")
+	for _, ps := range c.Paths {
+		e.printf("%-15s %6d %4d %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f %9.0f %9.0f %9.0f\n", ps.Path, ps.N, ps.Errors, ps.P50, ps.P99, ps.P999,
+			ps.AddedP50, ps.AddedP99, ps.AddedP999, ps.CPUPerReq, ps.AddedCPUPerReq, ps.TotalP50)
+		if ps.FirstError != "" {
+			e.printf("                first error: %.200s\n", ps.FirstError)
+		}
+	}
+	f, cp := c.Paths[1], c.Paths[2]
+	e.printf("(µs) camproxy − floor added: p50 %+.0f, p99 %+.0f, p99.9 %+.0f; added CPU/req camproxy/floor %.2fx; camproxy context: %v; process RSS %.0f MiB\n",
+		cp.AddedP50-f.AddedP50, cp.AddedP99-f.AddedP99, cp.AddedP999-f.AddedP999, ratio(cp.AddedCPUPerReq, f.AddedCPUPerReq), cp.Contexts, mib(rss))
+	if len(c.Paths) > 3 {
+		nr := c.Paths[3]
+		e.printf("recording on − off (camproxy − camproxy-norec): p50 %+.0f µs, p99 %+.0f µs\n", cp.P50-nr.P50, cp.P99-nr.P99)
+	}
+	e.printf("\n")
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return a / b
+}
+
+// LockResult is the no-coalescing check of one path.
+type LockResult struct {
+	Path       string `json:"path"`
+	Streams    int    `json:"streams"`
+	Chunks     int64  `json:"chunks_checked"`
+	Coalesced  int64  `json:"chunks_held_back"`
+	Errors     int    `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
+}
+
+// lockstepCheck streams answers whose every next event the upstream sends only once
+// the client has read the previous one: a path that holds a chunk back until more
+// bytes come shows as a timed-out wait.
+func (e *env) lockstepCheck() {
+	e.printf("== no coalescing: the upstream sends event i+1 only once the client has read event i (%s wait) ==\n", lockstepWait)
+	for _, p := range e.paths {
+		v0, c0 := locks.violations.Load(), locks.checked.Load()
+		lr := LockResult{Path: p.name, Streams: e.o.lockStreams}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		work := make(chan int)
+		for range 4 {
+			wg.Go(func() {
+				for i := range work {
+					c := e.convs[i%len(e.convs)]
+					t := (i / len(e.convs)) % len(c.turns)
+					body := c.body(nil, t, instances.Add(1), true)
+					r := p.call(body, replyKey(nil, c, t), true, fmt.Sprintf("%s-%d", p.name, i), time.Now())
+					if r.err != nil {
+						mu.Lock()
+						lr.Errors++
+						if lr.FirstError == "" {
+							lr.FirstError = r.err.Error()
+						}
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		for i := range e.o.lockStreams {
+			work <- i
+		}
+		close(work)
+		wg.Wait()
+		lr.Chunks, lr.Coalesced = locks.checked.Load()-c0, locks.violations.Load()-v0
+		e.res.Lockstep = append(e.res.Lockstep, lr)
+		e.printf("%-9s %d streams, %d chunks: %d held back until the next arrived, %d errors %s\n", p.name, lr.Streams, lr.Chunks, lr.Coalesced, lr.Errors, lr.FirstError)
+	}
+	e.printf("\n")
+}
+
+// SatResult is one path's closed-loop throughput.
+type SatResult struct {
+	Path      string  `json:"path"`
+	Calls     int     `json:"calls"`
+	Errors    int     `json:"errors"`
+	RPS       float64 `json:"rps"`
+	CPUPerReq float64 `json:"cpu_per_req_us"`
+}
+
+func (e *env) saturation() {
+	e.printf("== saturation: %d callers back to back, non-streaming, %s per path in %d slices ==\n", e.o.satConns, e.o.satDuration, e.o.rounds)
+	type acc struct {
+		calls, errs int
+		el, cpu     time.Duration
+	}
+	accs := make([]acc, len(e.paths))
+	slice := e.o.satDuration / time.Duration(e.o.rounds)
+	for r := range e.o.rounds {
+		for j := range e.paths {
+			i := (j + r) % len(e.paths)
+			n, bad, el, cpu := runClosed(e.paths[i], e.convs, e.o.satConns, slice)
+			accs[i].calls += n
+			accs[i].errs += bad
+			accs[i].el += el
+			accs[i].cpu += cpu
+		}
+	}
+	for i, p := range e.paths {
+		a := accs[i]
+		sr := SatResult{Path: p.name, Calls: a.calls, Errors: a.errs, RPS: float64(a.calls) / a.el.Seconds(), CPUPerReq: us(a.cpu) / float64(max(1, a.calls))}
+		e.res.Saturation = append(e.res.Saturation, sr)
+		e.printf("%-9s %7.0f req/s (%d calls, %d errors), process CPU %.0f µs per call\n", p.name, sr.RPS, sr.Calls, sr.Errors, sr.CPUPerReq)
+	}
+	s := e.res.Saturation
+	e.printf("camproxy/floor throughput %.2f; floor/direct %.2f\n\n", s[2].RPS/s[1].RPS, s[1].RPS/s[0].RPS)
+}
+
+// LongResult is the long-episode check: added latency by turn.
+type LongResult struct {
+	Turns       int            `json:"turns"`
+	Episodes    int            `json:"episodes"`
+	FirstBytes  int            `json:"first_body_bytes"`
+	LastBytes   int            `json:"last_body_bytes"`
+	AddedFirst  float64        `json:"camproxy_added_turn1_us"`
+	AddedLast   float64        `json:"camproxy_added_last_us"`
+	FloorFirst  float64        `json:"floor_added_turn1_us"`
+	FloorLast   float64        `json:"floor_added_last_us"`
+	Ratio       float64        `json:"ratio_last_first"`
+	AddedByTurn []float64      `json:"camproxy_added_by_turn_us"`
+	Contexts    map[string]int `json:"camproxy_contexts"`
+	// Least-squares fit of added latency on body size: µs per KB and the intercept.
+	SlopeUsPerKB      float64 `json:"camproxy_us_per_kb"`
+	InterceptUs       float64 `json:"camproxy_intercept_us"`
+	FloorSlopeUsPerKB float64 `json:"floor_us_per_kb"`
+}
+
+// longEpisode replays the long episode turn by turn on every path; per turn, the
+// median over episodes of each path, and camproxy's added latency as its median minus
+// direct's.
+func (e *env) longEpisode() {
+	c, o := e.long, e.o
+	n := len(c.turns)
+	lat := make([][][]time.Duration, len(e.paths)) // path, turn, episode
+	for i := range lat {
+		lat[i] = make([][]time.Duration, n)
+	}
+	ctxs := map[string]int{}
+	for range o.longEpisodes {
+		inst := make([]uint64, len(e.paths))
+		for i := range inst {
+			inst[i] = instances.Add(1)
+		}
+		for t := range n {
+			for j := range e.paths {
+				i := (j + t) % len(e.paths)
+				body := c.body(nil, t, inst[i], false)
+				r := e.paths[i].call(body, replyKey(nil, c, t), false, "", time.Now())
+				if r.err != nil {
+					e.printf("long episode, %s turn %d: %v\n", e.paths[i].name, t+1, r.err)
+					continue
+				}
+				lat[i][t] = append(lat[i][t], r.total)
+				if i == 2 {
+					ctxs[r.context]++
+				}
+			}
+		}
+	}
+	med := func(i, t int) float64 {
+		s := lat[i][t]
+		slices.Sort(s)
+		return us(pct(s, .5))
+	}
+	lr := &LongResult{Turns: n, Episodes: o.longEpisodes, FirstBytes: len(c.body(nil, 0, 1, false)), LastBytes: len(c.body(nil, n-1, 1, false)), Contexts: ctxs}
+	for t := range n {
+		lr.AddedByTurn = append(lr.AddedByTurn, med(2, t)-med(0, t))
+	}
+	// Turns 1 and n, each as the median of a window of three turns around it, to damp
+	// the noise of single medians.
+	win := func(i, t0 int) float64 {
+		var v []float64
+		for t := t0; t < t0+3 && t < n; t++ {
+			v = append(v, med(i, t)-med(0, t))
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	lr.AddedFirst, lr.AddedLast = win(2, 0), win(2, n-3)
+	lr.FloorFirst, lr.FloorLast = win(1, 0), win(1, n-3)
+	lr.Ratio = lr.AddedLast / lr.AddedFirst
+	kb := make([]float64, n)
+	floorBy := make([]float64, n)
+	for t := range n {
+		kb[t] = float64(len(c.body(nil, t, 1, false))) / 1024
+		floorBy[t] = med(1, t) - med(0, t)
+	}
+	lr.SlopeUsPerKB, lr.InterceptUs = fit(kb, lr.AddedByTurn)
+	lr.FloorSlopeUsPerKB, _ = fit(kb, floorBy)
+	e.res.Long = lr
+	e.printf("== episode of %d turns (%d episodes per path; body %d B at turn 1, %d B at turn %d) ==\n", n, o.longEpisodes, lr.FirstBytes, lr.LastBytes, n)
+	e.printf("added latency (median, turns 1-3 vs %d-%d): camproxy %.0f µs → %.0f µs (%.2fx); floor %.0f µs → %.0f µs; camproxy context: %v\n",
+		n-2, n, lr.AddedFirst, lr.AddedLast, lr.Ratio, lr.FloorFirst, lr.FloorLast, ctxs)
+	e.printf("added latency against body size (least squares): camproxy %.0f µs + %.1f µs/KB, floor %.1f µs/KB — linear in the bytes read, no term in turns²\n",
+		lr.InterceptUs, lr.SlopeUsPerKB, lr.FloorSlopeUsPerKB)
+	e.printf("camproxy added by turn (µs):")
+	for t := 0; t < n; t += 6 {
+		e.printf(" t%d=%.0f", t+1, lr.AddedByTurn[t])
+	}
+	e.printf("\n\n")
+}
+
+// DrainResult shows the episode store and heap after the episodes idled out.
+type DrainResult struct {
+	EpisodesLive     int     `json:"episodes_live"`
+	TipsLive         int     `json:"tips_live"`
+	EpisodesAfter    int     `json:"episodes_after_idle"`
+	TipsAfter        int     `json:"tips_after_idle"`
+	HeapLiveMiB      float64 `json:"heap_live_mib"`
+	HeapAfterMiB     float64 `json:"heap_after_idle_mib"`
+	HeapAfterWarmMiB float64 `json:"heap_after_warmup_mib"`
+}
+
+var heapAfterWarm float64
+
+func heapLive() float64 {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return mib(int64(s[0].Value.Uint64()))
+}
+
+// drain waits for every episode to idle out and shows the store and the heap empty
+// again: no per-episode state outlives its episode.
+func (e *env) drain() {
+	mem, ok := e.cp.Episodes.(*episode.Memory)
+	if !ok {
+		return
+	}
+	d := &DrainResult{HeapAfterWarmMiB: heapAfterWarm}
+	d.EpisodesLive, d.TipsLive = mem.Len()
+	d.HeapLiveMiB = heapLive()
+	deadline := time.Now().Add(episodeIdle + 3*time.Second)
+	for time.Now().Before(deadline) {
+		if n, t := mem.Len(); n == 0 && t == 0 {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	d.EpisodesAfter, d.TipsAfter = mem.Len()
+	debug.FreeOSMemory()
+	d.HeapAfterMiB = heapLive()
+	e.res.Drain = d
+	e.printf("== memory over the run: camproxy's episode store (idle timeout %s) ==\n", episodeIdle)
+	e.printf("live heap (whole process: clients, upstream, floor, both camproxies): %.0f MiB after warm-up, %.0f MiB after the load;\n",
+		d.HeapAfterWarmMiB, d.HeapLiveMiB)
+	e.printf("camproxy's store after the load: %d episodes, %d tips; once idle: %d episodes, %d tips, live heap %.0f MiB\n\n",
+		d.EpisodesLive, d.TipsLive, d.EpisodesAfter, d.TipsAfter, d.HeapAfterMiB)
+}
+
+// targets prints issue 9's targets with their measured values.
+func (e *env) targets() {
+	var checks []Check
+	add := func(name, target, measured string, pass bool) {
+		checks = append(checks, Check{Name: name, Target: target, Measured: measured, Pass: pass})
+	}
+	find := func(rate float64, mode string) *Cell {
+		for _, c := range e.res.Cells {
+			if c.Rate == rate && c.Mode == mode {
+				return c
+			}
+		}
+		return nil
+	}
+	if c := find(1000, "nonstream"); c != nil {
+		f, cp := c.Paths[1], c.Paths[2]
+		add("non-streaming 1000 rps: added p99", "≤ floor + 250 µs",
+			fmt.Sprintf("camproxy %+.0f µs vs floor %+.0f µs (floor %+.0f)", cp.AddedP99, f.AddedP99, cp.AddedP99-f.AddedP99), cp.AddedP99 <= f.AddedP99+250)
+		add("non-streaming 1000 rps: added p50", "≤ floor + 100 µs",
+			fmt.Sprintf("camproxy %+.0f µs vs floor %+.0f µs (floor %+.0f)", cp.AddedP50, f.AddedP50, cp.AddedP50-f.AddedP50), cp.AddedP50 <= f.AddedP50+100)
+		if len(c.Paths) > 3 {
+			nr := c.Paths[3]
+			d50, d99 := cp.P50-nr.P50, cp.P99-nr.P99
+			add("recording: no measurable added latency", "recording on − off ≤ 25 µs p50 (run-to-run noise)",
+				fmt.Sprintf("p50 %+.0f µs, p99 %+.0f µs", d50, d99), d50 <= 25)
+		}
+	}
+	if c := find(1000, "stream"); c != nil {
+		f, cp := c.Paths[1], c.Paths[2]
+		add("streaming 1000 rps: added TTFB p99", "≤ floor + 250 µs",
+			fmt.Sprintf("camproxy %+.0f µs vs floor %+.0f µs (floor %+.0f)", cp.AddedP99, f.AddedP99, cp.AddedP99-f.AddedP99), cp.AddedP99 <= f.AddedP99+250)
+	}
+	for _, l := range e.res.Lockstep {
+		if l.Path == "camproxy" {
+			add("streaming: no coalescing", "every chunk reaches the client before the next is sent",
+				fmt.Sprintf("%d of %d chunks held back, %d errors", l.Coalesced, l.Chunks, l.Errors), l.Coalesced == 0 && l.Errors == 0 && l.Chunks > 0)
+		}
+	}
+	if s := e.res.Saturation; len(s) == 3 {
+		r := s[2].RPS / s[1].RPS
+		add("saturation throughput", "≥ 70% of the floor's", fmt.Sprintf("%.0f vs %.0f req/s = %.0f%%", s[2].RPS, s[1].RPS, 100*r), r >= 0.7)
+	}
+	for _, r := range e.res.Idle {
+		if r.Proxy == "camproxy" {
+			v := r.RSSMiB
+			how := fmt.Sprintf("RSS %.0f MiB at %d streams", r.RSSMiB, r.Streams)
+			if r.Streams < 10000 {
+				v = r.Projected10k
+				how += fmt.Sprintf(", %.0f MiB projected at 10 000", v)
+			}
+			add("10 000 concurrent idle streams", "RSS < 1 GiB", how, v < 1024 && r.Failed == 0)
+		}
+	}
+	if l := e.res.Long; l != nil {
+		add(fmt.Sprintf("episode of %d turns", l.Turns), "added latency of the last turn ≤ 1.5× turn 1's",
+			fmt.Sprintf("%.0f µs → %.0f µs = %.2fx", l.AddedFirst, l.AddedLast, l.Ratio), l.Ratio <= 1.5)
+	}
+	if r := e.res.Recording; r != nil {
+		add("recording rate to the file sink", "≥ 20 000 steps/s sustained", fmt.Sprintf("%.0f steps/s, %d spooled", r.StepsPerSec, r.Spooled), r.StepsPerSec >= 20000 && r.Spooled == 0)
+	}
+	if d := e.res.Drain; d != nil {
+		add("memory flat over a long run", "episode store empty once episodes idle out",
+			fmt.Sprintf("%d→%d episodes, %d→%d tips; live heap %.0f→%.0f MiB", d.EpisodesLive, d.EpisodesAfter, d.TipsLive, d.TipsAfter, d.HeapLiveMiB, d.HeapAfterMiB),
+			d.EpisodesAfter == 0 && d.TipsAfter == 0)
+	}
+	e.res.Targets = checks
+	e.printf("== targets (issue 9) ==\n")
+	for _, c := range checks {
+		v := "MISS"
+		if c.Pass {
+			v = "PASS"
+		}
+		e.printf("%-4s %-42s %-52s %s\n", v, c.Name, c.Target, c.Measured)
+	}
+}
+
+// fit is the least-squares line y = a·x + b.
+func fit(x, y []float64) (a, b float64) {
+	var sx, sy, sxx, sxy float64
+	n := float64(len(x))
+	for i := range x {
+		sx += x[i]
+		sy += y[i]
+		sxx += x[i] * x[i]
+		sxy += x[i] * y[i]
+	}
+	if d := n*sxx - sx*sx; d != 0 {
+		a = (n*sxy - sx*sy) / d
+	}
+	return a, (sy - a*sx) / n
+}

@@ -1,0 +1,495 @@
+package jsontext
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+)
+
+// The fast path of the adapters: one validating pass over a body (Valid), then walks
+// of the validated body that skip what they do not need eight bytes at a time
+// (SkipString, SkipValue, ResultAt). Request bodies are mostly the text of long
+// strings, so string scanning is what costs; it is done a word at a time.
+
+const (
+	lo8 = 0x0101010101010101
+	hi8 = 0x8080808080808080
+)
+
+// hasZero flags (in the high bit of each byte) the zero bytes of w; the lowest flag
+// is exact, higher ones may be false positives, so only the first is used.
+func hasZero(w uint64) uint64 { return (w - lo8) & ^w & hi8 }
+
+// special flags the bytes of w that end a run of plain string bytes: '"', '\\' and
+// the control characters below 0x20.
+func special(w uint64) uint64 {
+	return hasZero(w^(lo8*'"')) | hasZero(w^(lo8*'\\')) | (w-lo8*0x20)&^w&hi8
+}
+
+// quoteOrEscape flags '"' and '\\' only: enough to skip a string already validated.
+func quoteOrEscape(w uint64) uint64 {
+	return hasZero(w^(lo8*'"')) | hasZero(w^(lo8*'\\'))
+}
+
+var isWS = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
+
+// SkipWS returns the offset of the first byte at or after i that is not JSON whitespace.
+func SkipWS(b []byte, i int) int {
+	for i < len(b) && isWS[b[i]] {
+		i++
+	}
+	return i
+}
+
+// Valid reports whether b is one JSON document as gjson.ValidBytes accepts it, and
+// tooDeep whether it nests deeper than MaxDepth. One pass, no recursion.
+func Valid(b []byte) (ok, tooDeep bool) {
+	// Bit d of kinds is the kind of the container at depth d+1: set for an object.
+	var kinds [MaxDepth/64 + 1]uint64
+	depth := 0
+	i := SkipWS(b, 0)
+	for {
+		// A value starts at i.
+		if i >= len(b) {
+			return false, false
+		}
+		switch c := b[i]; c {
+		case '{', '[':
+			if depth == MaxDepth {
+				return false, true
+			}
+			if c == '{' {
+				kinds[depth>>6] |= 1 << (depth & 63)
+			} else {
+				kinds[depth>>6] &^= 1 << (depth & 63)
+			}
+			depth++
+			i = SkipWS(b, i+1)
+			if i < len(b) && (c == '{' && b[i] == '}' || c == '[' && b[i] == ']') {
+				depth--
+				i++
+				break
+			}
+			if c == '{' {
+				if i = validKey(b, i); i < 0 {
+					return false, false
+				}
+			}
+			continue
+		case '"':
+			if i = validString(b, i+1); i < 0 {
+				return false, false
+			}
+		case 't':
+			if !lit(b, i, "true") {
+				return false, false
+			}
+			i += 4
+		case 'f':
+			if !lit(b, i, "false") {
+				return false, false
+			}
+			i += 5
+		case 'n':
+			if !lit(b, i, "null") {
+				return false, false
+			}
+			i += 4
+		default:
+			if i = validNumber(b, i); i < 0 {
+				return false, false
+			}
+		}
+		// After a value: close containers, or go on to the next element or member.
+		for {
+			i = SkipWS(b, i)
+			if depth == 0 {
+				return i == len(b), false
+			}
+			if i >= len(b) {
+				return false, false
+			}
+			obj := kinds[(depth-1)>>6]&(1<<((depth-1)&63)) != 0
+			switch b[i] {
+			case ',':
+				i = SkipWS(b, i+1)
+				if obj {
+					if i = validKey(b, i); i < 0 {
+						return false, false
+					}
+				}
+			case '}', ']':
+				if (b[i] == '}') != obj {
+					return false, false
+				}
+				depth--
+				i++
+				continue
+			default:
+				return false, false
+			}
+			break
+		}
+	}
+}
+
+// validKey reads `"key" :` and the whitespace after it: the offset of the value, or -1.
+func validKey(b []byte, i int) int {
+	if i >= len(b) || b[i] != '"' {
+		return -1
+	}
+	if i = validString(b, i+1); i < 0 {
+		return -1
+	}
+	i = SkipWS(b, i)
+	if i >= len(b) || b[i] != ':' {
+		return -1
+	}
+	return SkipWS(b, i+1)
+}
+
+func lit(b []byte, i int, s string) bool {
+	return len(b)-i >= len(s) && string(b[i:i+len(s)]) == s
+}
+
+// validString checks the string whose contents start at i: no control characters,
+// only JSON escapes. It returns the offset after the closing quote, or -1.
+func validString(b []byte, i int) int {
+	for {
+		for i+8 <= len(b) {
+			if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			return -1
+		}
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1
+		case c < 0x20:
+			return -1
+		case c == '\\':
+			if i+1 >= len(b) {
+				return -1
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+					return -1
+				}
+				i += 6
+			default:
+				return -1
+			}
+		default:
+			i++
+		}
+	}
+}
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// validNumber checks the number at i as gjson does (JSON's grammar); the offset after
+// it, or -1.
+func validNumber(b []byte, i int) int {
+	if b[i] == '-' {
+		i++
+	}
+	if i >= len(b) || !isDigit(b[i]) {
+		return -1
+	}
+	if b[i] == '0' {
+		i++
+	} else {
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i >= len(b) || !isDigit(b[i]) {
+			return -1
+		}
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || !isDigit(b[i]) {
+			return -1
+		}
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	return i
+}
+
+// SkipString returns the offset after the closing quote of the string whose contents
+// start at i, and whether it holds escapes. b must be valid JSON.
+func SkipString(b []byte, i int) (end int, escaped bool) {
+	for {
+		for i+8 <= len(b) {
+			if m := quoteOrEscape(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			return len(b), escaped
+		}
+		switch b[i] {
+		case '"':
+			return i + 1, escaped
+		case '\\':
+			escaped = true
+			i += 2
+		default:
+			i++
+		}
+	}
+}
+
+// SkipValue returns the offset right after the value that starts at i (no leading
+// whitespace). b must be valid JSON.
+func SkipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		end, _ := SkipString(b, i+1)
+		return end
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i, _ = SkipString(b, i+1)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(b)
+	}
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// ResultAt returns the value at offset i of the valid JSON b (js is the same bytes
+// as a string, which the result's Raw and Str alias) as gjson would give it, and the
+// offset after it. Strings are decoded as gjson decodes them.
+func ResultAt(b []byte, js string, i int) (gjson.Result, int) { return ResultIn(b, js, i, nil) }
+
+// ResultIn is ResultAt with strings decoded into a (nil: each its own allocation).
+func ResultIn(b []byte, js string, i int, a *Arena) (gjson.Result, int) {
+	if b[i] == '"' {
+		end, esc := SkipString(b, i+1)
+		r := gjson.Result{Type: gjson.String, Raw: js[i:end], Index: i, Str: js[i+1 : end-1]}
+		if esc {
+			r.Str = a.Unquote(r.Raw)
+		}
+		return r, end
+	}
+	end := SkipValue(b, i)
+	r := gjson.Result{Raw: js[i:end], Index: i}
+	switch b[i] {
+	case '{', '[':
+		r.Type = gjson.JSON
+	case 't':
+		r.Type = gjson.True
+	case 'f':
+		r.Type = gjson.False
+	case 'n':
+		r.Type = gjson.Null
+	default:
+		r.Type = gjson.Number
+		r.Num, _ = strconv.ParseFloat(r.Raw, 64)
+	}
+	return r, end
+}
+
+// Arena holds the decoded text of the strings of one body, so that decoding them
+// costs one allocation, not one per string. A decoded string is never longer than its
+// raw form, so an arena as large as the body never grows (and its strings never move).
+type Arena struct{ buf []byte }
+
+// NewArena returns an arena for the strings of a body of n bytes.
+func NewArena(n int) *Arena { return &Arena{buf: make([]byte, 0, n)} }
+
+// Unquote is the package's Unquote, decoding into the arena while it has room.
+func (a *Arena) Unquote(raw string) string {
+	if a == nil {
+		return Unquote(raw)
+	}
+	in := raw[1 : len(raw)-1]
+	i := strings.IndexByte(in, '\\')
+	if i < 0 {
+		return in
+	}
+	if cap(a.buf)-len(a.buf) < len(in) {
+		return unescape(in, i)
+	}
+	start := len(a.buf)
+	a.buf = appendUnescaped(a.buf, in, i)
+	d := a.buf[start:]
+	return unsafe.String(unsafe.SliceData(d), len(d))
+}
+
+// Unquote decodes a raw JSON string (quotes included) as gjson does: without escapes
+// it is a substring of raw, no copy.
+func Unquote(raw string) string {
+	in := raw[1 : len(raw)-1]
+	for i := 0; i < len(in); i++ {
+		if in[i] == '\\' {
+			return unescape(in, i)
+		}
+	}
+	return in
+}
+
+// unescape is gjson's unescape of s, whose first escape is at i: the same text, byte
+// for byte (a surrogate escape takes the next \u escape as its pair, whatever it is;
+// an unpaired one becomes U+FFFD).
+func unescape(s string, i int) string {
+	return string(appendUnescaped(make([]byte, 0, len(s)), s, i))
+}
+
+// appendUnescaped appends the decoded s (first escape at i) to out.
+func appendUnescaped(out []byte, s string, i int) []byte {
+	out = append(out, s[:i]...)
+	for i < len(s) {
+		if s[i] != '\\' {
+			// Plain bytes up to the next escape. A control character ends the text in
+			// gjson; a valid string has none, so look for one only within the run.
+			j := strings.IndexByte(s[i:], '\\')
+			if j < 0 {
+				j = len(s) - i
+			}
+			run := s[i : i+j]
+			for k := 0; k < len(run); k++ {
+				if run[k] < ' ' {
+					return append(out, run[:k]...)
+				}
+			}
+			out = append(out, run...)
+			i += j
+			continue
+		}
+		i++
+		if i >= len(s) {
+			return out
+		}
+		switch s[i] {
+		case '\\':
+			out = append(out, '\\')
+		case '/':
+			out = append(out, '/')
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case '"':
+			out = append(out, '"')
+		case 'u':
+			if i+5 > len(s) {
+				return out
+			}
+			r := hex4(s[i+1 : i+5])
+			i += 5
+			if utf16.IsSurrogate(r) && len(s)-i >= 6 && s[i] == '\\' && s[i+1] == 'u' {
+				r = utf16.DecodeRune(r, hex4(s[i+2:i+6]))
+				i += 6
+			}
+			out = utf8.AppendRune(out, r)
+			continue
+		default:
+			return out
+		}
+		i++
+	}
+	return out
+}
+
+// Members calls fn for each member of the object at b[i] ('{') of the valid JSON b
+// (js: the same bytes as a string), in order, with its decoded key and the offset of
+// its value; fn returns the offset after the value, or -1 to have it skipped. Members
+// returns the offset after the object.
+func Members(b []byte, js string, i int, fn func(key string, v int) int) int {
+	i = SkipWS(b, i+1)
+	if b[i] == '}' {
+		return i + 1
+	}
+	for {
+		kEnd, esc := SkipString(b, i+1)
+		key := js[i+1 : kEnd-1]
+		if esc {
+			key = Unquote(js[i:kEnd])
+		}
+		v := SkipWS(b, SkipWS(b, kEnd)+1) // past the ':'
+		end := fn(key, v)
+		if end < 0 {
+			end = SkipValue(b, v)
+		}
+		i = SkipWS(b, end)
+		if b[i] == '}' {
+			return i + 1
+		}
+		i = SkipWS(b, i+1) // past the ','
+	}
+}
+
+// Elements calls fn with the offset of each element of the array at b[i] ('[') of
+// the valid JSON b; fn returns the offset after the element, or -1 to have it
+// skipped. Elements returns the offset after the array.
+func Elements(b []byte, i int, fn func(v int) int) int {
+	i = SkipWS(b, i+1)
+	if b[i] == ']' {
+		return i + 1
+	}
+	for {
+		end := fn(i)
+		if end < 0 {
+			end = SkipValue(b, i)
+		}
+		i = SkipWS(b, end)
+		if b[i] == ']' {
+			return i + 1
+		}
+		i = SkipWS(b, i+1)
+	}
+}

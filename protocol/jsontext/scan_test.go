@@ -1,0 +1,115 @@
+package jsontext
+
+import (
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// scanSeeds are bodies the fast scanner must judge exactly as gjson does.
+var scanSeeds = []string{
+	`{}`, `[]`, ` {"a" : [1, -2.5e+3, true, false, null, "x\"y\\z\u00e9\ud83d\ude00"]} `, `"\u12"`, `"\x"`, "\"a\x01\"",
+	`{"a":1,}`, `[1,]`, `[01]`, `[-]`, `[1.]`, `[1e]`, `[.5]`, `{"a" 1}`, `{a:1}`, `[tru]`, `nul`, `{"a":{"b":[{"c":"d"}]}}`,
+	`[1 2]`, `{"a":1 "b":2}`, `"abc`, `"abcdefghijklmnop\"qrstuvwxyz"`, `["\ud800", "\udc00\u0041", "\\\\\"", "\/"]`, ``, ` `,
+	`[[[]]]]`, `{"a":[}`, `{"a":1}{}`, `0`, `-0.0e-0`, "[\"é日本\xff\xfe\"]",
+	`{"messages":[{"role":"user","content":"hi"}],"model":"m","stream":true}`,
+}
+
+func TestValidMatchesGJSON(t *testing.T) {
+	seeds := append([]string(nil), scanSeeds...)
+	if b, err := os.ReadFile("../openai/testdata/airline16k.json"); err == nil {
+		seeds = append(seeds, string(b))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte("{}[]\",:\\ 0123456789-+.eEtrufalsn\u00e9\x01\t\nabu")
+	check := func(s string) {
+		ok, deep := Valid([]byte(s))
+		if want := gjson.Valid(s); ok != want || deep {
+			t.Fatalf("Valid(%q) = %v (deep %v), gjson says %v", s, ok, deep, want)
+		}
+	}
+	for _, s := range seeds {
+		check(s)
+		for range 300 { // mutations: a byte changed, dropped or inserted
+			b := []byte(s)
+			if len(b) == 0 {
+				b = append(b, alphabet[rng.IntN(len(alphabet))])
+			}
+			p := rng.IntN(len(b))
+			switch rng.IntN(3) {
+			case 0:
+				b[p] = alphabet[rng.IntN(len(alphabet))]
+			case 1:
+				b = append(b[:p], b[p+1:]...)
+			default:
+				b = append(b[:p], append([]byte{alphabet[rng.IntN(len(alphabet))]}, b[p:]...)...)
+			}
+			check(string(b))
+		}
+	}
+}
+
+func TestValidDepth(t *testing.T) {
+	ok, deep := Valid([]byte(strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth)))
+	if !ok || deep {
+		t.Fatalf("depth %d: ok %v deep %v", MaxDepth, ok, deep)
+	}
+	if _, deep := Valid([]byte(strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1))); !deep {
+		t.Fatal("one level too deep not reported")
+	}
+	if _, deep := Valid([]byte(strings.Repeat(`{"a":`, MaxDepth+1))); !deep {
+		t.Fatal("too deep (unterminated) not reported")
+	}
+}
+
+// TestResultAtMatchesGJSON: every value ResultAt reads is the one gjson reads.
+func TestResultAtMatchesGJSON(t *testing.T) {
+	for _, s := range scanSeeds {
+		if !gjson.Valid(s) {
+			continue
+		}
+		b := []byte(s)
+		arena := NewArena(len(b))
+		var walk func(r gjson.Result)
+		walk = func(r gjson.Result) {
+			got, end := ResultAt(b, s, r.Index)
+			if got.Type != r.Type || got.Raw != r.Raw || got.Str != r.Str || end != r.Index+len(r.Raw) {
+				t.Fatalf("%s at %d: got %+v end %d, gjson %+v", s, r.Index, got, end, r)
+			}
+			if got, _ := ResultIn(b, s, r.Index, arena); got.Str != r.Str {
+				t.Fatalf("%s at %d: decoded in the arena %q, gjson %q", s, r.Index, got.Str, r.Str)
+			}
+			if r.IsArray() || r.IsObject() {
+				r.ForEach(func(_, v gjson.Result) bool { walk(v); return true })
+			}
+		}
+		root := gjson.Parse(s)
+		root.Index = SkipWS(b, 0)
+		root.Raw = strings.TrimRight(root.Raw, " \t\r\n")
+		walk(root)
+	}
+}
+
+func FuzzValid(f *testing.F) {
+	for _, s := range scanSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > MaxDepth {
+			return // gjson itself recurses on deep input
+		}
+		if ok, _ := Valid(b); ok != gjson.ValidBytes(b) {
+			t.Fatalf("Valid(%q) = %v, gjson says %v", b, ok, !ok)
+		}
+		if ok, _ := Valid(b); ok {
+			i := SkipWS(b, 0)
+			r, end := ResultAt(b, string(b), i)
+			if want := gjson.ParseBytes(b); r.Raw != strings.TrimRight(want.Raw, " \t\r\n") || r.Str != want.Str || SkipWS(b, end) != len(b) {
+				t.Fatalf("ResultAt(%q) = %+v, gjson %+v", b, r, want)
+			}
+		}
+	})
+}
