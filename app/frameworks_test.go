@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -288,28 +287,12 @@ func checkFrameworkEpisode(t *testing.T, e *env) {
 // both as episodes and as raw step events.
 func recordedBuffer(t *testing.T, e *env) (*replay.Buffer, []*replay.StepEvent) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := e.app.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	src, err := replay.OpenSource(ctx, e.cfg.Replay.Sinks[0])
+	steps := recordedSteps(t, e)
+	src, err := replay.OpenSource(context.Background(), e.cfg.Replay.Sinks[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf, err := replay.Read(ctx, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var steps []*replay.StepEvent
-	err = src.Scan(ctx, func(line []byte) error {
-		if ev, err := replay.Decode(line); err == nil {
-			if s, ok := ev.(*replay.StepEvent); ok {
-				steps = append(steps, s)
-			}
-		}
-		return nil
-	})
+	buf, err := replay.Read(context.Background(), src)
 	if err != nil {
 		t.Fatal(err)
 	}

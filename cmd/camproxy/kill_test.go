@@ -33,27 +33,7 @@ func TestSIGKILLLeavesReadableBuffer(t *testing.T) {
 upstreams: {openai: {base_url: %q}}
 replay: {sinks: ["file://%s/replay"], spool_dir: "%s/spool"}
 `, listen, adminAddr, up.URL, dir, dir))
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "CAMPROXY_BE_MAIN=1", "CAMPROXY_ARGS=serve --config "+cfg)
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill() }()
-	serving := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "camproxy serving") {
-				close(serving)
-			}
-		}
-	}()
-	select {
-	case <-serving:
-	case <-time.After(10 * time.Second):
-		t.Fatal("camproxy did not start")
-	}
+	cmd := startServe(t, cfg)
 
 	var ok atomic.Int64
 	ctx, stop := context.WithCancel(context.Background())
@@ -120,27 +100,7 @@ func TestSIGTERMDrainsStreams(t *testing.T) {
 upstreams: {openai: {base_url: %q}}
 replay: {sinks: ["file://%s/replay"], spool_dir: "%s/spool"}
 `, listen, adminAddr, up.URL, dir, dir))
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "CAMPROXY_BE_MAIN=1", "CAMPROXY_ARGS=serve --config "+cfg)
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill() }()
-	serving := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "camproxy serving") {
-				close(serving)
-			}
-		}
-	}()
-	select {
-	case <-serving:
-	case <-time.After(10 * time.Second):
-		t.Fatal("camproxy did not start")
-	}
+	cmd := startServe(t, cfg)
 	const n = 6
 	results := make(chan string, n)
 	for i := range n {
@@ -184,4 +144,32 @@ replay: {sinks: ["file://%s/replay"], spool_dir: "%s/spool"}
 	}
 	t.Logf("FAULT\tprocess\tSIGTERM with %d streams in flight\tall %d streams complete ([DONE]); exit 0 after %v\t%d/%d episodes recorded",
 		n, n, took.Round(time.Millisecond), len(buf.Episodes), n)
+}
+
+// startServe runs `camproxy serve --config cfg` as a child process (this test binary
+// re-executed as main) and returns once it logs that it serves; it is killed at cleanup.
+func startServe(t *testing.T, cfg string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "CAMPROXY_BE_MAIN=1", "CAMPROXY_ARGS=serve --config "+cfg)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	serving := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "camproxy serving") {
+				close(serving)
+			}
+		}
+	}()
+	select {
+	case <-serving:
+	case <-time.After(10 * time.Second):
+		t.Fatal("camproxy did not start")
+	}
+	return cmd
 }
