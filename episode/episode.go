@@ -378,3 +378,9 @@ func ValidID(id string) bool {
 	}
 	return true
 }
+
+// ResponseTip is the stitching tip of a provider-side response id (OpenAI Responses):
+// the episode whose turn produced the response is stored under it (Store.SetTip), and
+// a call with previous_response_id set to that id claims it instead of stitching by
+// messages. The "resp:" prefix keeps it apart from message-chain hashes.
+func ResponseTip(id string) uint64 { return xxhash.Sum64String("resp:" + id) }

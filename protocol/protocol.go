@@ -55,6 +55,10 @@ type View struct {
 	Stream   bool      // the answer is a stream (SSE or AWS event stream)
 	Messages []Message // every message normalised; a top-level system prompt becomes messages[0]
 	Task     string    // "" when no task rule matched
+	// Continues is the provider-side conversation the call continues (the OpenAI
+	// Responses API's previous_response_id): the provider already holds the earlier
+	// turns, context included, so Messages are only the new ones. "" for stateless calls.
+	Continues string
 }
 
 // Request is a parsed call of one wire API: a read-only view, the splice that inserts
@@ -79,4 +83,11 @@ type Decoder interface {
 	Finished() bool
 	Message() Message // role "assistant"
 	Usage() Usage
+}
+
+// Identified is implemented by decoders whose answers carry an id that a later call
+// may continue from (OpenAI Responses: previous_response_id). ResponseID is "" until
+// the id was read.
+type Identified interface {
+	ResponseID() string
 }

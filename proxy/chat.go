@@ -86,8 +86,7 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 	c.span = span
 	propagate(sctx, s, fc)
 	out := body
-	if c.ep.Context != "" {
-		pl := run.placementFor(c.ep.Arm)
+	if pl := run.placementFor(c.ep.Arm); c.ep.Context != "" && respliced(req.Parsed(), pl.Mode) {
 		out = req.Splice(body, pl.Mode, strings.ReplaceAll(pl.Template, "{{context}}", c.ep.Context))
 	}
 	// Read before forwarding: once a stream starts, c belongs to the stream goroutine.
@@ -97,6 +96,14 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 	h.Set(hdrEpisode, id)
 	h.Set(hdrArm, arm)
 	h.Set(hdrContext, source)
+}
+
+// respliced reports whether a call of a known episode gets the episode's context. A
+// call that continues a provider-side conversation (previous_response_id) already has
+// it there from the episode's first call; only instructions, which the provider does
+// not carry over, need it again (System placement).
+func respliced(v *protocol.View, mode protocol.Placement) bool {
+	return v.Continues == "" || mode == protocol.System
 }
 
 // fail answers a call camproxy refuses, in the route's error shape.
@@ -120,7 +127,7 @@ func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, run *Runtime, r p
 	if id != "" && !episode.ValidID(id) {
 		return nil, badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrEpisode, len(id))
 	}
-	if ep, from, tip, ok := s.findEpisode(id, req.Messages, c.chain); ok {
+	if ep, from, tip, ok := s.findEpisode(id, req, c.chain); ok {
 		c.ep, c.newFrom, c.index, c.claimed = ep, from, ep.Turns, tip
 		c.source = "none"
 		if ep.Context != "" {
@@ -140,10 +147,14 @@ func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, run *Runtime, r p
 		taskID = episode.TaskID(req.Task)
 	}
 	arm := run.Policy.Assign(id, taskID, string(fc.Request.Header.Peek(hdrArm)))
-	augStart := time.Now()
-	text, source := s.resolveContext(sctx, run, arm.Name, arm.Augmenter, req, taskID)
-	c.augment = time.Since(augStart)
-	s.m.ContextDuration.WithLabelValues(arm.Name).Observe(c.augment.Seconds())
+	text, source := "", "none"
+	if req.Continues == "" {
+		augStart := time.Now()
+		text, source = s.resolveContext(sctx, run, arm.Name, arm.Augmenter, req, taskID)
+		c.augment = time.Since(augStart)
+		s.m.ContextDuration.WithLabelValues(arm.Name).Observe(c.augment.Seconds())
+	} // else: the conversation began elsewhere (another camproxy, an expired episode):
+	// its context, if any, is unknown, and new context would land mid-conversation.
 	now := time.Now().UTC()
 	ep := &episode.Episode{ID: id, TaskID: taskID, Task: req.Task, Arm: arm.Name, Context: text, ContextSource: source,
 		Protocol: rt.proto, Model: req.Model, StartedAt: now, UpdatedAt: now}
@@ -171,13 +182,19 @@ func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, run *Runtime, r p
 // the one whose tip is the longest prefix of the call's messages. newFrom is the index
 // of the first message the episode has not seen.
 // A stitched call also returns the tip it claimed (nil for the header path).
-func (s *Server) findEpisode(id string, msgs []protocol.Message, chain []uint64) (*episode.Episode, int, *uint64, bool) {
+// A call that continues a provider-side conversation (req.Continues) claims the tip of
+// that response id instead of stitching by messages: all its messages are new.
+func (s *Server) findEpisode(id string, req *protocol.View, chain []uint64) (*episode.Episode, int, *uint64, bool) {
 	ctx, cancel := context.WithTimeout(s.base, storeTimeout)
 	defer cancel()
+	msgs := req.Messages
 	var from int
 	var claimed *uint64
 	if id == "" {
 		tips, ends := episode.Candidates(msgs, chain)
+		if req.Continues != "" {
+			tips, ends = []uint64{episode.ResponseTip(req.Continues)}, []int{0}
+		}
 		if len(tips) == 0 {
 			return nil, 0, nil, false
 		}
@@ -197,10 +214,23 @@ func (s *Server) findEpisode(id string, msgs []protocol.Message, chain []uint64)
 		}
 		return nil, 0, nil, false
 	}
-	if from == 0 {
+	switch {
+	case req.Continues != "":
+		from = continuedFrom(msgs)
+	case from == 0:
 		from = min(ep.History, len(msgs))
 	}
 	return ep, from, claimed, true
+}
+
+// continuedFrom is the first new message of a call that continues a provider-side
+// conversation: everything but the system prompt (instructions), which is re-sent
+// with each call and was recorded with the episode's first turn.
+func continuedFrom(msgs []protocol.Message) int {
+	if len(msgs) > 0 && msgs[0].Role == "system" {
+		return 1
+	}
+	return 0
 }
 
 // resolveContext gets a new episode's context: cache, then the augmenter, all within
@@ -324,14 +354,29 @@ func (c *chatCall) advance(answer protocol.Message) {
 	ep := *c.ep
 	ep.Turns++
 	ep.History = len(c.req.Messages) + 1
+	if c.req.Continues != "" {
+		// Only the new messages were sent: the history grows by them and the answer.
+		ep.History = c.ep.History + len(c.req.Messages) - min(c.newFrom, len(c.req.Messages)) + 1
+	}
 	ep.UpdatedAt = time.Now().UTC()
 	ctx, cancel := context.WithTimeout(c.s.base, storeTimeout)
 	defer cancel()
 	if err := c.s.episodes.Update(ctx, &ep); err != nil {
 		c.s.log.Warn("episode update failed", "episode", ep.ID, "err", err)
 	}
-	if err := c.s.episodes.SetTip(ctx, tip, ep.ID); err != nil {
-		c.s.log.Warn("episode tip not stored; the next turn may start a new episode", "episode", ep.ID, "err", err)
+	// The chain of a continued call's messages is not the conversation's: no tip.
+	if c.req.Continues == "" {
+		if err := c.s.episodes.SetTip(ctx, tip, ep.ID); err != nil {
+			c.s.log.Warn("episode tip not stored; the next turn may start a new episode", "episode", ep.ID, "err", err)
+		}
+	}
+	// A provider-side response id: a later call with previous_response_id claims it.
+	if d, ok := c.dec.(protocol.Identified); ok {
+		if rid := d.ResponseID(); rid != "" {
+			if err := c.s.episodes.SetTip(ctx, episode.ResponseTip(rid), ep.ID); err != nil {
+				c.s.log.Warn("response tip not stored; a call continuing it will start a new episode", "episode", ep.ID, "err", err)
+			}
+		}
 	}
 	c.ep = &ep
 }

@@ -10,14 +10,12 @@ import (
 	"github.com/camproxy/camproxy/protocol/anthropic"
 	"github.com/camproxy/camproxy/protocol/bedrock"
 	"github.com/camproxy/camproxy/protocol/openai"
+	"github.com/camproxy/camproxy/protocol/responses"
 )
 
 // buildRoutes makes the augmented routes of the configured upstreams.
 func (s *Server) buildRoutes() {
-	s.openaiRoute = &route{proto: "openai", up: s.openai, style: StyleOpenAI,
-		parse: func(_ *fasthttp.RequestCtx, body []byte, rules []protocol.TaskRule) (protocol.Request, error) {
-			return openai.Parse(body, rules)
-		}}
+	s.openaiRoute = &route{proto: "openai", up: s.openai, style: StyleOpenAI, parse: parseOpenAI}
 	if s.anthropic != nil {
 		s.anthropicRoute = &route{proto: "anthropic", up: s.anthropic, style: StyleAnthropic,
 			parse: func(_ *fasthttp.RequestCtx, body []byte, rules []protocol.TaskRule) (protocol.Request, error) {
@@ -27,6 +25,15 @@ func (s *Server) buildRoutes() {
 	if s.bedrock != nil {
 		s.bedrockRoute = &route{proto: "bedrock", up: s.bedrock, style: StyleAWS, parse: s.parseBedrock}
 	}
+}
+
+// parseOpenAI reads a body of the OpenAI upstream's augmented paths: the Responses
+// API or chat completions.
+func parseOpenAI(fc *fasthttp.RequestCtx, body []byte, rules []protocol.TaskRule) (protocol.Request, error) {
+	if string(fc.Path()) == "/v1/responses" {
+		return responses.Parse(body, rules)
+	}
+	return openai.Parse(body, rules)
 }
 
 // parseBedrock reads the operation and model id from the raw path and the body by
@@ -53,7 +60,7 @@ func (s *Server) route(fc *fasthttp.RequestCtx) *route {
 		return nil
 	}
 	switch string(fc.Path()) {
-	case "/v1/chat/completions":
+	case "/v1/chat/completions", "/v1/responses":
 		return s.openaiRoute
 	case "/v1/messages":
 		return s.anthropicRoute

@@ -58,8 +58,14 @@ type Upstream struct {
 	ResetAfter int
 	// Drip > 0: write a non-streaming answer one byte at a time, Drip apart.
 	Drip time.Duration
+	// RespondTo scripts the answer to a /v1/responses call given the whole
+	// conversation (the stored items of previous_response_id's chain, then this call's
+	// input items); nil = DefaultResponsesReply.
+	RespondTo func(body gjson.Result, conversation []gjson.Result) Reply
 
 	mu                sync.Mutex
+	stored            map[string][]json.RawMessage // response id → its conversation, output included
+	responseSeq       int
 	callLog[Captured] // Requests, Last, CancelledCount, Cancelled
 }
 
@@ -95,6 +101,8 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/v1/chat/completions":
 		u.chat(w, r, body)
+	case "/v1/responses":
+		u.responses(w, r, body)
 	case "/v1/models":
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Request-Id", "req_models_1")

@@ -1,0 +1,319 @@
+package responses
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/jsontext"
+	"github.com/camproxy/camproxy/protocol/sse"
+)
+
+// Decoder returns a decoder for the answer: SSE when the call streams, else JSON.
+// Both implement protocol.Identified.
+func (r *Request) Decoder() protocol.Decoder {
+	if r.Stream {
+		return &StreamDecoder{}
+	}
+	return &JSONDecoder{}
+}
+
+var (
+	_ protocol.Identified = (*JSONDecoder)(nil)
+	_ protocol.Identified = (*StreamDecoder)(nil)
+)
+
+// DecodeResponse reads a response object: its id, the assistant message of its output
+// items and its usage. ok is false when body is not a response object (no output list),
+// such as an error body.
+func DecodeResponse(body []byte) (id string, msg protocol.Message, usage protocol.Usage, ok bool) {
+	if jsontext.Validate(body) != nil {
+		return "", protocol.Message{}, protocol.Usage{}, false
+	}
+	return decodeResponse(gjson.ParseBytes(body))
+}
+
+// decodeResponse reads a response object of a validated body.
+func decodeResponse(resp gjson.Result) (id string, msg protocol.Message, usage protocol.Usage, ok bool) {
+	if !resp.IsObject() {
+		return "", protocol.Message{}, protocol.Usage{}, false
+	}
+	var output gjson.Result
+	resp.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "id":
+			id = strings.Clone(v.Str)
+		case "output":
+			output = v
+		case "usage":
+			usage = readUsage(v)
+		}
+		return true
+	})
+	if !output.IsArray() {
+		return id, protocol.Message{}, usage, false
+	}
+	return id, cloneMessage(answer(output)), usage, true
+}
+
+// cloneMessage copies the strings of m, which may alias an event's buffer.
+func cloneMessage(m protocol.Message) protocol.Message {
+	m.Content = strings.Clone(m.Content)
+	if m.ToolCalls != nil {
+		calls := make([]protocol.ToolCall, len(m.ToolCalls))
+		for i, c := range m.ToolCalls {
+			calls[i] = protocol.ToolCall{ID: strings.Clone(c.ID), Type: c.Type, Name: strings.Clone(c.Name), Arguments: strings.Clone(c.Arguments)}
+		}
+		m.ToolCalls = calls
+	}
+	return m
+}
+
+// readUsage reads {input_tokens, output_tokens}.
+func readUsage(v gjson.Result) protocol.Usage {
+	var u protocol.Usage
+	if !v.IsObject() {
+		return u
+	}
+	v.ForEach(func(k, n gjson.Result) bool {
+		switch k.Str {
+		case "input_tokens":
+			u.InputTokens = n.Int()
+		case "output_tokens":
+			u.OutputTokens = n.Int()
+		}
+		return true
+	})
+	return u
+}
+
+// JSONDecoder assembles a non-streamed response object; it is finished once the
+// bytes written form a whole response object.
+type JSONDecoder struct {
+	buf   []byte
+	done  bool
+	id    string
+	msg   protocol.Message
+	usage protocol.Usage
+}
+
+// Write buffers p and decodes once the body is a whole JSON document.
+func (d *JSONDecoder) Write(p []byte) (int, error) {
+	if d.done {
+		return len(p), nil
+	}
+	d.buf = append(d.buf, p...)
+	if ok, _ := jsontext.Valid(d.buf); ok {
+		if id, msg, usage, ok := DecodeResponse(d.buf); ok {
+			d.id, d.msg, d.usage, d.done = id, msg, usage, true
+			d.buf = nil
+		}
+	}
+	return len(p), nil
+}
+
+// Finished reports whether a whole response object was decoded.
+func (d *JSONDecoder) Finished() bool { return d.done }
+
+// Message is the decoded answer.
+func (d *JSONDecoder) Message() protocol.Message {
+	if !d.done {
+		return protocol.Message{Role: "assistant"}
+	}
+	return d.msg
+}
+
+// Usage is the decoded token usage.
+func (d *JSONDecoder) Usage() protocol.Usage { return d.usage }
+
+// ResponseID is the response's id.
+func (d *JSONDecoder) ResponseID() string { return d.id }
+
+// StreamDecoder consumes the raw SSE bytes of a streamed response in arbitrary chunk
+// boundaries (a tee of what goes to the client). The final event — response.completed,
+// response.incomplete or response.failed — carries the whole response: its output and
+// usage are the answer. Until then the answer is assembled from the output_item.*,
+// output_text.delta and function_call_arguments.delta events, so that a stream cut
+// short still records what arrived. The zero value is ready to use; it is not safe for
+// concurrent use.
+type StreamDecoder struct {
+	sse  sse.Reader
+	done bool
+
+	id    string
+	final *protocol.Message // the final event's answer
+	usage protocol.Usage
+	items []outItem // output items so far, by output_index
+	spare outItem   // where events past maxItems go
+}
+
+// maxItems bounds the output items a stream assembles; a response has a handful.
+const maxItems = 1024
+
+// outItem assembles one output item from its events.
+type outItem struct {
+	index        int64
+	typ          string
+	text         []byte // message: its output_text deltas, or its final text
+	callID, name string
+	args         []byte
+}
+
+// Write feeds the next bytes of the stream. It never fails.
+func (d *StreamDecoder) Write(p []byte) (int, error) {
+	if d.sse.Event == nil {
+		d.sse.Event = d.onEvent
+	}
+	return d.sse.Write(p)
+}
+
+// Finished reports whether the final event (response.completed, .incomplete or
+// .failed) was read.
+func (d *StreamDecoder) Finished() bool { return d.done }
+
+// Usage is the final event's usage.
+func (d *StreamDecoder) Usage() protocol.Usage { return d.usage }
+
+// ResponseID is the response's id, known from response.created on.
+func (d *StreamDecoder) ResponseID() string { return d.id }
+
+// Message returns the answer: the final event's, else what the events so far hold.
+func (d *StreamDecoder) Message() protocol.Message {
+	if d.final != nil {
+		return *d.final
+	}
+	items := slices.Clone(d.items)
+	slices.SortStableFunc(items, func(a, b outItem) int { return cmp.Compare(a.index, b.index) })
+	var a assembler
+	for _, it := range items {
+		switch it.typ {
+		case "message":
+			a.assistantText(string(it.text))
+		case "function_call":
+			a.call(protocol.ToolCall{ID: it.callID, Type: "function", Name: it.name, Arguments: string(it.args)})
+		}
+	}
+	if len(a.msgs) == 0 {
+		return protocol.Message{Role: "assistant"}
+	}
+	return a.msgs[0]
+}
+
+// onEvent applies one event; malformed ones are skipped so that one bad event does
+// not lose the rest of the answer. The type is the data's "type", else the event name.
+func (d *StreamDecoder) onEvent(name, data []byte) {
+	if d.done || jsontext.Validate(data) != nil {
+		return
+	}
+	ev := gjson.ParseBytes(data)
+	if !ev.IsObject() {
+		return
+	}
+	var typ, resp, item, delta, index, text, args gjson.Result
+	ev.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "type":
+			typ = v
+		case "response":
+			resp = v
+		case "item":
+			item = v
+		case "delta":
+			delta = v
+		case "output_index":
+			index = v
+		case "text":
+			text = v
+		case "arguments":
+			args = v
+		}
+		return true
+	})
+	t := typ.Str
+	if t == "" {
+		t = string(name)
+	}
+	switch t {
+	case "response.created", "response.in_progress", "response.queued":
+		if id := jsontext.ObjectKey(resp, "id"); id.Str != "" {
+			d.id = strings.Clone(id.Str)
+		}
+	case "response.completed", "response.incomplete", "response.failed":
+		id, msg, usage, ok := decodeResponse(resp)
+		if id != "" {
+			d.id = id
+		}
+		d.usage = usage
+		if ok {
+			d.final = &msg
+		}
+		d.done = true
+	case "response.output_item.added", "response.output_item.done":
+		d.readItem(index.Int(), item, t == "response.output_item.done")
+	case "response.output_text.delta":
+		if it := d.item(index.Int()); it.typ == "message" || it.typ == "" {
+			it.typ = "message"
+			it.text = append(it.text, delta.Str...)
+		}
+	case "response.output_text.done":
+		if it := d.item(index.Int()); text.Type == gjson.String {
+			it.typ = "message"
+			it.text = append(it.text[:0], text.Str...)
+		}
+	case "response.function_call_arguments.delta":
+		it := d.item(index.Int())
+		it.typ = "function_call"
+		it.args = append(it.args, delta.Str...)
+	case "response.function_call_arguments.done":
+		if it := d.item(index.Int()); args.Type == gjson.String {
+			it.typ = "function_call"
+			it.args = append(it.args[:0], args.Str...)
+		}
+	}
+}
+
+// readItem applies an output_item.added or .done event; a done item is whole and
+// replaces what the deltas built.
+func (d *StreamDecoder) readItem(index int64, v gjson.Result, done bool) {
+	f := readItem(v)
+	it := d.item(index)
+	switch f.typ.Str {
+	case "message":
+		it.typ = "message"
+		if done && f.content.IsArray() {
+			it.text = append(it.text[:0], contentText(f.content, nil)...)
+		}
+	case "function_call":
+		it.typ = "function_call"
+		if f.callID.Str != "" {
+			it.callID = strings.Clone(f.callID.Str)
+		}
+		if f.name.Str != "" {
+			it.name = strings.Clone(f.name.Str)
+		}
+		if done {
+			it.args = append(it.args[:0], arguments(f.arguments)...)
+		}
+	default:
+		it.typ = "other"
+	}
+}
+
+// item returns the item at output_index, adding it when new. Indexes come from the
+// stream: they key a search, not a slice that one bad event could make huge.
+func (d *StreamDecoder) item(index int64) *outItem {
+	for i := range d.items {
+		if d.items[i].index == index {
+			return &d.items[i]
+		}
+	}
+	if len(d.items) >= maxItems {
+		d.spare = outItem{}
+		return &d.spare
+	}
+	d.items = append(d.items, outItem{index: index})
+	return &d.items[len(d.items)-1]
+}

@@ -1,0 +1,320 @@
+// Package responses is the adapter for the OpenAI Responses API (POST /v1/responses):
+// it reads a request body into a protocol view normalised to the chat shape, splices
+// context into it by byte insertion, and decodes answers (a response object, or the
+// SSE stream of response.* events) into normalised messages.
+//
+// Normalisation: `instructions` becomes a system message first; `input` is either a
+// string (one user message) or a list of items: messages ({role, content} where
+// content is a string or a list of input_text / output_text parts), function_call
+// items ({call_id, name, arguments}) and function_call_output items ({call_id,
+// output}). A run of consecutive assistant-side items — assistant messages and
+// function calls, reasoning items between them being transparent — becomes one
+// assistant message with its texts joined by "\n" and its calls in order, so that the
+// answer of one turn (the response's output items) and the same items sent back as
+// input on the next turn hash alike for stitching. function_call_output items become
+// messages of role "tool".
+//
+// Nothing here re-marshals a body: reading goes through gjson, which reports the raw
+// byte offset of every value, and writing is a single insertion at such an offset
+// (protocol/jsontext), so that every byte the client sent reaches the upstream
+// unchanged.
+package responses
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/jsontext"
+)
+
+// Request is a parsed POST /v1/responses body: the view, and where in the body each
+// placement inserts.
+type Request struct {
+	protocol.View // Model, Stream, Messages (normalised), Task, Continues (previous_response_id)
+
+	// bodyLen is the length of the parsed body: Splice refuses a different body
+	// rather than inserting at offsets that mean nothing in it.
+	bodyLen int
+	// task says where the task sits; meaningful only when Task != "".
+	task taskSpot
+	// sys says where the System placement inserts.
+	sys anchor
+	// arrOpen is the offset of the '[' that opens the input list; -1 when input is
+	// not a list.
+	arrOpen int
+	// items is the number of elements of the input list.
+	items int
+}
+
+var _ protocol.Request = (*Request)(nil)
+
+// anchor is one place to insert at and the JSON that goes around the escaped text.
+type anchor struct {
+	at             int    // raw offset of the insertion
+	prefix, suffix string // written as they are around the escaped text
+	// trim drops the text's leading whitespace: a new member or item holds the
+	// context alone, and a template's leading blank lines only separate it from the
+	// text it would follow.
+	trim bool
+}
+
+// taskSpot locates the task inside the raw body.
+type taskSpot struct {
+	at    int    // raw offset right after the task text (AppendToTask inserts here)
+	after anchor // where NewMessage inserts its user message
+}
+
+// segment is one text that task rules read: the instructions, the input string, or
+// the string content or one text part of a system, developer or user message item.
+type segment struct {
+	item    int    // index of the item in the input list; -1 for instructions, -2 for a string input
+	user    bool   // the text is a user message's
+	idx     int    // raw offset of the string's opening quote
+	raw     string // the raw JSON string, quotes included
+	text    string // its decoded value
+	itemEnd int    // raw offset right after the item object; unused for -1 and -2
+}
+
+// Parse reads a Responses API body. rules are tried in order; the first that matches
+// sets Task. A body whose task no rule finds (no input, or only tool outputs after a
+// previous_response_id) parses fine with Task "".
+func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
+	if err := jsontext.Validate(body); err != nil {
+		return nil, err
+	}
+	// One copy of the body: every string of the view aliases it, so the view stays
+	// valid after the caller reuses its buffer, at the cost of one allocation.
+	js := string(body)
+	open, closing := objectBounds(js)
+	if open < 0 {
+		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrInvalidJSON)
+	}
+	root := gjson.Result{Type: gjson.JSON, Raw: js}
+	r := &Request{bodyLen: len(body), arrOpen: -1}
+	var instructions, input gjson.Result
+	members := 0
+	// Last key wins on duplicates, as in the Python and Go decoders upstream.
+	root.ForEach(func(k, v gjson.Result) bool {
+		members++
+		switch k.Str {
+		case "model":
+			r.Model = v.Str // "" unless a string
+		case "stream":
+			r.Stream = v.Type == gjson.True
+		case "instructions":
+			instructions = v
+		case "input":
+			input = v
+		case "previous_response_id":
+			r.Continues = v.Str
+		}
+		return true
+	})
+	segs := r.readInstructions(instructions, open, closing, members)
+	segs = r.readInput(input, segs)
+	r.findTask(rules, segs)
+	return r, nil
+}
+
+// Parsed returns the call's view.
+func (r *Request) Parsed() *protocol.View { return &r.View }
+
+// objectBounds returns the offsets of the '{' and '}' that open and close the valid
+// JSON document js, or -1, -1 when it is not an object.
+func objectBounds(js string) (open, closing int) {
+	if jsontext.FirstByte(js) != '{' {
+		return -1, -1
+	}
+	open, closing = 0, len(js)-1
+	for js[open] != '{' {
+		open++
+	}
+	for js[closing] != '}' {
+		closing--
+	}
+	return open, closing
+}
+
+// readInstructions normalises instructions into messages[0], returns its text for the
+// task rules and sets where System inserts.
+func (r *Request) readInstructions(ins gjson.Result, open, closing, members int) []segment {
+	switch {
+	case ins.Type == gjson.String:
+		r.Messages = append(r.Messages, protocol.Message{Role: "system", Content: ins.Str})
+		// Into the string; an empty one gets no leading blank lines.
+		r.sys = anchor{at: closingQuote(ins), trim: ins.Str == ""}
+		return []segment{{item: -1, idx: ins.Index, raw: ins.Raw, text: ins.Str}}
+	case !ins.Exists():
+		// A new first member.
+		suffix := `",`
+		if members == 0 {
+			suffix = `"`
+		}
+		r.sys = anchor{at: open + 1, prefix: `"instructions":"`, suffix: suffix, trim: true}
+	default:
+		// null or a wrong type: a second "instructions" member, last, so that it is
+		// the one a last-key-wins decoder keeps.
+		r.sys = anchor{at: closing, prefix: `,"instructions":"`, suffix: `"`, trim: true}
+	}
+	return nil
+}
+
+// readInput normalises input (a string or a list of items) and appends the texts
+// task rules may read to segs.
+func (r *Request) readInput(input gjson.Result, segs []segment) []segment {
+	switch {
+	case input.Type == gjson.String:
+		r.Messages = append(r.Messages, protocol.Message{Role: "user", Content: input.Str})
+		return append(segs, segment{item: -2, user: true, idx: input.Index, raw: input.Raw, text: input.Str})
+	case !input.IsArray():
+		return segs
+	}
+	r.arrOpen = input.Index
+	var a assembler
+	a.msgs = r.Messages
+	input.ForEach(func(_, v gjson.Result) bool {
+		i := r.items
+		r.items++
+		end := v.Index + len(v.Raw)
+		a.item(v, func(role string, t gjson.Result) {
+			if isTaskRole(role) {
+				segs = append(segs, segment{item: i, user: role == "user", idx: t.Index, raw: t.Raw, text: t.Str, itemEnd: end})
+			}
+		})
+		return true
+	})
+	r.Messages = a.msgs
+	return segs
+}
+
+// isTaskRole reports whether task rules read messages of this role.
+func isTaskRole(role string) bool {
+	return role == "system" || role == "developer" || role == "user"
+}
+
+// closingQuote is the raw offset of the quote that closes a string value.
+func closingQuote(s gjson.Result) int { return s.Index + len(s.Raw) - 1 }
+
+// findTask applies rules in order; the first that matches sets r.Task and r.task.
+func (r *Request) findTask(rules []protocol.TaskRule, segs []segment) {
+	for _, rule := range rules {
+		switch {
+		case rule.Regex != nil:
+			if r.matchRegex(rule.Regex, segs) {
+				return
+			}
+		case rule.FirstUserMessage:
+			if r.matchFirstUser(segs) {
+				return
+			}
+		}
+	}
+}
+
+// matchRegex matches re against each text (instructions, then the input's system,
+// developer and user texts) in order; the task is its capture group (the whole match
+// when it has none), which must be non-empty.
+func (r *Request) matchRegex(re *regexp.Regexp, segs []segment) bool {
+	for _, s := range segs {
+		task, end, ok := jsontext.FindTask(re, s.text)
+		if !ok {
+			continue
+		}
+		at := s.idx + jsontext.QuotedOffset(s.raw, end)
+		r.Task = task
+		r.task = taskSpot{at: at, after: r.newMessageAnchor(s, at)}
+		return true
+	}
+	return false
+}
+
+// matchFirstUser takes the text of the first user message that has any: its text
+// parts joined. The anchor is the end of its last text, so that appended context
+// follows everything the user wrote.
+func (r *Request) matchFirstUser(segs []segment) bool {
+	for i := 0; i < len(segs); {
+		j := i + 1
+		for j < len(segs) && segs[j].item == segs[i].item {
+			j++
+		}
+		if segs[i].user {
+			var text jsontext.Joiner
+			for _, s := range segs[i:j] {
+				text.Add(s.text)
+			}
+			if t := text.String(); t != "" {
+				last := segs[j-1]
+				at := closingQuote(gjson.Result{Index: last.idx, Raw: last.raw})
+				r.Task = t
+				r.task = taskSpot{at: at, after: r.newMessageAnchor(last, at)}
+				return true
+			}
+		}
+		i = j
+	}
+	return false
+}
+
+// newMessageAnchor says where NewMessage inserts for a task found in s (whose end is
+// at): right after its item; at the front of the input list when the task is in the
+// instructions. When input is a string there is no list to add an item to, and
+// NewMessage degrades to AppendToTask.
+func (r *Request) newMessageAnchor(s segment, at int) anchor {
+	switch {
+	case s.item >= 0:
+		return anchor{at: s.itemEnd, prefix: `,{"role":"user","content":"`, suffix: `"}`, trim: true}
+	case r.arrOpen >= 0:
+		suffix := `"}`
+		if r.items > 0 {
+			suffix = `"},`
+		}
+		return anchor{at: r.arrOpen + 1, prefix: `{"role":"user","content":"`, suffix: suffix, trim: true}
+	}
+	return anchor{at: at}
+}
+
+// Splice returns a new body with text inserted per placement; body is not modified.
+// text is already rendered (the template applied).
+//
+//   - AppendToTask: right after the task text, inside its string (the input string
+//     itself, or the first user message's last text).
+//   - System: at the end of the instructions string; as a new "instructions" member
+//     first in the body when there is none (last, when it is null, so that it wins).
+//   - NewMessage: a new user message item right after the task's item (at the front
+//     of the input list when the task is in the instructions). When input is a plain
+//     string it degrades to AppendToTask.
+//
+// If Task == "" it returns body unchanged for AppendToTask and NewMessage (System
+// still works). body must be the body given to Parse; any other body, an unknown
+// placement or an empty text come back unchanged (the same slice).
+func (r *Request) Splice(body []byte, p protocol.Placement, text string) []byte {
+	a, ok := r.anchorFor(p)
+	if !ok || len(body) != r.bodyLen || a.at > len(body) {
+		return body
+	}
+	if a.trim {
+		text = strings.TrimLeftFunc(text, unicode.IsSpace)
+	}
+	if text == "" {
+		return body
+	}
+	return jsontext.Insert(body, a.at, a.prefix, text, a.suffix)
+}
+
+// anchorFor resolves a placement to an anchor; false when there is none.
+func (r *Request) anchorFor(p protocol.Placement) (anchor, bool) {
+	switch p {
+	case protocol.System:
+		return r.sys, true
+	case protocol.AppendToTask:
+		return anchor{at: r.task.at}, r.Task != ""
+	case protocol.NewMessage:
+		return r.task.after, r.Task != ""
+	}
+	return anchor{}, false
+}
