@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -45,7 +44,7 @@ type Transport struct{ *http.Transport }
 func (u *Upstream) init() {
 	t := u.Transport
 	_, ownDefault := t.(*Transport)
-	if (t == nil || ownDefault) && os.Getenv("XXX_NETHTTP") == "" {
+	if t == nil || ownDefault {
 		if p, err := http.ProxyFromEnvironment(&http.Request{URL: u.Base}); err == nil && p == nil {
 			u.hosts = map[string]*fasthttp.HostClient{}
 			return

@@ -392,6 +392,8 @@ func (w *sinkWriter) drain() {
 	before := w.spool.pending
 	segs, err := w.spool.seal()
 	w.mu.Unlock()
+	// Counted here, not as before − pending: events may be spooled while this drains.
+	delivered := 0
 	for _, name := range segs {
 		if err == nil {
 			var n int
@@ -400,6 +402,7 @@ func (w *sinkWriter) drain() {
 				w.mu.Lock()
 				err = w.spool.drained(name, n)
 				w.mu.Unlock()
+				delivered += n
 			}
 		}
 	}
@@ -418,7 +421,7 @@ func (w *sinkWriter) drain() {
 	}
 	w.down = false
 	if w.r.m != nil {
-		w.r.m.ReplayEvents.WithLabelValues("spooled", w.label, "delivered").Add(float64(before - w.spool.pending))
+		w.r.m.ReplayEvents.WithLabelValues("spooled", w.label, "delivered").Add(float64(delivered))
 	}
 	w.setSpooledLocked()
 }

@@ -18,8 +18,16 @@ import (
 	"github.com/camproxy/camproxy/replay"
 )
 
-// RecordResult is the replay recorder's sustained rate into the file sink.
+// RecordResult is the replay recorder's rate into the file sink: paced at a fixed
+// rate (sustained: every event must reach the sink, none the spool), then as fast as
+// the queue takes them (the ceiling).
 type RecordResult struct {
+	PacedRate      float64 `json:"paced_rate"`
+	PacedWritten   int     `json:"paced_written"`
+	PacedSpooled   int     `json:"paced_spooled"` // took the spool (a sink write stalled longer than the queue lasts)
+	PacedFromSpool int     `json:"paced_delivered_from_spool"`
+	PacedLagMs     float64 `json:"paced_flush_ms"` // after the last Add, until every event was on disk
+
 	Steps       int     `json:"steps"`
 	Written     int     `json:"written"`
 	Spooled     int     `json:"spooled"`
@@ -31,7 +39,7 @@ type RecordResult struct {
 // recordSteps feeds n real step events (the new messages of tau-bench turns and their
 // answers) to a recorder with the file sink, as fast as the queue takes them without
 // overflowing to the spool, and times until every one is fsynced.
-func recordSteps(convs []*conv, n int) (*RecordResult, error) {
+func recordSteps(convs []*conv, n int, pacedRate float64, pacedFor time.Duration) (*RecordResult, error) {
 	dir, err := os.MkdirTemp("", "camproxy-record-")
 	if err != nil {
 		return nil, err
@@ -62,17 +70,38 @@ func recordSteps(convs []*conv, n int) (*RecordResult, error) {
 			size += len(ans.Content) + 200
 		}
 	}
-	sink, err := replay.NewFileSink(filepath.Join(dir, "replay"), replay.FileOptions{})
+	res := &RecordResult{PacedRate: pacedRate}
+	// Paced: pacedRate steps a second for pacedFor, open loop.
+	{
+		rec, m, done, err := newRecorder(dir + "/paced")
+		if err != nil {
+			return nil, err
+		}
+		total := int(pacedRate * pacedFor.Seconds())
+		start := time.Now()
+		for i := range total {
+			if d := time.Until(start.Add(time.Duration(float64(i) / pacedRate * float64(time.Second)))); d > 0 {
+				time.Sleep(d)
+			}
+			ev := steps[i%len(steps)]
+			ev.ID = replay.NewEventID()
+			rec.Add(&ev)
+		}
+		last := time.Now()
+		if err := rec.Close(context.Background()); err != nil {
+			return nil, err
+		}
+		done()
+		res.PacedLagMs = float64(time.Since(last).Microseconds()) / 1000
+		res.PacedWritten = int(testutil.ToFloat64(m.ReplayEvents.WithLabelValues(replay.TypeStep, "file", "written")))
+		res.PacedSpooled = int(testutil.ToFloat64(m.ReplayEvents.WithLabelValues(replay.TypeStep, "file", "spooled")))
+		res.PacedFromSpool = int(testutil.ToFloat64(m.ReplayEvents.WithLabelValues("spooled", "file", "delivered")))
+	}
+	rec, m, done, err := newRecorder(dir + "/max")
 	if err != nil {
 		return nil, err
 	}
-	m := metrics.New(prometheus.NewRegistry())
 	const queue = 10000
-	rec, err := replay.NewRecorder([]replay.Named{{Sink: sink, URI: "file://" + dir}},
-		replay.RecorderOptions{Queue: queue, SpoolDir: filepath.Join(dir, "spool"), Metrics: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		return nil, err
-	}
 	start := time.Now()
 	for i := range n {
 		if i%128 == 0 {
@@ -88,9 +117,26 @@ func recordSteps(convs []*conv, n int) (*RecordResult, error) {
 	if err := rec.Close(context.Background()); err != nil {
 		return nil, err
 	}
+	done()
 	el := time.Since(start)
 	written := int(testutil.ToFloat64(m.ReplayEvents.WithLabelValues(replay.TypeStep, "file", "written")))
 	spooled := int(testutil.ToFloat64(m.ReplayEvents.WithLabelValues(replay.TypeStep, "file", "spooled")))
-	return &RecordResult{Steps: n, Written: written, Spooled: spooled, Seconds: el.Seconds(),
-		StepsPerSec: float64(written) / el.Seconds(), AvgBytes: size / max(1, len(steps))}, nil
+	res.Steps, res.Written, res.Spooled, res.Seconds = n, written, spooled, el.Seconds()
+	res.StepsPerSec, res.AvgBytes = float64(written+spooled)/el.Seconds(), size/max(1, len(steps))
+	return res, nil
+}
+
+// newRecorder is a recorder with the file sink in dir and metrics of its own.
+func newRecorder(dir string) (*replay.Recorder, *metrics.Metrics, func(), error) {
+	sink, err := replay.NewFileSink(filepath.Join(dir, "replay"), replay.FileOptions{})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	m := metrics.New(prometheus.NewRegistry())
+	rec, err := replay.NewRecorder([]replay.Named{{Sink: sink, URI: "file://" + dir}},
+		replay.RecorderOptions{Queue: 10000, SpoolDir: filepath.Join(dir, "spool"), Metrics: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return rec, m, func() {}, nil
 }

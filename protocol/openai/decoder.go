@@ -37,7 +37,7 @@ func (d *JSONDecoder) Write(p []byte) (int, error) {
 		d.buf = append(d.buf, p...)
 		data = d.buf
 	}
-	if ok, _ := jsontext.Valid(data); ok {
+	if jsontext.Validate(data) == nil {
 		if msg, usage, err := decodeValid(data); err == nil {
 			d.msg, d.usage, d.done = msg, usage, true
 			d.buf = nil

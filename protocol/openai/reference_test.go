@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
@@ -24,6 +25,9 @@ func parseReference(body []byte, rules []protocol.TaskRule) (*Request, error) {
 	}
 	if !gjson.ValidBytes(body) {
 		return nil, protocol.ErrInvalidJSON
+	}
+	if !utf8.Valid(body) { // as jsontext.Validate
+		return nil, fmt.Errorf("%w: the body is not valid UTF-8", protocol.ErrInvalidJSON)
 	}
 	js := string(body)
 	root := gjson.Result{Type: gjson.JSON, Raw: js}
