@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -40,8 +41,9 @@ func main() {
 	every := flag.Duration("fault-every", time.Minute, "a fault is injected this often (each lasts a quarter of it)")
 	rate := flag.Float64("rps", 40, "agent turns started per second (open loop)")
 	jsonOut := flag.String("json", "", "also write the report as JSON to this file")
+	memProfile := flag.String("memprofile", "", "write a heap profile at the end (after a GC) to this file")
 	flag.Parse()
-	rep, err := run(*duration, *every, *rate)
+	rep, err := run(*duration, *every, *rate, *memProfile)
 	if rep != nil {
 		rep.print(os.Stdout)
 		if *jsonOut != "" {
@@ -98,7 +100,7 @@ type fault struct {
 	on, off func()
 }
 
-func run(duration, every time.Duration, rate float64) (*report, error) {
+func run(duration, every time.Duration, rate float64, heapProfile string) (*report, error) {
 	dir, err := os.MkdirTemp("", "camproxy-soak-")
 	if err != nil {
 		return nil, err
@@ -117,6 +119,8 @@ func run(duration, every time.Duration, rate float64) (*report, error) {
 	up, cam := testkit.NewUpstream(), testkit.NewCAM()
 	defer up.Close()
 	defer cam.Close()
+	up.KeepLast(100) // the fakes share the process: their logs must not grow with the run
+	cam.KeepLast(100)
 
 	cfg := config.Default()
 	cfg.Server.Listen, cfg.Server.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
@@ -219,6 +223,16 @@ loop:
 	time.Sleep(2 * time.Second)
 	runtime.GC()
 	rep.RSSEndMiB, rep.GoroutinesEnd, rep.HeapEndMiB = rssMiB(), runtime.NumGoroutine(), heapMiB()
+	if heapProfile != "" {
+		if f, err := os.Create(heapProfile); err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+		if f, err := os.Create(heapProfile + ".goroutines"); err == nil {
+			_ = pprof.Lookup("goroutine").WriteTo(f, 1)
+			f.Close()
+		}
+	}
 	rep.Requests = requests.Load()
 	rep.DependencyUpAtEnd = testutil.ToFloat64(a.Metrics.DependencyUp.WithLabelValues("episodes"))
 	for _, res := range []string{"miss", "hit", "episode", "none", "fail-open", "skip"} {

@@ -10,6 +10,7 @@ import (
 type callLog[T any] struct {
 	logMu     sync.Mutex
 	calls     []T
+	keep      int // 0 = every call; else only the last keep (long runs: the soak)
 	cancelled atomic.Int64
 	Cancelled chan struct{} // receives when a request's context is cancelled mid-answer
 }
@@ -20,6 +21,17 @@ func (l *callLog[T]) add(c T) {
 	l.logMu.Lock()
 	defer l.logMu.Unlock()
 	l.calls = append(l.calls, c)
+	if l.keep > 0 && len(l.calls) > 2*l.keep {
+		l.calls = append(l.calls[:0:0], l.calls[len(l.calls)-l.keep:]...)
+	}
+}
+
+// KeepLast bounds the log to about the last n calls (0 = all), so that a long run's
+// memory is camproxy's, not the fake's.
+func (l *callLog[T]) KeepLast(n int) {
+	l.logMu.Lock()
+	defer l.logMu.Unlock()
+	l.keep = n
 }
 
 // Requests returns what the fake has received so far, refused requests included.

@@ -32,6 +32,7 @@ type CAM struct {
 	context func(task string) string
 	delay   time.Duration
 	bodies  [][]byte
+	keep    int // 0 = every body
 }
 
 // NewCAM starts a CAM that answers "Guidance for: <task>" unless told otherwise.
@@ -54,6 +55,10 @@ func (c *CAM) SetDelay(d time.Duration) { c.mu.Lock(); c.delay = d; c.mu.Unlock(
 func (c *CAM) SetContext(f func(task string) string) { c.mu.Lock(); c.context = f; c.mu.Unlock() }
 
 // Bodies returns the request bodies the CAM received.
+// KeepLast bounds the kept request bodies to about the last n (0 = all).
+func (c *CAM) KeepLast(n int) { c.mu.Lock(); c.keep = n; c.mu.Unlock() }
+
+// Bodies returns the request bodies received so far.
 func (c *CAM) Bodies() [][]byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -66,6 +71,9 @@ func (c *CAM) serve(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	mode, ctxf, delay := c.mode, c.context, c.delay
 	c.bodies = append(c.bodies, body)
+	if c.keep > 0 && len(c.bodies) > 2*c.keep {
+		c.bodies = append(c.bodies[:0:0], c.bodies[len(c.bodies)-c.keep:]...)
+	}
 	c.mu.Unlock()
 	if delay > 0 {
 		select {
