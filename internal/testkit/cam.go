@@ -54,7 +54,6 @@ func (c *CAM) SetDelay(d time.Duration) { c.mu.Lock(); c.delay = d; c.mu.Unlock(
 // SetContext scripts the context for a task.
 func (c *CAM) SetContext(f func(task string) string) { c.mu.Lock(); c.context = f; c.mu.Unlock() }
 
-// Bodies returns the request bodies the CAM received.
 // KeepLast bounds the kept request bodies to about the last n (0 = all).
 func (c *CAM) KeepLast(n int) { c.mu.Lock(); c.keep = n; c.mu.Unlock() }
 
