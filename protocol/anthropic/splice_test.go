@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/internal/splicetest"
 )
 
 // Bodies for the golden tests. Each has unknown fields, odd whitespace and key
@@ -234,24 +235,8 @@ func TestSpliceProperty(t *testing.T) {
 // of p, and valid JSON.
 func checkInsertion(t testing.TB, r *Request, in, out []byte, p protocol.Placement) {
 	t.Helper()
-	n := len(out) - len(in)
-	if n == 0 {
-		if !bytes.Equal(in, out) {
-			t.Fatalf("%s: same length, other bytes:\n%s\n%s", p, in, out)
-		}
-		return
-	}
 	a, ok := r.anchorFor(p)
-	if !ok || n < 0 {
-		t.Fatalf("%s: %d bytes inserted without an anchor", p, n)
-	}
-	restored := append(append([]byte{}, out[:a.at]...), out[a.at+n:]...)
-	if !bytes.Equal(restored, in) {
-		t.Fatalf("%s: deleting the inserted bytes %q does not restore the input:\n%s\n%s", p, out[a.at:a.at+n], in, restored)
-	}
-	if json.Valid(in) && !json.Valid(out) {
-		t.Fatalf("%s: output is not valid JSON:\n%s", p, out)
-	}
+	splicetest.CheckInsertion(t, a.at, ok, in, out, p)
 }
 
 // checkReparse fails unless out parses and holds text where p puts it.
@@ -268,7 +253,7 @@ func checkReparse(t *testing.T, r *Request, out []byte, rules []protocol.TaskRul
 		if r.Task == "" {
 			return
 		}
-		if !containsMessage(r2.Messages, r.Task+full) {
+		if !splicetest.ContainsMessage(r2.Messages, r.Task+full) {
 			t.Errorf("%s: no message holds task+text %q", p, r.Task+full)
 		}
 		if rules[0].FirstUserMessage && r2.Task != r.Task+full {
@@ -291,15 +276,6 @@ func checkReparse(t *testing.T, r *Request, out []byte, rules []protocol.TaskRul
 			t.Errorf("%s: no message %+v", p, want)
 		}
 	}
-}
-
-func containsMessage(msgs []protocol.Message, s string) bool {
-	for _, m := range msgs {
-		if strings.Contains(m.Content, s) {
-			return true
-		}
-	}
-	return false
 }
 
 func slicesContains(msgs []protocol.Message, want protocol.Message) bool {

@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/internal/splicetest"
 )
 
 // Bodies for the golden tests. Each has unknown fields at every level, odd
@@ -239,24 +240,8 @@ func TestSpliceProperty(t *testing.T) {
 // of p, and valid JSON.
 func checkInsertion(t testing.TB, r *Request, in, out []byte, p protocol.Placement) {
 	t.Helper()
-	n := len(out) - len(in)
-	if n == 0 {
-		if !bytes.Equal(in, out) {
-			t.Fatalf("%s: same length, other bytes:\n%s\n%s", p, in, out)
-		}
-		return
-	}
 	a, ok := r.anchorFor(p)
-	if !ok || n < 0 {
-		t.Fatalf("%s: %d bytes inserted without an anchor", p, n)
-	}
-	restored := append(append([]byte{}, out[:a.at]...), out[a.at+n:]...)
-	if !bytes.Equal(restored, in) {
-		t.Fatalf("%s: deleting the inserted bytes %q does not restore the input:\n%s\n%s", p, out[a.at:a.at+n], in, restored)
-	}
-	if json.Valid(in) && !json.Valid(out) {
-		t.Fatalf("%s: output is not valid JSON:\n%s", p, out)
-	}
+	splicetest.CheckInsertion(t, a.at, ok, in, out, p)
 }
 
 // checkReparse fails unless out parses and holds text where p puts it.

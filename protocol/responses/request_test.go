@@ -1,8 +1,6 @@
 package responses
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"reflect"
 	"regexp"
@@ -11,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/internal/splicetest"
 )
 
 // Bodies for the golden tests: unknown fields, odd whitespace and key order, and
@@ -194,24 +193,8 @@ func TestSpliceNoTask(t *testing.T) {
 // anchor, and stays valid JSON.
 func checkInsertion(t testing.TB, r *Request, in, out []byte, p protocol.Placement) {
 	t.Helper()
-	n := len(out) - len(in)
-	if n == 0 {
-		if !bytes.Equal(in, out) {
-			t.Fatalf("%s: same length, other bytes:\n%s\n%s", p, in, out)
-		}
-		return
-	}
 	a, ok := r.anchorFor(p)
-	if !ok || n < 0 {
-		t.Fatalf("%s: %d bytes inserted without an anchor", p, n)
-	}
-	restored := append(append([]byte{}, out[:a.at]...), out[a.at+n:]...)
-	if !bytes.Equal(restored, in) {
-		t.Fatalf("%s: deleting the inserted bytes %q does not restore the input:\n%s\n%s", p, out[a.at:a.at+n], in, restored)
-	}
-	if json.Valid(in) && !json.Valid(out) {
-		t.Fatalf("%s: output is not valid JSON:\n%s", p, out)
-	}
+	splicetest.CheckInsertion(t, a.at, ok, in, out, p)
 }
 
 // checkReparse fails unless out parses and holds text where p puts it.
@@ -228,7 +211,7 @@ func checkReparse(t *testing.T, r *Request, out []byte, rules []protocol.TaskRul
 		if r.Task == "" {
 			return
 		}
-		if !containsMessage(r2.Messages, r.Task+full) {
+		if !splicetest.ContainsMessage(r2.Messages, r.Task+full) {
 			t.Errorf("%s: no message holds task+text %q", p, r.Task+full)
 		}
 		if rules[0].FirstUserMessage && r2.Task != r.Task+full {
@@ -244,7 +227,7 @@ func checkReparse(t *testing.T, r *Request, out []byte, rules []protocol.TaskRul
 			return
 		}
 		if r.arrOpen < 0 { // a string input: appended to the task
-			if !containsMessage(r2.Messages, r.Task+full) {
+			if !splicetest.ContainsMessage(r2.Messages, r.Task+full) {
 				t.Errorf("%s: no message holds task+text %q", p, r.Task+full)
 			}
 			return
@@ -258,13 +241,4 @@ func checkReparse(t *testing.T, r *Request, out []byte, rules []protocol.TaskRul
 			t.Errorf("%s: no message %+v in %+v", p, want, r2.Messages)
 		}
 	}
-}
-
-func containsMessage(msgs []protocol.Message, s string) bool {
-	for _, m := range msgs {
-		if strings.Contains(m.Content, s) {
-			return true
-		}
-	}
-	return false
 }
