@@ -28,6 +28,10 @@ func requestCarrier(h *fasthttp.RequestHeader) tracing.HeaderCarrier {
 // startSpan opens the call's span, a child of the agent's trace when its request
 // carries a traceparent. With tracing off it is a no-op span.
 func (s *Server) startSpan(fc *fasthttp.RequestCtx, rt *route, v *protocol.View) (context.Context, trace.Span) {
+	if !s.tr.Enabled { // no header parsing, no span: the agent's traceparent passes through as it is
+		ctx := context.Background()
+		return ctx, trace.SpanFromContext(ctx) // OpenTelemetry's shared no-op span
+	}
 	ctx := s.tr.Propagator.Extract(context.Background(), requestCarrier(&fc.Request.Header))
 	ctx, span := s.tr.Tracer.Start(ctx, "chat "+v.Model, trace.WithSpanKind(trace.SpanKindClient))
 	if span.IsRecording() {

@@ -56,6 +56,7 @@ type Options struct {
 // Tracing is the tracer provider the data plane uses. The zero of a disabled one
 // costs a no-op tracer.
 type Tracing struct {
+	Enabled    bool // false: spans are no-ops and callers may skip propagation
 	Tracer     trace.Tracer
 	Propagator propagation.TextMapPropagator
 	shutdown   func(context.Context) error
@@ -95,7 +96,7 @@ func New(o Options) (*Tracing, error) {
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(o.SampleRatio))),
 	)
-	return &Tracing{Tracer: tp.Tracer("github.com/camproxy/camproxy"), Propagator: propagation.TraceContext{}, shutdown: tp.Shutdown}, nil
+	return &Tracing{Enabled: true, Tracer: tp.Tracer("github.com/camproxy/camproxy"), Propagator: propagation.TraceContext{}, shutdown: tp.Shutdown}, nil
 }
 
 // Shutdown flushes the spans not yet exported.
