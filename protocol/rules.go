@@ -14,3 +14,21 @@ type TaskRule struct {
 
 // DefaultTaskRules is the built-in rule list: the first user message.
 func DefaultTaskRules() []TaskRule { return []TaskRule{{FirstUserMessage: true}} }
+
+// FirstMatch applies rules in order until one matches: regex tries a regex rule,
+// firstUser the first-user-message rule, each reporting whether it set the task.
+// Every adapter finds its task through it, so the rule semantics live in one place.
+func FirstMatch(rules []TaskRule, regex func(*regexp.Regexp) bool, firstUser func() bool) {
+	for _, rule := range rules {
+		switch {
+		case rule.Regex != nil:
+			if regex(rule.Regex) {
+				return
+			}
+		case rule.FirstUserMessage:
+			if firstUser() {
+				return
+			}
+		}
+	}
+}

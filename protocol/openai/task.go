@@ -9,18 +9,8 @@ import (
 
 // findTask applies rules in order; the first that matches sets r.Task and r.task.
 func (r *Request) findTask(rules []protocol.TaskRule, segs []segment) {
-	for _, rule := range rules {
-		switch {
-		case rule.Regex != nil:
-			if r.matchRegex(rule.Regex, segs) {
-				return
-			}
-		case rule.FirstUserMessage:
-			if r.matchFirstUser(segs) {
-				return
-			}
-		}
-	}
+	protocol.FirstMatch(rules, func(re *regexp.Regexp) bool { return r.matchRegex(re, segs) },
+		func() bool { return r.matchFirstUser(segs) })
 }
 
 // matchFirstUser takes the whole text of the first user message; the anchor is the
