@@ -1,11 +1,9 @@
 package testkit
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -234,46 +232,11 @@ func ResponseEvents(id string, req gjson.Result, seq int, rep Reply, final json.
 	return ev
 }
 
-// responsesStream writes the events with the stream hooks of the chat stream
-// (BeforeChunk, HangAfter, ResetAfter count events).
+// responsesStream writes the events as named SSE frames (event: and data: lines).
 func (u *Upstream) responsesStream(w http.ResponseWriter, r *http.Request, events []SSEEvent) {
-	u.mu.Lock()
-	beforeChunk, hangAfter, resetAfter := u.BeforeChunk, u.HangAfter, u.ResetAfter
-	u.mu.Unlock()
-	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	fl := w.(http.Flusher)
-	fl.Flush()
+	frames := make([][]byte, len(events))
 	for i, e := range events {
-		if beforeChunk != nil {
-			beforeChunk(i)
-		}
-		if r.Context().Err() != nil {
-			u.noteCancel()
-			return
-		}
-		var b bytes.Buffer
-		b.WriteString("event: ")
-		b.WriteString(e.Type)
-		b.WriteString("\ndata: ")
-		b.Write(e.Data)
-		b.WriteString("\n\n")
-		if _, err := w.Write(b.Bytes()); err != nil {
-			u.noteCancel()
-			return
-		}
-		fl.Flush()
-		if resetAfter > 0 && i+1 == resetAfter {
-			panic(http.ErrAbortHandler)
-		}
-		if hangAfter > 0 && i+1 == hangAfter {
-			select {
-			case <-r.Context().Done():
-				u.noteCancel()
-			case <-time.After(30 * time.Second):
-			}
-			return
-		}
+		frames[i] = []byte("event: " + e.Type + "\ndata: " + string(e.Data) + "\n\n")
 	}
+	u.writeSSE(w, r, frames)
 }

@@ -4,7 +4,6 @@
 package testkit
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -257,6 +256,18 @@ func splitKeep(s string) []string {
 }
 
 func (u *Upstream) stream(w http.ResponseWriter, r *http.Request, model string, rep Reply, usage bool) {
+	events := StreamEvents(model, rep, usage, 42)
+	frames := make([][]byte, len(events))
+	for i, data := range events {
+		frames[i] = []byte("data: " + data + "\n\n")
+	}
+	u.writeSSE(w, r, frames)
+}
+
+// writeSSE writes SSE frames one at a time, flushing each, with the stream hooks:
+// BeforeChunk before frame i, ResetAfter and HangAfter counted in frames. Every
+// streaming API the fake serves goes through it.
+func (u *Upstream) writeSSE(w http.ResponseWriter, r *http.Request, frames [][]byte) {
 	u.mu.Lock()
 	beforeChunk, hangAfter, resetAfter := u.BeforeChunk, u.HangAfter, u.ResetAfter
 	u.mu.Unlock()
@@ -265,7 +276,7 @@ func (u *Upstream) stream(w http.ResponseWriter, r *http.Request, model string, 
 	w.WriteHeader(http.StatusOK)
 	fl := w.(http.Flusher)
 	fl.Flush()
-	for i, data := range StreamEvents(model, rep, usage, 42) {
+	for i, frame := range frames {
 		if beforeChunk != nil {
 			beforeChunk(i)
 		}
@@ -273,11 +284,7 @@ func (u *Upstream) stream(w http.ResponseWriter, r *http.Request, model string, 
 			u.noteCancel()
 			return
 		}
-		var b bytes.Buffer
-		b.WriteString("data: ")
-		b.WriteString(data)
-		b.WriteString("\n\n")
-		if _, err := w.Write(b.Bytes()); err != nil {
+		if _, err := w.Write(frame); err != nil {
 			u.noteCancel()
 			return
 		}
