@@ -25,6 +25,45 @@ type Config struct {
 	Rollouts   Rollouts             `yaml:"rollouts"`
 	Admin      Admin                `yaml:"admin"`
 	Tracing    Tracing              `yaml:"tracing"`
+	Learn      Learn                `yaml:"learn"`
+}
+
+// Learn is the online playbook learner inside serve (RCL's reflect → mutate on live
+// traffic): every Every new rewarded episodes of the champion arm it runs one step,
+// writes the next playbook version and adds it as a candidate arm; the guardrail
+// stops a harmful candidate and a candidate that beats the champion with confidence
+// 1−PromoteAlpha becomes the champion. With it enabled the experiment runs under
+// adaptive allocation (experiment.adaptive's keys), whether or not
+// experiment.adaptive.enabled is set: the candidates must be steered by Thompson
+// sampling and watched by its guardrail.
+type Learn struct {
+	Enabled       bool    `yaml:"enabled"`
+	Every         int     `yaml:"every"`          // new rewarded episodes of the champion that trigger a step
+	PromoteAlpha  float64 `yaml:"promote_alpha"`  // promote at P(candidate > champion) ≥ 1−alpha, stop at ≤ alpha
+	MaxCandidates int     `yaml:"max_candidates"` // candidate arms running at once
+	MinEpisodes   int     `yaml:"min_episodes"`   // rewarded episodes a candidate and the champion need before promote/stop is judged
+	// Store holds the versions, the manifest, the learner's state and (Redis) its lease:
+	// a directory, s3://bucket/prefix or redis://host:6379/0?key=PREFIX.
+	Store    string `yaml:"store"`
+	Champion string `yaml:"champion"` // the arm that is champion at the first start; "" = the control arm
+	From     string `yaml:"from"`     // the replay URI episodes are read from; "" = replay.sinks[0]
+
+	Model          string `yaml:"model"`           // openai/NAME or bedrock/MODEL_ID: reflector and mutator
+	ReflectorModel string `yaml:"reflector_model"` // "" = model
+	MutatorModel   string `yaml:"mutator_model"`   // "" = model
+	BaseURL        string `yaml:"base_url"`        // OpenAI-compatible API base, or a Bedrock endpoint; "" = the provider's
+	APIKey         string `yaml:"api_key"`
+	Region         string `yaml:"region"` // Bedrock
+
+	BatchSize  int `yaml:"batch_size"`  // items (failure + success pairs) per step; 0 = every new episode
+	Prune      int `yaml:"prune"`       // remove entries whose harmful − helpful ≥ prune; 0 = never
+	MaxEntries int `yaml:"max_entries"` // entries a version keeps at most; 0 = no bound
+	MaxTurns   int `yaml:"max_turns"`   // model turns per role and step
+	TopN       int `yaml:"top_n"`       // a version's context keeps its N best entries; 0 = all
+
+	CheckEvery  time.Duration `yaml:"check_every"`  // how often statistics and the shared state are polled
+	LeaseTTL    time.Duration `yaml:"lease_ttl"`    // a dead learner's Redis lease expires after this
+	StepTimeout time.Duration `yaml:"step_timeout"` // one step's model calls at most
 }
 
 // Tracing exports OpenTelemetry traces over OTLP/HTTP; off while Endpoint is "".
@@ -246,6 +285,9 @@ func Default() *Config {
 		},
 		Rollouts: Rollouts{MaxInFlight: 64, DefaultTimeout: 10 * time.Minute},
 		Tracing:  Tracing{ServiceName: "camproxy", SampleRatio: 1},
+		Learn: Learn{Every: 20, PromoteAlpha: 0.05, MaxCandidates: 2, MinEpisodes: 20, Store: "./camproxy-data/playbook",
+			BatchSize: 8, Prune: 3, MaxEntries: 100, MaxTurns: 12, CheckEvery: 5 * time.Second, LeaseTTL: 30 * time.Second,
+			StepTimeout: 10 * time.Minute},
 	}
 }
 

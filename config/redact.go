@@ -31,6 +31,10 @@ func (c *Config) Redacted() *Config {
 	for k := range r.Tracing.Headers {
 		r.Tracing.Headers[k] = mask // a backend's API key, most likely
 	}
+	r.Learn.APIKey = maskSecret(r.Learn.APIKey)
+	r.Learn.BaseURL = redactURL(r.Learn.BaseURL)
+	r.Learn.Store = redactURL(r.Learn.Store)
+	r.Learn.From = redactURL(r.Learn.From)
 	r.Cache.RedisURL = redactURL(r.Cache.RedisURL)
 	r.Episodes.RedisURL = redactURL(r.Episodes.RedisURL)
 	for i, sink := range r.Replay.Sinks {

@@ -57,6 +57,7 @@ func (c *Config) validate() []error {
 	c.Replay.check(&p)
 	c.Rollouts.check(&p)
 	c.Tracing.check(&p)
+	c.checkLearn(&p)
 	// mask is what Redacted leaves: a printed config still validates.
 	if t := c.Admin.Token; t != "" && t != mask && (len(t) < 16 || strings.TrimSpace(t) != t) {
 		p.add("admin.token", "must be at least 16 characters without surrounding spaces (got %d characters)", len(t))
@@ -472,5 +473,154 @@ func (t Tracing) check(p *problems) {
 	}
 	if t.ServiceName == "" {
 		p.add("tracing.service_name", "must not be empty")
+	}
+}
+
+// LearnArmPrefix names the learner's arms: learn-v2 serves playbook version 2.
+const LearnArmPrefix = "learn-v"
+
+// LearnChampion is the arm the learner starts from: learn.champion, else the
+// adaptive control (experiment.adaptive.control, else the arm named baseline, else
+// the first arm).
+func (c *Config) LearnChampion() string {
+	if c.Learn.Champion != "" {
+		return c.Learn.Champion
+	}
+	return c.Experiment.Control()
+}
+
+// Control is the experiment's control arm: adaptive.control, else the arm named
+// baseline, else the first arm ("" without arms). policies.NewAdaptive picks the same.
+func (e Experiment) Control() string {
+	if e.Adaptive.Control != "" {
+		return e.Adaptive.Control
+	}
+	for _, a := range e.Arms {
+		if a.Name == "baseline" {
+			return a.Name
+		}
+	}
+	if len(e.Arms) > 0 {
+		return e.Arms[0].Name
+	}
+	return ""
+}
+
+// LearnFrom is the replay URI the learner reads: learn.from, else the first sink.
+func (c *Config) LearnFrom() string {
+	if c.Learn.From != "" || len(c.Replay.Sinks) == 0 {
+		return c.Learn.From
+	}
+	return c.Replay.Sinks[0]
+}
+
+// checkLearn checks the learn section, only when it is enabled: a disabled learner's
+// keys are not read.
+func (c *Config) checkLearn(p *problems) {
+	l := c.Learn
+	if !l.Enabled {
+		return
+	}
+	if l.Every < 1 {
+		p.add("learn.every", "must be >= 1, got %d", l.Every)
+	}
+	if !(l.PromoteAlpha > 0 && l.PromoteAlpha < 0.5) {
+		p.add("learn.promote_alpha", "must be between 0 and 0.5, got %v", l.PromoteAlpha)
+	}
+	if l.MaxCandidates < 1 {
+		p.add("learn.max_candidates", "must be >= 1, got %d", l.MaxCandidates)
+	} else if ms := c.Experiment.Adaptive.MinShare; ms*float64(len(c.Experiment.Arms)+l.MaxCandidates+1) > 1 {
+		p.add("learn.max_candidates", "%d candidates, the champion and %d arms at experiment.adaptive.min_share %v each exceed 1; lower one of them",
+			l.MaxCandidates, len(c.Experiment.Arms), ms)
+	}
+	if l.MinEpisodes < 1 {
+		p.add("learn.min_episodes", "must be >= 1, got %d", l.MinEpisodes)
+	}
+	checkStore(p, "learn.store", l.Store)
+	if l.From != "" {
+		if msg := checkSink(l.From); msg != "" {
+			p.add("learn.from", "%s", msg)
+		}
+	} else if len(c.Replay.Sinks) == 0 {
+		p.add("learn.from", "required when replay.sinks is empty")
+	}
+	champion := c.LearnChampion()
+	found := false
+	for i, a := range c.Experiment.Arms {
+		if strings.HasPrefix(a.Name, LearnArmPrefix) {
+			p.add(fmt.Sprintf("experiment.arms[%d].name", i), "%q: names starting with %q are the learner's arms", a.Name, LearnArmPrefix)
+		}
+		if a.Name != champion {
+			continue
+		}
+		found = true
+		if a.Augmenter != AugmenterNone {
+			if t := c.Augmenters[a.Augmenter].Type; t != AugmenterPlaybook && t != "" {
+				p.add("learn.champion", "arm %q serves a %s augmenter; the learner starts from an arm with augmenter none (an empty playbook) or a playbook augmenter", champion, t)
+			}
+		}
+	}
+	if !found && champion != "" {
+		p.add("learn.champion", "%q is not an arm of the experiment", champion)
+	}
+	models := []struct{ key, v string }{{"learn.model", l.Model}, {"learn.reflector_model", l.ReflectorModel}, {"learn.mutator_model", l.MutatorModel}}
+	for i, m := range models {
+		if m.v == "" {
+			if i == 0 && (l.ReflectorModel == "" || l.MutatorModel == "") {
+				p.add(m.key, "required: openai/NAME or bedrock/MODEL_ID (or set both reflector_model and mutator_model)")
+			}
+			continue
+		}
+		provider, name, ok := strings.Cut(m.v, "/")
+		if !ok || name == "" || (provider != "openai" && provider != "bedrock") {
+			p.add(m.key, "%q is not openai/NAME or bedrock/MODEL_ID", m.v)
+		}
+	}
+	if l.BaseURL != "" {
+		checkHTTPURL(p, "learn.base_url", l.BaseURL)
+	}
+	for _, n := range []struct {
+		key string
+		v   int
+	}{{"learn.batch_size", l.BatchSize}, {"learn.prune", l.Prune}, {"learn.max_entries", l.MaxEntries}, {"learn.top_n", l.TopN}} {
+		if n.v < 0 {
+			p.add(n.key, "must be >= 0, got %d", n.v)
+		}
+	}
+	if l.MaxTurns < 1 {
+		p.add("learn.max_turns", "must be >= 1, got %d", l.MaxTurns)
+	}
+	checkPositive(p, "learn.check_every", l.CheckEvery)
+	checkPositive(p, "learn.lease_ttl", l.LeaseTTL)
+	checkPositive(p, "learn.step_timeout", l.StepTimeout)
+}
+
+// checkStore accepts a playbook store: a directory, file://DIR, s3://bucket/prefix or
+// a Redis URL.
+func checkStore(p *problems, key, raw string) {
+	if raw == "" {
+		p.add(key, "required: a directory, s3://bucket/prefix or redis://host:6379/0?key=PREFIX")
+		return
+	}
+	if !strings.Contains(raw, "://") {
+		return
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		p.add(key, "is not a URI: %v", urlErr(err))
+		return
+	}
+	switch u.Scheme {
+	case "redis", "rediss":
+		q := u.Query()
+		q.Del("key") // the store's key prefix, not a go-redis option
+		u.RawQuery = q.Encode()
+		checkRedisURL(p, key, u.String())
+	case "file", "s3":
+		if msg := checkSink(raw); msg != "" {
+			p.add(key, "%s", msg)
+		}
+	default:
+		p.add(key, "%q is not a store scheme; supported: a directory, file, s3, redis", u.Scheme)
 	}
 }

@@ -25,6 +25,7 @@ const (
 	TypeEpisode = "episode"
 	TypeStep    = "step"
 	TypeReward  = "reward"
+	TypeLearn   = "learn"
 )
 
 // EpisodeEvent opens an episode: who ran what, on which arm, with which exact context.
@@ -80,6 +81,43 @@ type RewardEvent struct {
 	At        time.Time       `json:"at"`
 }
 
+// LearnEvent is one decision of the online playbook learner: a version written, a
+// candidate arm added, a candidate promoted to champion, or stopped. It belongs to no
+// episode.
+type LearnEvent struct {
+	V               int                      `json:"v"`
+	Type            string                   `json:"type"`
+	ID              string                   `json:"id"`
+	Experiment      string                   `json:"experiment,omitempty"`
+	Action          string                   `json:"action"`             // version | candidate | promoted | stopped
+	Version         int                      `json:"version"`            // the playbook version the decision is about
+	Arm             string                   `json:"arm"`                // the arm serving it (learn-vN, or the configured champion)
+	Parent          int                      `json:"parent"`             // the version it was learnt from (0 = none)
+	Champion        string                   `json:"champion"`           // the champion arm after the decision
+	ChampionVersion int                      `json:"champion_version"`   // its version
+	Iteration       int                      `json:"iteration"`          // the learner's step that made the version
+	Entries         int                      `json:"entries"`            // entries of the version
+	Applied         int                      `json:"applied"`            // edits the step applied
+	Reason          string                   `json:"reason,omitempty"`   // why a candidate was stopped or promoted
+	PBetter         *float64                 `json:"p_better,omitempty"` // P(candidate > champion) at a promote/stop
+	Stats           map[string]LearnArmStats `json:"stats,omitempty"`    // the arms compared, at the decision
+	At              time.Time                `json:"at"`
+}
+
+// Learn actions.
+const (
+	LearnVersion   = "version"
+	LearnCandidate = "candidate"
+	LearnPromoted  = "promoted"
+	LearnStopped   = "stopped"
+)
+
+// LearnArmStats are an arm's reward statistics when a learn decision was made.
+type LearnArmStats struct {
+	N    float64  `json:"n"`    // rewarded episodes
+	Mean *float64 `json:"mean"` // null without any
+}
+
 // Contributes reports whether a step's messages and answer belong to the episode's
 // history. A failed call (non-2xx, or broken off) is re-sent by the agent, so its
 // messages reappear in the step that succeeds.
@@ -97,7 +135,8 @@ func NewEventID() string {
 // ErrUnknownEvent is returned by Decode for a line of another type or version.
 var ErrUnknownEvent = errors.New("unknown replay event")
 
-// Decode parses one JSON line into *EpisodeEvent, *StepEvent or *RewardEvent.
+// Decode parses one JSON line into *EpisodeEvent, *StepEvent, *RewardEvent or
+// *LearnEvent. Every type but learn needs an episode_id.
 func Decode(line []byte) (any, error) {
 	if !gjson.ValidBytes(line) {
 		return nil, fmt.Errorf("replay event is not valid JSON")
@@ -106,7 +145,7 @@ func Decode(line []byte) (any, error) {
 	if r[0].Int() != Version {
 		return nil, fmt.Errorf("%w: version %s", ErrUnknownEvent, r[0].Raw)
 	}
-	if r[2].String() == "" {
+	if r[2].String() == "" && r[1].String() != TypeLearn {
 		return nil, fmt.Errorf("replay event has no episode_id")
 	}
 	var ev any
@@ -117,6 +156,8 @@ func Decode(line []byte) (any, error) {
 		ev = &StepEvent{}
 	case TypeReward:
 		ev = &RewardEvent{}
+	case TypeLearn:
+		ev = &LearnEvent{}
 	default:
 		return nil, fmt.Errorf("%w: type %q", ErrUnknownEvent, r[1].String())
 	}

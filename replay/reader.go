@@ -31,10 +31,11 @@ type Episode struct {
 
 // Buffer is everything a Source held, as whole episodes.
 type Buffer struct {
-	Episodes   []*Episode // sorted by StartedAt, then ID
-	Skipped    int        // lines that did not decode (bad JSON, unknown type/version)
-	Duplicates int        // events seen again with an id already read (at-least-once delivery)
-	Orphans    int        // episodes known only from rewards: no episode event and no step
+	Episodes   []*Episode    // sorted by StartedAt, then ID
+	Skipped    int           // lines that did not decode (bad JSON, unknown type/version)
+	Duplicates int           // events seen again with an id already read (at-least-once delivery)
+	Orphans    int           // episodes known only from rewards: no episode event and no step
+	Learn      []*LearnEvent // the online learner's decisions, by At (ties: scan order)
 
 	byID map[string]*Episode
 }
@@ -101,6 +102,8 @@ func (r *episodeReader) add(line []byte) error {
 		r.addStep(e)
 	case *RewardEvent:
 		r.addReward(e)
+	case *LearnEvent:
+		r.buf.Learn = append(r.buf.Learn, e)
 	}
 	return nil
 }
@@ -112,6 +115,8 @@ func readEventID(ev any) string {
 	case *StepEvent:
 		return e.ID
 	case *RewardEvent:
+		return e.ID
+	case *LearnEvent:
 		return e.ID
 	}
 	return ""
@@ -192,6 +197,7 @@ func (r *episodeReader) finish() *Buffer {
 		}
 		return strings.Compare(x.ID, y.ID)
 	})
+	slices.SortStableFunc(b.Learn, func(x, y *LearnEvent) int { return x.At.Compare(y.At) })
 	b.byID = make(map[string]*Episode, len(b.Episodes))
 	for _, ep := range b.Episodes {
 		b.byID[ep.ID] = ep

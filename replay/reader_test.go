@@ -369,6 +369,7 @@ func FuzzRead(f *testing.F) {
 	f.Add(all[:len(all)-7])
 	f.Add([]byte("{\"v\":1,\"type\":\"step\",\"episode_id\":\"e\",\"turn\":-9,\"status\":200,\"response\":null}\n\n\x00\xff\n"))
 	f.Add([]byte(`{"v":1,"type":"reward","episode_id":"e","reward":1e308,"at":"bad"}` + "\n"))
+	f.Add([]byte(`{"v":1,"type":"learn","id":"l1","action":"promoted","version":3,"stats":{"a":{"n":2,"mean":null}},"at":"2025-01-01T00:00:00Z"}` + "\n"))
 	dir := f.TempDir() // one per fuzzing process; its inputs run one at a time
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if err := os.WriteFile(filepath.Join(dir, "w-00000000000000000001-000000.jsonl"), data, 0o644); err != nil {
