@@ -132,8 +132,12 @@ func renderTask(job *Job) string {
 // its tool calls and results; JSON arguments and results are indented so that lines
 // stay short and grep finds fields.
 func renderRun(i int, ep *replay.Episode) string {
+	return renderEpisode("Run "+strconv.Itoa(i+1), ep)
+}
+
+func renderEpisode(title string, ep *replay.Episode) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Run %d\n\nreward: %s\noutcome: %s\nmessages: %d\n", i+1, formatReward(*ep.Reward), outcome(ep), len(ep.Messages))
+	fmt.Fprintf(&b, "# %s\n\nreward: %s\noutcome: %s\nmessages: %d\n", title, formatReward(*ep.Reward), outcome(ep), len(ep.Messages))
 	for n, m := range ep.Messages {
 		role := m.Role
 		if role == "" {
