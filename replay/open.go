@@ -435,3 +435,35 @@ func secretParam(name string) bool {
 	return strings.Contains(n, "pass") || strings.Contains(n, "secret") || strings.Contains(n, "token") ||
 		strings.Contains(n, "auth") || n == "key" || strings.HasSuffix(n, "_key") || strings.HasSuffix(n, "-key")
 }
+
+// Location is a parsed replay URI with a client for it, for other stores that share
+// the URI forms (the playbook store): a directory, a Redis key prefix (the stream
+// parameter), or an S3 bucket and prefix. It makes no network call.
+type Location struct {
+	Scheme string // file, redis, s3
+	Dir    string
+	Redis  redis.UniversalClient // the caller closes it
+	Stream string
+	S3     *s3.Client
+	Bucket string
+	Prefix string
+}
+
+// OpenLocation parses uri (see OpenSink) and makes its client.
+func OpenLocation(ctx context.Context, uri string) (*Location, error) {
+	sp, err := parseURI(uri)
+	if err != nil {
+		return nil, err
+	}
+	l := &Location{Scheme: sp.scheme, Dir: sp.dir, Stream: sp.stream, Bucket: sp.bucket, Prefix: sp.prefix}
+	switch sp.scheme {
+	case "redis":
+		l.Redis, err = sp.redisClient(uri)
+	case "s3":
+		l.S3, err = sp.s3Client(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
