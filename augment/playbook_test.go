@@ -7,7 +7,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -90,82 +89,56 @@ func TestPlaybookGolden(t *testing.T) {
 	}
 }
 
-func TestParsePlaybookACE(t *testing.T) {
-	sections, err := ParsePlaybook([]byte(readFile(t, "testdata/playbook_ace.txt")))
+// The augmenter reads playbooks through package playbook: the parsing is tested
+// there; here, what reaches the agent and what fails a start.
+
+// RCL's counters rank top_n: the old reader took "helpful"/"harmful", which RCL never
+// writes, and ranked every real RCL playbook as all zeros (file order).
+func TestPlaybookTopNUsesRCLCounts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rcl.json")
+	writeFile(t, path, `{"entries": [
+	  {"content": "first in the file, never helped", "section": "s", "entry_id": "a", "helpful_count": 0, "harmful_count": 4},
+	  {"content": "helped most", "section": "s", "entry_id": "b", "helpful_count": 9, "harmful_count": 0}],
+	  "version": "1.0"}`)
+	p, err := NewPlaybook(PlaybookOptions{Name: "rcl", File: path, TopN: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, s := range sections {
-		names = append(names, s.Name)
-	}
-	if want := []string{"STRATEGIES & INSIGHTS", "COMMON MISTAKES TO AVOID", "OTHERS"}; !reflect.DeepEqual(names, want) {
-		t.Fatalf("sections %q, want %q", names, want)
-	}
-	mis := sections[1].Bullets
-	if len(mis) != 3 {
-		t.Fatalf("COMMON MISTAKES has %d bullets, want 3: %+v", len(mis), mis)
-	}
-	if b := mis[1]; b.ID != "mis-00002" || b.Helpful != 1 || b.Harmful != 1 || b.Content != "Do not add insurance after booking." {
-		t.Errorf("dashed bullet = %+v", b)
-	}
-	if b := mis[2]; b.ID != "mis-00003" || b.Helpful != 4 || b.Harmful != 2 || !strings.Contains(b.Content, "\nfor every passenger") {
-		t.Errorf("counters in the other order, continued line: %+v", b)
-	}
-	if b := sections[2].Bullets; len(b) != 1 || b[0].ID != "oth-00001" || b[0].Helpful != 0 || b[0].Harmful != 0 {
-		t.Errorf("OTHERS = %+v; want only oth-00001 (no counters), the empty bullet dropped", b)
+	defer p.Close()
+	if got, _ := p.Augment(context.Background(), Request{}); got != "## s\n- helped most" {
+		t.Errorf("top 1 = %q", got)
 	}
 }
 
-func TestParsePlaybookRCL(t *testing.T) {
-	sections, err := ParsePlaybook([]byte(readFile(t, "testdata/playbook_rcl.json")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []PlaybookSection{
-		{Name: "Strategies", Bullets: []PlaybookBullet{
-			{ID: "e1", Helpful: 4, Content: "Verify the reservation id against the user's profile."},
-			{ID: "3", Helpful: 1, Content: "State the total price, then ask for confirmation."},
-		}},
-		{Name: "Pitfalls", Bullets: []PlaybookBullet{
-			{ID: "e2", Helpful: 6, Harmful: 1, Content: "Never promise a refund before checking the fare rules."},
-			{Harmful: 2, Content: "Do not book on a card the user did not name."},
-		}},
-		{Name: "Tools", Bullets: []PlaybookBullet{
-			{ID: "e5", Helpful: 2, Harmful: 2, Content: "Use search_direct_flight before search_onestop_flight.\nCompare both lists by price."},
-		}},
-	}
-	if !reflect.DeepEqual(sections, want) {
-		t.Fatalf("ParsePlaybook =\n%+v\nwant\n%+v", sections, want)
-	}
-}
-
-func TestParsePlaybookErrors(t *testing.T) {
+func TestPlaybookParseErrorsNamed(t *testing.T) {
 	tests := []struct{ name, doc, want string }{
 		{"text before any bullet", "## A\nsome prose\n[a] :: x\n", "line 2: expected"},
-		{"bad counter", "## A\n[a] helpful=1 harmful=0 :: x\n[b] helpful=lots :: y\n", `line 3: helpful="lots" is not a number`},
+		{"bad counter", "## A\n[a] helpful=1 harmful=0 :: x\n[b] helpful=lots :: y\n", `line 3: helpful="lots" is not a whole number`},
 		{"not a counter", "## A\n\n[a] very helpful :: x\n", `line 3: "very" before "::"`},
 		{"json syntax", "{\n  \"version\": 1,\n  \"entries\": [\n    {\"content\": \"x\",}\n  ]\n}\n", "line 4: invalid JSON"},
-		{"json type", "{\"entries\": [\n{\"content\": \"x\", \"helpful\": \"3\"}]}", "line 2:"},
+		{"json type", "{\"entries\": [\n{\"content\": \"x\", \"helpful_count\": \"3\"}]}", "entries[0]: helpful_count: must be a number"},
 		{"json no entries", `{"version": 1, "bullets": []}`, `needs "entries"`},
-		{"json trailing", `{"entries": []} {}`, "invalid JSON"},
+		{"json trailing", `{"entries": []} {}`, "data after the JSON object"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParsePlaybook([]byte(tt.doc))
+			path := filepath.Join(t.TempDir(), "pb")
+			writeFile(t, path, tt.doc)
+			_, err := NewPlaybook(PlaybookOptions{Name: "ace", File: path})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("ParsePlaybook error = %v, want one containing %q", err, tt.want)
+				t.Fatalf("NewPlaybook error = %v, want one containing %q", err, tt.want)
 			}
 		})
 	}
 	// Tolerated: a dashed line whose brackets and "::" are content, unknown counters,
 	// a title, CRLF line ends.
-	doc := "# Title\r\n## A\r\n- [note] write a::b\r\n[x] helpful=2 neutral=5 :: y\r\n"
-	sections, err := ParsePlaybook([]byte(doc))
+	path := filepath.Join(t.TempDir(), "pb")
+	writeFile(t, path, "# Title\r\n## A\r\n- [note] write a::b\r\n[x] helpful=2 neutral=5 :: y\r\n")
+	p, err := NewPlaybook(PlaybookOptions{Name: "ace", File: path})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := RenderPlaybook(sections, 0); got != "## A\n- [note] write a::b\n- y" {
+	if got := p.Text(); got != "## A\n- [note] write a::b\n- y" {
 		t.Errorf("rendered %q", got)
 	}
 }

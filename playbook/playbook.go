@@ -409,12 +409,13 @@ var aceBare = regexp.MustCompile(`^\[([A-Za-z0-9_.:-]+)\]\s+(.+)$`)
 // ParseACE reads ACE's text form: "## SECTION" headers, bullet lines
 // "[id] helpful=N harmful=M :: content" (counters optional, "- " prefix allowed),
 // "[id] content" and "- content" bullets. A "# Title" line is skipped; any other
-// line continues the bullet above. Bullets before any header are in "others";
-// sections without bullets vanish.
+// line continues the bullet above. Bullets before any header have no section (""):
+// the context shows them without a header, RCL's JSON writes them as "others".
+// Sections without bullets vanish.
 func ParseACE(data []byte) (*Playbook, error) {
 	p := &Playbook{}
 	var errs []error
-	section := DefaultSection
+	section := ""
 	last := -1
 	seen := map[string]bool{}
 	for n, line := range strings.Split(string(data), "\n") {
@@ -424,9 +425,6 @@ func ParseACE(data []byte) (*Playbook, error) {
 			continue
 		case strings.HasPrefix(trimmed, "##"):
 			section = strings.TrimSuffix(strings.TrimSpace(strings.TrimLeft(trimmed, "#")), ":")
-			if section == "" {
-				section = DefaultSection
-			}
 			last = -1
 			continue
 		case strings.HasPrefix(trimmed, "# "), trimmed == "#":
@@ -514,8 +512,8 @@ func parseCounters(s string, e *Entry) error {
 }
 
 // Context renders the playbook as the context an agent receives: the sections in
-// order, each as "## NAME" and its entries as "- content", sections separated by a
-// blank line. topN > 0 keeps only the topN entries with the highest helpful −
+// order, each as "## NAME" (none for entries without a section) and its entries as
+// "- content", sections separated by a blank line; empty contents are left out. topN > 0 keeps only the topN entries with the highest helpful −
 // harmful (ties: playbook order), each in its place.
 func (p *Playbook) Context(topN int) string {
 	keep := func(int) bool { return true }
@@ -542,7 +540,7 @@ func (p *Playbook) Context(topN int) string {
 		if !keep(i) || strings.TrimSpace(e.Content) == "" {
 			continue
 		}
-		name := cmp.Or(e.Section, DefaultSection)
+		name := e.Section
 		j, ok := at[name]
 		if !ok {
 			j = len(secs)
@@ -555,7 +553,9 @@ func (p *Playbook) Context(topN int) string {
 		if i > 0 {
 			out.WriteString("\n\n")
 		}
-		out.WriteString("## " + s.name + "\n")
+		if s.name != "" {
+			out.WriteString("## " + s.name + "\n")
+		}
 		out.WriteString(strings.Join(s.lines, "\n"))
 	}
 	return out.String()

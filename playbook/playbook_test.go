@@ -2,6 +2,7 @@ package playbook
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"os"
 	"regexp"
@@ -170,7 +171,7 @@ func TestParseACEForms(t *testing.T) {
 		{"appworld stored form without counters", "## STRATEGIES AND HARD RULES\n[shr-00001] Always check.\n## TROUBLESHOOTING AND PITFALLS:\n[tap-00002] Retry once.\n",
 			[]Entry{{ID: "shr-00001", Section: "STRATEGIES AND HARD RULES", Content: "Always check."}, {ID: "tap-00002", Section: "TROUBLESHOOTING AND PITFALLS", Content: "Retry once."}}, ""},
 		{"dashed bullets and continuation", "# Title\n- first\n  continues\n- [x] helpful=1 :: second\n",
-			[]Entry{{Section: "others", Content: "first\ncontinues"}, {ID: "x", Section: "others", Content: "second", Helpful: 1}}, ""},
+			[]Entry{{Section: "", Content: "first\ncontinues"}, {ID: "x", Section: "", Content: "second", Helpful: 1}}, ""},
 		{"bad counter", "[a] helpful=x :: c\n", nil, "line 1"},
 		{"stray text", "just text\n", nil, "expected a"},
 		{"same id twice", "[a] :: one\n[a] :: two\n", nil, "used twice"},
@@ -232,7 +233,7 @@ func sameEntries(a, b *Playbook) bool {
 	}
 	for i := range a.Entries {
 		x, y := a.Entries[i], b.Entries[i]
-		if x.ID != y.ID || x.Section != y.Section || x.Content != y.Content || x.Helpful != y.Helpful || x.Harmful != y.Harmful {
+		if x.ID != y.ID || cmp.Or(x.Section, DefaultSection) != cmp.Or(y.Section, DefaultSection) || x.Content != y.Content || x.Helpful != y.Helpful || x.Harmful != y.Harmful {
 			return false
 		}
 	}
