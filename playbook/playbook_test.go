@@ -202,13 +202,13 @@ func TestParseACEForms(t *testing.T) {
 
 func TestParseJSONErrors(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"version":"1.0"}`:                                             `needs "entries"`,
-		`{"entries":[{"section":"s"}]}`:                                 `"content" is required`,
-		`{"entries":[{"content":"c","helpful_count":1.5}]}`:             "whole number",
-		`{"entries":[{"content":"c","helpful_count":"2"}]}`:             "must be a number",
+		`{"version":"1.0"}`:                                                           `needs "entries"`,
+		`{"entries":[{"section":"s"}]}`:                                               `"content" is required`,
+		`{"entries":[{"content":"c","helpful_count":1.5}]}`:                           "whole number",
+		`{"entries":[{"content":"c","helpful_count":"2"}]}`:                           "must be a number",
 		`{"entries":[{"content":"a","entry_id":"x"},{"content":"b","entry_id":"x"}]}`: "used twice",
-		"{\n\"entries\": [,]}": "line 2",
-		`{"entries":{}}`:       "array",
+		"{\n\"entries\": [,]}":                                                        "line 2",
+		`{"entries":{}}`:                                                              "array",
 	} {
 		if _, err := Parse([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err %v, want %q", in, err, want)
