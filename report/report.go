@@ -109,6 +109,10 @@ type Comparison struct {
 	// when Report.Unit is "points", else equal to Lift.
 	Lift       *float64 `json:"lift"`
 	LiftPoints *float64 `json:"lift_points"`
+	// LiftCI95 is Welch's 95% interval of Lift (reward units): Lift ±
+	// t(0.975, df)·√(s²ₐ/nₐ + s²ᶜ/nᶜ), df by Welch–Satterthwaite; null unless both
+	// arms have two rewarded episodes.
+	LiftCI95 *[2]float64 `json:"lift_ci95"`
 	// Test is "welch" (both arms have MinWelch rewarded episodes or more),
 	// "permutation" (Resamples seeded relabellings), or "" (no p-value: an arm has
 	// no rewarded episode, or Welch/permutation had too little to work with).
@@ -394,6 +398,7 @@ func (r *Report) compare(a, ctl *Arm) Comparison {
 		lift = 0 // equal means summed in another order
 	}
 	c.Lift, c.LiftPoints = ptr(lift), ptr(lift*r.scale())
+	c.LiftCI95 = liftCI(lift, a.rewards, ctl.rewards)
 	if a.Rewarded >= MinWelch && ctl.Rewarded >= MinWelch {
 		w := WelchTest(a.rewards, ctl.rewards)
 		c.Test, c.P = "welch", ptr(w.P)
@@ -680,6 +685,9 @@ func (r *Report) rounded() *Report {
 	out.Comparisons = make([]Comparison, len(r.Comparisons))
 	for i, c := range r.Comparisons {
 		c.Lift, c.LiftPoints, c.T, c.DF = roundPtr(c.Lift), roundPtr(c.LiftPoints), roundPtr(c.T), roundPtr(c.DF)
+		if c.LiftCI95 != nil {
+			c.LiftCI95 = &[2]float64{round6(c.LiftCI95[0]), round6(c.LiftCI95[1])}
+		}
 		c.P, c.PooledSD = roundPtr(c.P), roundPtr(c.PooledSD)
 		out.Comparisons[i] = c
 	}

@@ -215,6 +215,25 @@ func WelchTest(x, y []float64) Welch {
 	return Welch{T: t, DF: df, P: TTwoSided(t, df)}
 }
 
+// liftCI is Welch's 95% interval of lift = mean(x) − mean(y): lift ± t(0.975, df)·se
+// with se = √(s²ₓ/nₓ + s²ᵧ/nᵧ) and the Welch–Satterthwaite df; [lift, lift] when both
+// variances are zero; nil unless each sample has two values.
+func liftCI(lift float64, x, y []float64) *[2]float64 {
+	if len(x) < 2 || len(y) < 2 {
+		return nil
+	}
+	_, vx := meanVar(x)
+	_, vy := meanVar(y)
+	a, b := vx/float64(len(x)), vy/float64(len(y))
+	se := math.Sqrt(a + b)
+	if se == 0 {
+		return &[2]float64{lift, lift}
+	}
+	df := (a + b) * (a + b) / (a*a/float64(len(x)-1) + b*b/float64(len(y)-1))
+	half := TQuantile(0.975, df) * se
+	return &[2]float64{lift - half, lift + half}
+}
+
 // rng is splitmix64: tiny, fast, and fixed forever, so that a permutation test is
 // reproducible on every Go version and platform (math/rand/v2 does not promise its
 // bounded draws stay the same).

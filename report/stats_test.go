@@ -239,3 +239,41 @@ func TestFormatP(t *testing.T) {
 		}
 	}
 }
+
+// TestLiftCI: the interval is dual to Welch's test (its ends are where the
+// two-sided p-value is 0.05), it excludes 0 exactly when p < 0.05, and the edge
+// cases hold.
+func TestLiftCI(t *testing.T) {
+	cases := []struct{ x, y []float64 }{
+		{[]float64{1, 1, 1, 0, 1, 0, 1, 1}, []float64{0, 1, 0, 0, 1, 0}},
+		{[]float64{0.2, 0.4, 0.9, 0.7}, []float64{0.1, 0.3, 0.2}},
+		{[]float64{1, 0, 1, 0, 1, 0, 1, 0, 1, 1, 1, 1}, []float64{0, 0, 0, 0, 0, 0, 0, 0, 1}},
+		{[]float64{0, 1}, []float64{1, 0}},
+	}
+	for i, c := range cases {
+		mx, _ := meanVar(c.x)
+		my, _ := meanVar(c.y)
+		lift := mx - my
+		ci := liftCI(lift, c.x, c.y)
+		w := WelchTest(c.x, c.y)
+		if ci == nil || math.Abs((ci[0]+ci[1])/2-lift) > 1e-12 {
+			t.Fatalf("case %d: interval %v not centred on the lift %g", i, ci, lift)
+		}
+		se := lift / w.T
+		if lift == 0 {
+			se = (ci[1] - ci[0]) / 2 / TQuantile(0.975, w.DF)
+		}
+		if p := TTwoSided((ci[1]-lift)/se, w.DF); math.Abs(p-0.05) > 1e-6 {
+			t.Fatalf("case %d: p at the interval's end = %g, want 0.05", i, p)
+		}
+		if excludes := ci[0] > 0 || ci[1] < 0; excludes != (w.P < 0.05) {
+			t.Fatalf("case %d: interval %v but p = %g", i, ci, w.P)
+		}
+	}
+	if ci := liftCI(1, []float64{1, 1}, []float64{0, 0}); ci == nil || *ci != [2]float64{1, 1} {
+		t.Fatalf("no variance: %v, want [1, 1]", ci)
+	}
+	if liftCI(0.5, []float64{1}, []float64{0, 1}) != nil {
+		t.Fatal("an interval from one reward")
+	}
+}
