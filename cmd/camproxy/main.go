@@ -74,6 +74,10 @@ Usage:
   camproxy train dpo [--from URI] --out DIR [--launch local] …
                                    preference pairs from runs whose contexts earned different rewards
                                    (train and serve share one CAM prompt: --config/--cam pick it)
+  camproxy train playbook --from URI --out DIR --model openai/NAME|bedrock/MODEL_ID [--seed PLAYBOOK]
+                          [--iterations N] [--batch-size B] [--rollout-url URL --val 0.2 --group K] [--dry-run] …
+                                   RCL's reflect → mutate loop: versioned playbooks (playbook.vN.json,
+                                   manifest.json) and the best as playbook.json (train playbook -h lists every flag)
   camproxy inject serve --listen ADDR [--tls-cert FILE --tls-key FILE] [--image IMAGE] [--arms A,B] …
                                    the Kubernetes sidecar injector (mutating webhook, path /mutate);
                                    without a pair it makes a self-signed one (inject serve -h lists every flag)

@@ -19,7 +19,7 @@ import (
 
 func trainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
 	if len(args) == 0 {
-		return usagef("train: want a subcommand: reflect, sft, grpo or dpo")
+		return usagef("train: want a subcommand: reflect, sft, grpo, dpo or playbook")
 	}
 	var err error
 	switch args[0] {
@@ -31,8 +31,10 @@ func trainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		err = trainGRPO(ctx, args[1:], stdout, stderr, getenv)
 	case "dpo":
 		err = trainDPO(ctx, args[1:], stdout, stderr, getenv)
+	case "playbook":
+		err = trainPlaybook(ctx, args[1:], stdout, stderr, getenv)
 	default:
-		return usagef("train: unknown subcommand %q: want reflect, sft, grpo or dpo", args[0])
+		return usagef("train: unknown subcommand %q: want reflect, sft, grpo, dpo or playbook", args[0])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
