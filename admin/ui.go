@@ -35,6 +35,29 @@ type Experiment struct {
 	Adaptive   bool // shares are set by Thompson sampling
 	Arms       []ArmState
 	Augmenters []AugmenterState
+	Learn      *LearnState // nil unless the online learner runs
+}
+
+// LearnState is the online learner (learn: in the config) as this replica serves it.
+type LearnState struct {
+	Leader          bool   // this replica holds the learner lease
+	Store           string // where the versions are
+	Champion        string
+	ChampionVersion int
+	Steps           int
+	Generation      int64
+	Versions        []LearnVersion // oldest first
+}
+
+// LearnVersion is one playbook version and the arm that serves it.
+type LearnVersion struct {
+	Version, Parent, Iteration, Entries int
+	Arm                                 string
+	Status                              string // candidate | champion | stopped | retired
+	Reason                              string
+	CreatedAt                           time.Time
+	Rewarded                            int64    // rewarded episodes of its arm, the whole fleet's
+	MeanReward                          *float64 // their mean reward
 }
 
 // ArmState is one arm of the running experiment.
@@ -152,6 +175,34 @@ type Status struct {
 	Context    ContextStatus     `json:"context"`
 	Augmenters []AugmenterStatus `json:"augmenters"`
 	Replay     ReplayStatus      `json:"replay"`
+	Learn      *LearnStatus      `json:"learn,omitempty"` // only while the online learner runs
+}
+
+// LearnStatus is the online learner on the dashboard: the champion, and every
+// playbook version with the arm that serves it.
+type LearnStatus struct {
+	Leader          bool                 `json:"leader"` // this replica holds the learner lease
+	Store           string               `json:"store"`
+	Champion        string               `json:"champion"`
+	ChampionVersion int                  `json:"champion_version"`
+	Steps           int                  `json:"steps"`
+	Generation      int64                `json:"generation"`
+	Versions        []LearnVersionStatus `json:"versions"` // newest first
+}
+
+// LearnVersionStatus is one version.
+type LearnVersionStatus struct {
+	Version    int       `json:"version"`
+	Arm        string    `json:"arm"`
+	Parent     int       `json:"parent"`
+	Iteration  int       `json:"iteration"`
+	Entries    int       `json:"entries"`
+	Status     string    `json:"status"` // champion | candidate | stopped | retired
+	Reason     string    `json:"reason,omitempty"`
+	Share      float64   `json:"share"`    // of new episodes (0 when its arm does not run)
+	Rewarded   int64     `json:"rewarded"` // rewarded episodes of its arm, across the fleet
+	MeanReward *float64  `json:"mean_reward"`
+	CreatedAt  time.Time `json:"created_at"`
 }
 
 // ArmStatus is one arm on the dashboard.
@@ -295,6 +346,20 @@ func (d *dashboard) build() (Status, error) {
 		})
 	}
 	st.Experiment, st.Adaptive = ex.Name, ex.Adaptive
+	if l := ex.Learn; l != nil {
+		share := map[string]float64{}
+		for _, a := range ex.Arms {
+			share[a.Name] = a.Share
+		}
+		st.Learn = &LearnStatus{Leader: l.Leader, Store: l.Store, Champion: l.Champion, ChampionVersion: l.ChampionVersion,
+			Steps: l.Steps, Generation: l.Generation, Versions: []LearnVersionStatus{}}
+		for i := len(l.Versions) - 1; i >= 0; i-- {
+			v := l.Versions[i]
+			st.Learn.Versions = append(st.Learn.Versions, LearnVersionStatus{Version: v.Version, Arm: v.Arm, Parent: v.Parent,
+				Iteration: v.Iteration, Entries: v.Entries, Status: v.Status, Reason: v.Reason, Share: share[v.Arm],
+				Rewarded: v.Rewarded, MeanReward: v.MeanReward, CreatedAt: v.CreatedAt})
+		}
+	}
 
 	arms := map[string]*ArmStatus{}
 	arm := func(name string) *ArmStatus {

@@ -49,6 +49,8 @@ type App struct {
 	tracing  *tracing.Tracing
 
 	stats   policies.StatsStore // reward statistics for adaptive allocation
+	learner *learner            // nil unless learn.enabled
+	buildMu sync.Mutex          // one runtime built and activated at a time (reloads, the learner)
 	mu      sync.Mutex          // guards cfg and run across reloads
 	run     *runtime
 	stopRun context.CancelFunc
@@ -71,6 +73,10 @@ type Options struct {
 	// StoreCooldown is how long a failed Redis is skipped by the episode store
 	// (0 = episode.DefaultCooldown); tests shorten it.
 	StoreCooldown time.Duration
+	// LearnStep and LearnPair replace the online learner's optimiser step and batch
+	// sampler (tests, the demo); nil = learn.Step with learn:'s models, learn.Pair.
+	LearnStep LearnStepFunc
+	LearnPair LearnPairFunc
 }
 
 // New builds a camproxy from a validated config.
@@ -135,6 +141,14 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	a.stats = policies.NewMemoryStats()
 	if cacheRedis != nil {
 		a.stats = policies.NewRedisStats(cacheRedis)
+	}
+	if cfg.Learn.Enabled {
+		if a.learner, err = newLearner(a, cfg, o); err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		a.learner.load(ctx)
+		cancel()
 	}
 	run, err := a.buildRuntime(cfg)
 	if err != nil {
@@ -353,6 +367,9 @@ func (a *App) Start() error {
 		return fmt.Errorf("server.admin_listen %s: %w", a.cfg.Server.AdminListen, err)
 	}
 	go func() { a.serveErr <- a.Proxy.Serve(a.dataLn) }()
+	if a.learner != nil {
+		a.learner.start()
+	}
 	go func() {
 		if err := a.admin.Serve(a.adminLn); !errors.Is(err, http.ErrServerClosed) {
 			a.serveErr <- err
@@ -396,6 +413,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 			a.stopRun()
 		}
 		a.mu.Unlock()
+		if a.learner != nil {
+			a.learner.close() // first: a step in flight is abandoned, the lease released
+		}
 		err = errors.Join(a.Proxy.Shutdown(ctx), a.admin.Shutdown(ctx))
 		if a.Recorder != nil {
 			// After the data plane, with a budget of its own: the grace period may be

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"time"
 
@@ -30,10 +31,15 @@ func (a *App) buildRuntime(cfg *config.Config) (*runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task.rules: %w", err)
 	}
+	var learnt map[string]proxy.ContextSource
+	if a.learner != nil {
+		cfg, learnt = a.learner.shape(cfg) // the learner's arms, adaptive allocation on
+	}
 	sources, err := buildAugmenters(cfg, a.Metrics, a.log)
 	if err != nil {
 		return nil, err
 	}
+	maps.Copy(sources, learnt)
 	policy, armPlace, err := buildPolicy(cfg)
 	if err != nil {
 		return nil, err
@@ -115,6 +121,28 @@ func (a *App) observeReward(ctx context.Context, arm string, reward float64, pre
 	}
 }
 
+// rebuild builds the runtime again from the current config (the learner's state
+// changed) and activates it: calls in flight finish on the old runtime, live episodes
+// keep their arm and context.
+func (a *App) rebuild() error {
+	a.buildMu.Lock()
+	defer a.buildMu.Unlock()
+	a.mu.Lock()
+	cfg := a.cfg
+	a.mu.Unlock()
+	run, err := a.buildRuntime(cfg)
+	if err != nil {
+		return err
+	}
+	if a.Proxy == nil {
+		return nil // still in New: the first runtime is built there
+	}
+	a.activate(run)
+	a.Metrics.ArmWeight.Reset() // arms that left the experiment
+	a.setWeights(run.rt.Policy)
+	return nil
+}
+
 // ErrRestartRequired names config changes a reload cannot apply.
 var ErrRestartRequired = errors.New("needs a restart")
 
@@ -126,6 +154,8 @@ func (a *App) Reload(cfg *config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("config reload refused: %w", err)
 	}
+	a.buildMu.Lock()
+	defer a.buildMu.Unlock()
 	run, err := a.buildRuntime(cfg)
 	if err != nil {
 		return fmt.Errorf("config reload refused: %w", err)
@@ -139,7 +169,7 @@ func (a *App) Reload(cfg *config.Config) error {
 		old, next any
 	}{
 		{"server", old.Server, cfg.Server}, {"upstreams", old.Upstreams, cfg.Upstreams}, {"cache", old.Cache, cfg.Cache},
-		{"episodes", old.Episodes, cfg.Episodes}, {"replay", old.Replay, cfg.Replay},
+		{"episodes", old.Episodes, cfg.Episodes}, {"replay", old.Replay, cfg.Replay}, {"learn", old.Learn, cfg.Learn},
 	} {
 		if !reflect.DeepEqual(k.old, k.next) {
 			kept = append(kept, k.key)
@@ -166,6 +196,9 @@ func (a *App) experiment() admin.Experiment {
 	a.mu.Unlock()
 	p := run.rt.Policy
 	ex := admin.Experiment{Name: p.Name(), Adaptive: run.adaptive != nil}
+	if a.learner != nil {
+		ex.Learn = a.learner.view()
+	}
 	var stopped map[string]bool
 	if run.adaptive != nil {
 		stopped = run.adaptive.Stopped()
@@ -176,6 +209,9 @@ func (a *App) experiment() admin.Experiment {
 	}
 	for name, src := range run.rt.Augmenters {
 		st := admin.AugmenterState{Name: name, Type: cfg.Augmenters[name].Type}
+		if isLearnArm(name) {
+			st.Type = config.AugmenterPlaybook // a learnt version
+		}
 		if g, ok := src.Augmenter.(interface{ State() gobreaker.State }); ok {
 			st.Breaker = g.State().String()
 		}

@@ -173,3 +173,45 @@ func TestAdaptiveSurvivesInconsistentStats(t *testing.T) {
 		t.Fatalf("weights %v err %v", w, err)
 	}
 }
+
+func TestProbBetter(t *testing.T) {
+	bin := func(n, succ float64) Stats { return Stats{N: n, Sum: succ, SumSq: succ, Successes: succ} }
+	cont := func(xs ...float64) Stats {
+		var s Stats
+		for _, x := range xs {
+			s.N++
+			s.Sum += x
+			s.SumSq += x * x
+			if x != 0 && x != 1 {
+				s.NonBinary++
+			}
+		}
+		return s
+	}
+	tests := []struct {
+		name   string
+		a, b   Stats
+		lo, hi float64
+	}{
+		{"no data is a coin", Stats{}, Stats{}, 0.45, 0.55},
+		{"20/20 against 0/20", bin(20, 20), bin(20, 0), 0.999, 1},
+		{"0/20 against 20/20", bin(20, 0), bin(20, 20), 0, 0.001},
+		{"equal rates", bin(40, 20), bin(40, 20), 0.4, 0.6},
+		{"two against two is not certainty", bin(2, 2), bin(2, 0), 0.85, 0.99},
+		{"continuous", cont(0.8, 0.7, 0.9, 0.85, 0.75, 0.8, 0.9, 0.7), cont(0.3, 0.2, 0.4, 0.35, 0.25, 0.3, 0.2, 0.4), 0.99, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := ProbBetter(tc.a, tc.b, 0, 1)
+			if p < tc.lo || p > tc.hi {
+				t.Fatalf("P(a > b) = %.4f, want in [%.3f, %.3f]", p, tc.lo, tc.hi)
+			}
+			if q := ProbBetter(tc.a, tc.b, 0, 1); q != p {
+				t.Fatalf("same seed, different answers: %v %v", p, q)
+			}
+			if r := ProbBetter(tc.b, tc.a, 0, 2); math.Abs(p+r-1) > 0.05 {
+				t.Fatalf("P(a>b) %.3f + P(b>a) %.3f far from 1", p, r)
+			}
+		})
+	}
+}

@@ -1,0 +1,329 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/learn"
+	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/replay"
+)
+
+// fakeStep is the optimiser step of the learner tests: it adds one entry naming the
+// version it makes, and records what it was given.
+type fakeStep struct {
+	mu    sync.Mutex
+	calls []fakeCall
+}
+
+type fakeCall struct {
+	base    *playbook.Playbook
+	version int
+	batch   learn.Batch
+}
+
+func (f *fakeStep) step(_ context.Context, base *playbook.Playbook, version int, b learn.Batch) (*learn.StepResult, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, fakeCall{base: base.Clone(), version: version, batch: b})
+	f.mu.Unlock()
+	pb := base.Clone()
+	pb.Entries = append(pb.Entries, playbook.Entry{ID: fmt.Sprintf("learnt-%d", version), Section: "learnt",
+		Content: fmt.Sprintf("Rule learnt for version %d.", version), Version: version})
+	return &learn.StepResult{Playbook: pb, Applied: 1, Summary: fmt.Sprintf("summary of step %d", b.Iteration)}, nil
+}
+
+func (f *fakeStep) snapshot() []fakeCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// eventually polls cond for up to 15 s (slow under -race), failing with what.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// learnConfig turns on the learner with a fast clock: a baseline arm (the control),
+// and the champion "ace", a playbook arm.
+func learnConfig(t *testing.T, store string) func(*config.Config) {
+	pbFile := filepath.Join(t.TempDir(), "ace.txt")
+	if err := os.WriteFile(pbFile, []byte("## policy\n- Check the fare class before rebooking.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return func(c *config.Config) {
+		c.Experiment.Name = fmt.Sprintf("learn-%d", time.Now().UnixNano())
+		c.Experiment.AllowOverride = true
+		ace := config.DefaultAugmenter()
+		ace.Type, ace.File = config.AugmenterPlaybook, pbFile
+		c.Augmenters["ace"] = ace
+		c.Experiment.Arms = []config.Arm{{Name: "baseline", Weight: 1, Augmenter: "none"}, {Name: "ace", Weight: 1, Augmenter: "ace"}}
+		// The adaptive guardrail judges late: these tests are about the learner's own verdicts.
+		c.Experiment.Adaptive = config.Adaptive{UpdatePeriod: 20 * time.Millisecond, MinShare: 0.05, Alpha: 0.05, MinEpisodes: 1000}
+		c.Learn.Enabled = true
+		c.Learn.Model = "openai/unused" // the step is the fake
+		c.Learn.Champion = "ace"
+		c.Learn.Every = 5
+		c.Learn.MinEpisodes = 6
+		c.Learn.MaxCandidates = 2
+		c.Learn.PromoteAlpha = 0.05
+		c.Learn.Store = store
+		c.Learn.CheckEvery = 20 * time.Millisecond
+		c.Learn.LeaseTTL = 600 * time.Millisecond
+	}
+}
+
+// armTurn runs one call of a new episode forced onto arm and returns the episode id
+// and the context the upstream received.
+func armTurn(t *testing.T, e *env, arm, task string) (string, string) {
+	t.Helper()
+	a := newAgent(task, false)
+	resp, body := e.post(a.body(""), map[string]string{"X-CAM-Arm": arm})
+	if resp.StatusCode != 200 {
+		t.Fatalf("call on %s: %d %s", arm, resp.StatusCode, body)
+	}
+	if got := resp.Header.Get("X-CAM-Arm"); got != arm {
+		t.Fatalf("call forced onto %s ran on %q", arm, got)
+	}
+	return resp.Header.Get("X-CAM-Episode-Id"), strings.TrimPrefix(splicedTask(e.up.Last().Body), task)
+}
+
+// rewarded runs n episodes on arm, each rewarded r, and returns their ids.
+func rewarded(t *testing.T, e *env, arm string, n int, r float64) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		id, _ := armTurn(t, e, arm, fmt.Sprintf("Task %d on %s rewarded %v at %d.", i, arm, r, time.Now().UnixNano()))
+		postFeedback(t, e.admin, id, r)
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func status(t *testing.T, e *env) gjson.Result {
+	t.Helper()
+	resp, err := http.Get(e.admin + "/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v json.RawMessage
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	return gjson.ParseBytes(v)
+}
+
+func activeArms(st gjson.Result) []string {
+	var out []string
+	for _, a := range st.Get("arms").Array() {
+		if a.Get("active").Bool() {
+			out = append(out, a.Get("name").String())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func learnEvents(t *testing.T, e *env) []*replay.LearnEvent {
+	t.Helper()
+	ctx := context.Background()
+	src, err := replay.OpenSource(ctx, e.cfg.Replay.Sinks[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := replay.Read(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf.Learn
+}
+
+func hasEvent(evs []*replay.LearnEvent, action, arm string) *replay.LearnEvent {
+	for _, ev := range evs {
+		if ev.Action == action && ev.Arm == arm {
+			return ev
+		}
+	}
+	return nil
+}
+
+// TestLearnerPromotesAndStops drives the learner of one camproxy through feedback:
+// the champion's rewarded episodes trigger a step, the version is written and tried
+// as a candidate arm that gets traffic and serves its playbook; a better candidate is
+// promoted (the old champion leaves, the control stays, live episodes keep their
+// arm); a worse one is stopped. Every decision is a learn event in the buffer.
+func TestLearnerPromotesAndStops(t *testing.T) {
+	storeDir := filepath.Join(t.TempDir(), "playbook")
+	fake := &fakeStep{}
+	e := newEnvWith(t, learnConfig(t, storeDir), Options{Logger: testLogger(t), LearnStep: fake.step})
+	versions := &playbook.Versions{Store: mustDirStore(t, storeDir)}
+
+	// The seed: the champion's playbook is version 1.
+	eventually(t, "the seed version", func() bool {
+		m, err := versions.Manifest(context.Background())
+		return err == nil && m.Latest() == 1
+	})
+	if pb, err := versions.Load(context.Background(), 1); err != nil || len(pb.Entries) != 1 || !strings.Contains(pb.Entries[0].Content, "fare class") {
+		t.Fatalf("seed version: %v %+v", err, pb)
+	}
+
+	// Four rewarded episodes of the champion are not enough; the fifth triggers a step.
+	aceIDs := rewarded(t, e, "ace", 4, 0)
+	time.Sleep(100 * time.Millisecond) // five rounds of the learner: it must not step yet
+	if n := len(fake.snapshot()); n != 0 {
+		t.Fatalf("%d steps after 4 of every 5 episodes", n)
+	}
+	aceIDs = append(aceIDs, rewarded(t, e, "ace", 1, 0)...)
+	eventually(t, "candidate learn-v2 in /v1/status", func() bool {
+		return slices.Contains(activeArms(status(t, e)), "learn-v2")
+	})
+	calls := fake.snapshot()
+	if len(calls) != 1 || calls[0].version != 2 || calls[0].batch.Iteration != 1 || len(calls[0].base.Entries) != 1 {
+		t.Fatalf("first step: %d calls, %+v", len(calls), calls)
+	}
+	var batchIDs []string
+	for _, it := range calls[0].batch.Items {
+		for _, ep := range []*replay.Episode{it.Failure, it.Success} {
+			if ep == nil {
+				continue
+			}
+			if ep.Arm != "ace" || ep.Reward == nil {
+				t.Fatalf("the batch holds episode %s of arm %s (reward %v), not a rewarded champion episode", ep.ID, ep.Arm, ep.Reward)
+			}
+			batchIDs = append(batchIDs, ep.ID)
+		}
+	}
+	slices.Sort(batchIDs)
+	slices.Sort(aceIDs)
+	if !slices.Equal(batchIDs, aceIDs) {
+		t.Fatalf("batch %v, want the champion's rewarded episodes %v", batchIDs, aceIDs)
+	}
+	v2, err := versions.Load(context.Background(), 2)
+	if err != nil || v2.Index("learnt-2") < 0 {
+		t.Fatalf("version 2 in the store: %v %+v", err, v2)
+	}
+	m, _ := versions.Manifest(context.Background())
+	if row, ok := m.Get(2); !ok || row.Parent != 1 || row.Iteration != 1 || row.Summary != "summary of step 1" {
+		t.Fatalf("manifest row of v2: %+v", row)
+	}
+	st := status(t, e)
+	if got := activeArms(st); !slices.Equal(got, []string{"ace", "baseline", "learn-v2"}) {
+		t.Fatalf("arms %v", got)
+	}
+	if l := st.Get("learn"); l.Get("champion").String() != "ace" || l.Get("champion_version").Int() != 1 || !l.Get("leader").Bool() ||
+		l.Get(`versions.#(arm=="learn-v2").status`).String() != "candidate" {
+		t.Fatalf("learn status: %s", l.Raw)
+	}
+
+	// The candidate gets traffic from the policy and serves its version.
+	var onV2 string
+	eventually(t, "an unforced episode on learn-v2", func() bool {
+		a := newAgent(fmt.Sprintf("Unforced task %d.", time.Now().UnixNano()), false)
+		h := e.turn(a)
+		if h.Get("X-CAM-Arm") == "learn-v2" {
+			onV2 = splicedTask(e.up.Last().Body)
+			return true
+		}
+		return false
+	})
+	if !strings.Contains(onV2, "Rule learnt for version 2.") || !strings.Contains(onV2, "Check the fare class") {
+		t.Fatalf("learn-v2's episode got context %q", onV2)
+	}
+
+	// A live episode of the champion, one turn in, survives the promotion.
+	live := newAgent("A long task on the old champion.", true)
+	resp, body := e.post(live.body(""), map[string]string{"X-CAM-Arm": "ace"})
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	live.episode = resp.Header.Get("X-CAM-Episode-Id")
+	live.msgs = append(live.msgs, json.RawMessage(gjson.GetBytes(body, "choices.0.message").Raw))
+	live.add(map[string]any{"role": "user", "content": "go on"})
+
+	// The candidate does better: 6 of 6 against the champion's 0 of 6.
+	rewarded(t, e, "learn-v2", 6, 1)
+	rewarded(t, e, "ace", 1, 0)
+	eventually(t, "learn-v2 promoted", func() bool {
+		return status(t, e).Get("learn.champion").String() == "learn-v2"
+	})
+	st = status(t, e)
+	if got := activeArms(st); slices.Contains(got, "ace") || !slices.Contains(got, "baseline") || !slices.Contains(got, "learn-v2") {
+		t.Fatalf("after the promotion the arms are %v: the old champion must leave, the control stay", got)
+	}
+	if h := e.turn(live); h.Get("X-CAM-Arm") != "ace" || h.Get("X-CAM-Context") != "episode" {
+		t.Fatalf("the live episode moved: arm %q context %q", h.Get("X-CAM-Arm"), h.Get("X-CAM-Context"))
+	}
+	if got := splicedTask(e.up.Last().Body); !strings.Contains(got, "fare class") || strings.Contains(got, "Rule learnt") {
+		t.Fatalf("the live episode's context changed: %q", got)
+	}
+
+	// The new champion's episodes feed the next step at once: v3, from v2.
+	eventually(t, "candidate learn-v3", func() bool { return slices.Contains(activeArms(status(t, e)), "learn-v3") })
+	calls = fake.snapshot()
+	if last := calls[len(calls)-1]; last.version != 3 || last.base.Index("learnt-2") < 0 {
+		t.Fatalf("the step after the promotion did not start from v2: %+v", last)
+	}
+	// v3 does worse than its champion: stopped.
+	rewarded(t, e, "learn-v3", 6, 0)
+	eventually(t, "learn-v3 stopped", func() bool {
+		return status(t, e).Get(`learn.versions.#(arm=="learn-v3").status`).String() == "stopped"
+	})
+	if got := activeArms(status(t, e)); slices.Contains(got, "learn-v3") {
+		t.Fatalf("a stopped candidate still runs: %v", got)
+	}
+
+	var evs []*replay.LearnEvent
+	eventually(t, "the learn events in the buffer", func() bool {
+		evs = learnEvents(t, e)
+		return hasEvent(evs, replay.LearnStopped, "learn-v3") != nil
+	})
+	for _, want := range []struct{ action, arm string }{{"version", "ace"}, {"version", "learn-v2"}, {"candidate", "learn-v2"},
+		{"promoted", "learn-v2"}, {"version", "learn-v3"}, {"candidate", "learn-v3"}, {"stopped", "learn-v3"}} {
+		if hasEvent(evs, want.action, want.arm) == nil {
+			t.Errorf("no %s event for %s in %d learn events", want.action, want.arm, len(evs))
+		}
+	}
+	if p := hasEvent(evs, "promoted", "learn-v2"); p != nil {
+		if p.Champion != "learn-v2" || p.ChampionVersion != 2 || p.Parent != 1 || p.PBetter == nil || *p.PBetter < 0.95 ||
+			p.Stats["learn-v2"].N != 6 || p.Stats["ace"].N != 6 || *p.Stats["learn-v2"].Mean != 1 {
+			t.Errorf("promoted event: %+v", p)
+		}
+	}
+	if s := hasEvent(evs, "stopped", "learn-v3"); s != nil && (s.Champion != "learn-v2" || s.PBetter == nil || *s.PBetter > 0.05) {
+		t.Errorf("stopped event: %+v", s)
+	}
+	if m := e.metric("camproxy_learn_version"); !strings.Contains(m, "camproxy_learn_version 2") {
+		t.Errorf("metrics: %s", m)
+	}
+	if m := e.metric("camproxy_learn_steps_total"); !strings.Contains(m, "camproxy_learn_steps_total 2") {
+		t.Errorf("metrics: %s", m)
+	}
+}
+
+func mustDirStore(t *testing.T, dir string) *playbook.DirStore {
+	t.Helper()
+	s, err := playbook.NewDirStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
