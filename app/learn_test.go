@@ -327,3 +327,145 @@ func mustDirStore(t *testing.T, dir string) *playbook.DirStore {
 	}
 	return s
 }
+
+// TestLearnerFleetOnRedis: two camproxy processes share one Redis (reward statistics,
+// episodes, the replay stream and the playbook store). Exactly one holds the learner
+// lease and runs the steps; both serve the candidate and the promoted version; when
+// the holder shuts down, the other takes the lease over and goes on learning.
+func TestLearnerFleetOnRedis(t *testing.T) {
+	rdb := requireRedis(t)
+	prefix := fmt.Sprintf("camproxy-test:learn:%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, pattern := range []string{prefix + "*", "camproxy:exp:" + prefix + "*"} {
+			keys, _ := rdb.Keys(ctx, pattern).Result()
+			if len(keys) > 0 {
+				rdb.Del(ctx, keys...)
+			}
+		}
+	})
+	shared := func(c *config.Config) {
+		learnConfig(t, "redis://127.0.0.1:6379/0?key="+prefix+":playbook")(c)
+		c.Experiment.Name = prefix // the statistics' keys
+		c.Cache.RedisURL = "redis://127.0.0.1:6379/0"
+		c.Episodes.Store = "redis"
+		c.Replay.Sinks = []string{"redis://127.0.0.1:6379/0?stream=" + prefix + ":replay"}
+		c.Learn.LeaseTTL = 300 * time.Millisecond
+	}
+	fakes := []*fakeStep{{}, {}}
+	e1 := newEnvWith(t, shared, Options{Logger: testLogger(t), LearnStep: fakes[0].step})
+	cfg2 := *e1.cfg
+	cfg2.Replay.SpoolDir = t.TempDir()
+	a2 := startAppWith(t, &cfg2, Options{Logger: testLogger(t), LearnStep: fakes[1].step})
+	e2 := &env{t: t, up: e1.up, cam: e1.cam, app: a2, cfg: &cfg2, base: "http://" + a2.Addr(), admin: "http://" + a2.AdminAddr()}
+	envs := []*env{e1, e2}
+	leaseKey := prefix + ":playbook:learn-lease"
+	idOf := func(e *env) string { return e.app.learner.lease.(*redisLease).id }
+
+	// Exactly one leader, the one whose id the lease key holds.
+	var leader int
+	eventually(t, "one lease holder", func() bool {
+		holder, _ := rdb.Get(context.Background(), leaseKey).Result()
+		l0, l1 := status(t, e1).Get("learn.leader").Bool(), status(t, e2).Get("learn.leader").Bool()
+		switch {
+		case l0 && !l1 && holder == idOf(e1):
+			leader = 0
+		case l1 && !l0 && holder == idOf(e2):
+			leader = 1
+		default:
+			return false
+		}
+		return true
+	})
+	follower := 1 - leader
+
+	// Traffic and rewards go through the follower: the statistics are shared.
+	rewarded(t, envs[follower], "ace", 5, 0)
+	for _, e := range envs {
+		eventually(t, "learn-v2 served by both", func() bool { return slices.Contains(activeArms(status(t, e)), "learn-v2") })
+	}
+	if n := len(fakes[follower].snapshot()); n != 0 || len(fakes[leader].snapshot()) != 1 {
+		t.Fatalf("steps: leader %d, follower %d; want 1 and 0", len(fakes[leader].snapshot()), n)
+	}
+
+	rewarded(t, envs[follower], "learn-v2", 6, 1)
+	rewarded(t, envs[leader], "ace", 1, 0)
+	for _, e := range envs {
+		eventually(t, "learn-v2 champion on both", func() bool {
+			st := status(t, e)
+			return st.Get("learn.champion").String() == "learn-v2" && !slices.Contains(activeArms(st), "ace")
+		})
+		_, ctx := armTurn(t, e, "learn-v2", fmt.Sprintf("A task for the promoted version %d.", time.Now().UnixNano()))
+		if !strings.Contains(ctx, "Rule learnt for version 2.") {
+			t.Fatalf("the promoted arm's context on %s: %q", e.base, ctx)
+		}
+	}
+	// The new champion's episodes make v3 at once, on the leader only.
+	eventually(t, "learn-v3 on the follower", func() bool { return slices.Contains(activeArms(status(t, envs[follower])), "learn-v3") })
+	if n := len(fakes[follower].snapshot()); n != 0 {
+		t.Fatalf("the follower ran %d steps", n)
+	}
+
+	// The holder goes away: the other takes the lease and learns on.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := envs[leader].app.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the lease taken over", func() bool {
+		holder, _ := rdb.Get(context.Background(), leaseKey).Result()
+		return holder == idOf(envs[follower]) && status(t, envs[follower]).Get("learn.leader").Bool()
+	})
+	// learn-v3 does worse than its champion: the new holder stops it, and with a free
+	// candidate slot steps on the champion's next episodes.
+	rewarded(t, envs[follower], "learn-v3", 6, 0)
+	eventually(t, "learn-v3 stopped by the new holder", func() bool {
+		return status(t, envs[follower]).Get(`learn.versions.#(arm=="learn-v3").status`).String() == "stopped"
+	})
+	rewarded(t, envs[follower], "learn-v2", 5, 1)
+	eventually(t, "a step by the new holder", func() bool {
+		calls := fakes[follower].snapshot()
+		return len(calls) == 1 && calls[0].version == 4 && calls[0].base.Index("learnt-2") >= 0
+	})
+	eventually(t, "learn-v4 served", func() bool { return slices.Contains(activeArms(status(t, envs[follower])), "learn-v4") })
+}
+
+// TestRedisLease: the lease has one holder; a holder that stops renewing (a crash)
+// loses it after the TTL; a former holder can neither renew nor release it.
+func TestRedisLease(t *testing.T) {
+	rdb := requireRedis(t)
+	key := fmt.Sprintf("camproxy-test:lease:%d", time.Now().UnixNano())
+	t.Cleanup(func() { rdb.Del(context.Background(), key) })
+	ctx := context.Background()
+	a := &redisLease{rdb: rdb, key: key, id: "a", ttl: 200 * time.Millisecond}
+	b := &redisLease{rdb: rdb, key: key, id: "b", ttl: 200 * time.Millisecond}
+	if ok, err := a.Acquire(ctx); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	if ok, err := b.Acquire(ctx); ok || err != nil {
+		t.Fatalf("b took a held lease: %v %v", ok, err)
+	}
+	if ok, _ := a.Acquire(ctx); !ok {
+		t.Fatal("the holder could not renew")
+	}
+	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > 200*time.Millisecond {
+		t.Fatalf("lease TTL %v", ttl)
+	}
+	if err := b.Release(ctx); err != nil || rdb.Get(ctx, key).Val() != "a" {
+		t.Fatalf("a non-holder released the lease: %v, holder %q", err, rdb.Get(ctx, key).Val())
+	}
+	// a crashes: no renewal. b gets the lease once it expired.
+	eventually(t, "b holds the expired lease", func() bool {
+		ok, err := b.Acquire(ctx)
+		return ok && err == nil
+	})
+	if ok, _ := a.Acquire(ctx); ok {
+		t.Fatal("the former holder renewed a lease it lost")
+	}
+	if err := a.Release(ctx); err != nil || rdb.Get(ctx, key).Val() != "b" {
+		t.Fatalf("the former holder released the lease: holder %q", rdb.Get(ctx, key).Val())
+	}
+	if err := b.Release(ctx); err != nil || rdb.Exists(ctx, key).Val() != 0 {
+		t.Fatal("the holder's release left the key")
+	}
+}

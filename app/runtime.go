@@ -27,6 +27,12 @@ type runtime struct {
 
 // buildRuntime makes task rules, placements, augmenters and the experiment from cfg.
 func (a *App) buildRuntime(cfg *config.Config) (*runtime, error) {
+	return a.buildRuntimeWith(cfg, nil)
+}
+
+// buildRuntimeWith is buildRuntime reusing the configured augmenters of reuse when it
+// is not nil (the config did not change: a rag store is not loaded and embedded again).
+func (a *App) buildRuntimeWith(cfg *config.Config, reuse map[string]proxy.ContextSource) (*runtime, error) {
 	rules, err := cfg.Task.Compile()
 	if err != nil {
 		return nil, fmt.Errorf("task.rules: %w", err)
@@ -35,8 +41,14 @@ func (a *App) buildRuntime(cfg *config.Config) (*runtime, error) {
 	if a.learner != nil {
 		cfg, learnt = a.learner.shape(cfg) // the learner's arms, adaptive allocation on
 	}
-	sources, err := buildAugmenters(cfg, a.Metrics, a.log)
-	if err != nil {
+	sources := map[string]proxy.ContextSource{}
+	if reuse != nil {
+		for name := range cfg.Augmenters {
+			if src, ok := reuse[name]; ok {
+				sources[name] = src
+			}
+		}
+	} else if sources, err = buildAugmenters(cfg, a.Metrics, a.log); err != nil {
 		return nil, err
 	}
 	maps.Copy(sources, learnt)
@@ -128,14 +140,15 @@ func (a *App) rebuild() error {
 	a.buildMu.Lock()
 	defer a.buildMu.Unlock()
 	a.mu.Lock()
-	cfg := a.cfg
+	cfg, cur := a.cfg, a.run
 	a.mu.Unlock()
-	run, err := a.buildRuntime(cfg)
+	if a.Proxy == nil || cur == nil {
+		return nil // still in New: the first runtime is built there
+	}
+	// The config is the one cur was built from (reloads hold buildMu too).
+	run, err := a.buildRuntimeWith(cfg, cur.rt.Augmenters)
 	if err != nil {
 		return err
-	}
-	if a.Proxy == nil {
-		return nil // still in New: the first runtime is built there
 	}
 	a.activate(run)
 	a.Metrics.ArmWeight.Reset() // arms that left the experiment
