@@ -100,8 +100,9 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		ew.printf("<span class=\"key\"><span class=\"sw\" style=\"background:%s\"></span>%s</span>", Color(i), esc(a.Name))
 	}
 	ew.printf("</div>\n</figure>\n</div>\n")
+	r.writeLearningHTML(ew, lo, hi)
 	r.writeTables(ew)
-	ew.printf("<p class=\"notes\">%s</p>\n</main>\n</body>\n</html>\n", esc(r.notes()))
+	ew.printf("<p class=\"notes\">%s</p>\n</main>\n</body>\n</html>\n", esc(r.notes()+learnNote(r.Learning)))
 	return ew.err
 }
 

@@ -62,8 +62,11 @@ type Report struct {
 	Alpha       float64      `json:"alpha"`
 	Arms        []Arm        `json:"arms"`        // by name
 	Comparisons []Comparison `json:"comparisons"` // every arm but the control, by name
+	// Learning is the online learner's curve (learn.go); null without learn events.
+	Learning *Learning `json:"learning"`
 
-	series map[string][]Point // cumulative mean reward by arm, for the HTML chart
+	series    map[string][]Point // cumulative mean reward by arm, for the HTML chart
+	lastStart time.Time          // the latest episode start, where the learning chart ends
 }
 
 // Arm is one arm's outcome. Pointers are nil (JSON null) where there is nothing to
@@ -175,6 +178,7 @@ func New(b *replay.Buffer, o Options) (*Report, error) {
 			}
 		}
 		episodes = append(episodes, ep)
+		r.lastStart = maxTime(r.lastStart, ep.StartedAt)
 		if ep.Reward != nil && (*ep.Reward < 0 || *ep.Reward > 1) {
 			r.Unit = "reward"
 		}
@@ -213,6 +217,7 @@ func New(b *replay.Buffer, o Options) (*Report, error) {
 			r.Comparisons = append(r.Comparisons, r.compare(&r.Arms[i], ctl))
 		}
 	}
+	r.Learning = learning(b.Learn, episodes, o.Experiment)
 	return r, nil
 }
 
@@ -521,6 +526,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			ew.printf("  %s%s\n", c.Verdict, c.method())
 		}
 	}
+	r.writeLearningText(ew)
 	return ew.err
 }
 
@@ -691,5 +697,6 @@ func (r *Report) rounded() *Report {
 		c.P, c.PooledSD = roundPtr(c.P), roundPtr(c.PooledSD)
 		out.Comparisons[i] = c
 	}
+	out.Learning = r.Learning.rounded()
 	return &out
 }
