@@ -36,7 +36,7 @@ func runs(arm string, min int, rewards ...float64) []*replay.Episode {
 func TestLearningCurve(t *testing.T) {
 	var eps []*replay.Episode
 	eps = append(eps, runs("baseline", 0, 0, 1, 0, 0)...)
-	eps = append(eps, runs("ace", 0, 0, 0, 1, 0)...)      // ace's reign: mean 0.25
+	eps = append(eps, runs("ace", 0, 0, 0, 1, 0)...)       // ace's reign: mean 0.25
 	eps = append(eps, runs("learn-v2", 10, 1, 1, 0, 1)...) // trial of v2
 	eps = append(eps, runs("ace", 30, 1, 1)...)            // after ace was replaced (live episodes): not its reign
 	eps = append(eps, runs("learn-v2", 30, 1, 1, 1, 1)...) // v2's reign: mean 1
