@@ -538,7 +538,8 @@ func (r *run) score(ctx context.Context, n int, pb *playbook.Playbook) error {
 	for _, res := range results {
 		sum += res.Reward
 	}
-	mean := sum / float64(len(results))
+	// Rounded to 9 decimals: a mean of equal rewards reads as that reward, not 0.20000000000000004.
+	mean := math.Round(sum/float64(len(results))*1e9) / 1e9
 	m, err := r.versions.Manifest(ctx)
 	if err != nil {
 		return err
