@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 
@@ -154,8 +155,25 @@ func (r *journalReply) reply() *trainer.Reply {
 // fingerprint: a journal of another run is ErrJournalMismatch. A torn last line is
 // cut off.
 func OpenJournal(path, fingerprint string) (*FileJournal, error) {
-	data, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("journal %s: %w", path, err)
+	}
+	j, err := openJournal(f, path, fingerprint)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return j, nil
+}
+
+func openJournal(f *os.File, path, fingerprint string) (*FileJournal, error) {
+	// Two runs appending to one journal would interleave their answers.
+	if err := trainer.LockFile(f); err != nil {
+		return nil, fmt.Errorf("journal %s is in use by another run (%v)", path, err)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
 		return nil, fmt.Errorf("journal %s: %w", path, err)
 	}
 	p, err := ParseJournal(data)
@@ -166,24 +184,17 @@ func OpenJournal(path, fingerprint string) (*FileJournal, error) {
 		return nil, fmt.Errorf("journal %s: %w: it was written with other flags, buffer or prompts (run %s, this one %s); rerun with the same flags, or use another --out",
 			path, ErrJournalMismatch, p.Run, fingerprint)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("journal %s: %w", path, err)
-	}
 	j := &FileJournal{f: f, path: path, replies: p.Replies, rollouts: p.Rollouts, run: fingerprint, torn: len(data) - p.Good}
 	if j.torn > 0 {
 		if err := f.Truncate(int64(p.Good)); err != nil {
-			f.Close()
 			return nil, fmt.Errorf("journal %s: cut the torn last line: %w", path, err)
 		}
 	}
-	if _, err := f.Seek(int64(p.Good), 0); err != nil {
-		f.Close()
+	if _, err := f.Seek(int64(p.Good), io.SeekStart); err != nil {
 		return nil, fmt.Errorf("journal %s: %w", path, err)
 	}
 	if p.Records == 0 {
 		if err := j.append(journalRecord{Key: headerKey, Run: fingerprint}); err != nil {
-			f.Close()
 			return nil, err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -30,6 +31,11 @@ func TestFileJournal(t *testing.T) {
 	j, err = OpenJournal(path, "run-a")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if runtime.GOOS == "linux" || runtime.GOOS == "darwin" {
+		if _, err := OpenJournal(path, "run-a"); err == nil || !strings.Contains(err.Error(), "in use by another run") {
+			t.Fatalf("a second run on an open journal: %v", err)
+		}
 	}
 	got, found := j.Lookup("it1/reflector/turn1")
 	if !found || got.Text != "hi" || len(got.Calls) != 1 || got.Calls[0] != rep.Calls[0] || got.Usage != rep.Usage {

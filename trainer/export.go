@@ -75,3 +75,7 @@ func Outcome(ep *replay.Episode) string { return outcome(ep) }
 
 // FormatReward prints a reward as the sandbox files do.
 func FormatReward(r float64) string { return formatReward(r) }
+
+// LockFile takes an exclusive, non-blocking lock on f (flock where available);
+// closing f releases it. Two runs appending to one file would interleave.
+func LockFile(f *os.File) error { return lockFile(f) }
