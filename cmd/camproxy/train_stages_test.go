@@ -472,7 +472,7 @@ func TestTrainStagesUsage(t *testing.T) {
 		{[]string{"train", "grpo", "--data", data, "--from", "file:///x", "--out", dir, "--model", "m"}, 2, "exactly one of --data"},
 		{[]string{"train", "grpo", "--data", data, "--out", dir, "--model", "m", "--n", "1", "--rollout-url", "camproxy:9090"}, 2, "camproxy:9090\": want http(s)://HOST:PORT of camproxy's admin plane; n 1"},
 		{[]string{"train", "dpo", "--out", dir, "--min-runs", "0"}, 2, "--min-runs 1 or more"},
-		{[]string{"train", "ppo"}, 2, "want reflect, sft, grpo or dpo"},
+		{[]string{"train", "ppo"}, 2, "want reflect, sft, grpo, dpo or playbook"},
 	} {
 		_, errOut, code := runCLI(t, c.args...)
 		if code != c.code || !strings.Contains(errOut, c.want) {
