@@ -16,6 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/learn"
 	"github.com/camproxy/camproxy/playbook"
 	"github.com/camproxy/camproxy/replay"
@@ -467,5 +468,55 @@ func TestRedisLease(t *testing.T) {
 	}
 	if err := b.Release(ctx); err != nil || rdb.Exists(ctx, key).Val() != 0 {
 		t.Fatal("the holder's release left the key")
+	}
+}
+
+// TestLearnerThroughModels: without an injected step the learner runs learn.Step with
+// the models learn: names (here a scripted OpenAI-compatible optimiser): the
+// mutator's add_entry lands in the next version, which its candidate arm serves.
+func TestLearnerThroughModels(t *testing.T) {
+	opt := testkit.NewUpstream()
+	t.Cleanup(opt.Close)
+	const rule = "Always confirm the number of passengers before booking."
+	opt.Configure(func(u *testkit.Upstream) {
+		u.Reply = func(body gjson.Result) testkit.Reply {
+			mutator := false
+			for _, tool := range body.Get("tools").Array() {
+				mutator = mutator || tool.Get("function.name").String() == playbook.ToolAdd
+			}
+			answered := false
+			for _, m := range body.Get("messages").Array() {
+				answered = answered || m.Get("role").String() == "tool"
+			}
+			switch {
+			case mutator && !answered:
+				return testkit.Reply{ToolCalls: []testkit.ToolCall{{ID: "a1", Name: playbook.ToolAdd,
+					Arguments: fmt.Sprintf(`{"section":"booking","content":%q}`, rule)}}}
+			default:
+				return testkit.Reply{ToolCalls: []testkit.ToolCall{{ID: "f1", Name: playbook.ToolFinish, Arguments: `{"summary":"done"}`}}}
+			}
+		}
+	})
+	storeDir := filepath.Join(t.TempDir(), "playbook")
+	e := newEnv(t, func(c *config.Config) {
+		learnConfig(t, storeDir)(c)
+		c.Learn.Model = "openai/optimiser"
+		c.Learn.BaseURL = opt.URL + "/v1"
+	})
+	rewarded(t, e, "ace", 5, 0)
+	eventually(t, "candidate learn-v2", func() bool { return slices.Contains(activeArms(status(t, e)), "learn-v2") })
+	v2, err := (&playbook.Versions{Store: mustDirStore(t, storeDir)}).Load(context.Background(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(v2.Entries, func(en playbook.Entry) bool { return en.Content == rule })
+	if i < 0 || v2.Entries[i].Section != "booking" || v2.Entries[i].Version != 2 || len(v2.Entries) != 2 {
+		t.Fatalf("version 2: %+v", v2.Entries)
+	}
+	if _, ctx := armTurn(t, e, "learn-v2", "Book two seats to Oslo."); !strings.Contains(ctx, rule) || !strings.Contains(ctx, "fare class") {
+		t.Fatalf("learn-v2's context: %q", ctx)
+	}
+	if n := len(opt.Requests()); n < 3 {
+		t.Fatalf("the optimiser models got %d calls", n)
 	}
 }
