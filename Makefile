@@ -7,7 +7,7 @@ PKGS      := ./...
 FUZZTIME  ?= 20s
 SOAK      ?= 20m
 
-.PHONY: run build test check bench fuzz faults soak docker clean
+.PHONY: run build test check bench demo fuzz faults soak docker clean
 
 ## run: start camproxy serve on the built-in defaults (or $$CAMPROXY_CONFIG)
 run:
@@ -31,6 +31,10 @@ check:
 ## bench: camproxy's added latency against the same fake upstream called directly
 bench:
 	$(GO) run ./bench/latency
+
+## demo: the learning loop closing in seconds (scripted agent and optimiser models; proves the plumbing, not model quality); DEMO_ARGS adds flags
+demo:
+	$(GO) run ./bench/demo $(DEMO_ARGS)
 
 ## bench-load: camproxy vs a bare fasthttp proxy vs direct, open loop and at saturation (issue 9); BENCH_LOAD_ARGS adds flags
 .PHONY: bench-load

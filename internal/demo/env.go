@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/camproxy/camproxy/playbook"
 )
 
 // Rule is one hidden policy: the agent must submit its tasks with Code, and only
@@ -198,4 +200,23 @@ func (e *Env) Decide(message string) string {
 		}
 	}
 	return NoCode
+}
+
+// Misleads reports whether a playbook states a wrong code for one of the rules: an
+// entry that names a rule's kind of request with a code that is not the rule's.
+func (e *Env) Misleads(pb *playbook.Playbook) bool {
+	for _, en := range pb.Entries {
+		low := strings.ToLower(en.Content)
+		for _, s := range ruleSpecs {
+			if !strings.Contains(low, strings.ToLower(s.noun)) {
+				continue
+			}
+			for _, m := range ruleCode.FindAllStringSubmatch(en.Content, -1) {
+				if m[1] != s.code {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

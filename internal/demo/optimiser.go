@@ -31,6 +31,8 @@ type Optimiser struct {
 	*testkit.Upstream
 	// Harmful switches the mutator to harmful edits; safe to flip at any time.
 	Harmful atomic.Bool
+	// HarmfulEdits counts the mutator answers that made harmful edits.
+	HarmfulEdits atomic.Int64
 }
 
 // NewOptimiser starts the scripted optimiser models on loopback.
@@ -63,7 +65,11 @@ func (o *Optimiser) Reply(body gjson.Result) testkit.Reply {
 	case c.tools[playbook.ToolTag]:
 		calls = reflectMove(c)
 	default:
-		calls = mutateMove(c, o.Harmful.Load())
+		harmful := o.Harmful.Load()
+		calls = mutateMove(c, harmful)
+		if harmful && calls[0].Name != "grep" && calls[0].Name != playbook.ToolFinish {
+			o.HarmfulEdits.Add(1)
+		}
 	}
 	for i := range calls {
 		calls[i].ID = fmt.Sprintf("call_%d_%d", c.messages, i)

@@ -1,0 +1,225 @@
+package demo_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/camproxy/camproxy/app"
+	"github.com/camproxy/camproxy/internal/demo"
+	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/report"
+)
+
+func logger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// start runs camproxy in front of the lab until the test ends.
+func start(t *testing.T, lab *demo.Lab, lc demo.Learning) *app.App {
+	t.Helper()
+	cfg, err := lab.Config(lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(cfg, app.Options{Logger: logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { shutdown(t, a) })
+	return a
+}
+
+func shutdown(t *testing.T, a *app.App) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Shutdown(ctx); err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+}
+
+// TestHarnessThroughCamproxy: with the learner's first version not yet written,
+// every episode runs through camproxy on the baseline or the seed champion, both
+// without the rules, so every reward is 0; each is recorded with its task, arm,
+// two turns and its reward, and the failures reveal their rules to the buffer.
+func TestHarnessThroughCamproxy(t *testing.T) {
+	env := demo.Default()
+	lab := demo.NewLab(env, t.TempDir())
+	defer lab.Close()
+	lc := demo.DefaultLearning()
+	lc.Every = 1000 // no step: this test is about the harness
+	a := start(t, lab, lc)
+	h := demo.NewHarness(env, demo.HarnessOptions{DataURL: "http://" + a.Addr(), AdminURL: "http://" + a.AdminAddr()})
+	res, err := h.Round(context.Background(), env.Tasks, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arms := map[string]int{}
+	for i, r := range res {
+		if r.Task != env.Tasks[i].ID || r.Episode == "" || r.Reward != 0 || r.Code != demo.NoCode {
+			t.Fatalf("episode %d: %+v", i, r)
+		}
+		arms[r.Arm]++
+	}
+	if len(arms) != 2 || arms[demo.BaselineArm] == 0 || arms[demo.ChampionArm] == 0 {
+		t.Fatalf("arms %v, want both baseline and champion", arms)
+	}
+	shutdown(t, a)
+	src, err := replay.OpenSource(context.Background(), "file://"+lab.ReplayDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := replay.Read(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(buf.Episodes) != len(env.Tasks) {
+		t.Fatalf("%d episodes in the buffer, want %d", len(buf.Episodes), len(env.Tasks))
+	}
+	for _, ep := range buf.Episodes {
+		task, ok := env.Task(ep.TaskID)
+		if !ok || ep.Reward == nil || *ep.Reward != 0 || ep.Steps != 2 || len(ep.Messages) != 5 {
+			t.Fatalf("episode %s: task %q reward %v steps %d messages %d", ep.ID, ep.TaskID, ep.Reward, ep.Steps, len(ep.Messages))
+		}
+		if want := demo.Rejected + ": " + demo.Reveal + " " + env.RuleOf(task).Text; ep.Messages[3].Content != want {
+			t.Fatalf("episode %s: tool result %q, want %q", ep.ID, ep.Messages[3].Content, want)
+		}
+		if ep.Arm == demo.ChampionArm && ep.Context == "" {
+			t.Fatalf("champion episode %s recorded no context", ep.ID)
+		}
+	}
+}
+
+// TestOnlineLearningClosesTheLoop is the loop end to end: the demo environment
+// drives traffic through camproxy, the learner steps on the champion's episodes with
+// the scripted models, writes versions, adds them as candidates, promotes one that
+// is better, stops the one a harmful mutator made, and the champion's reward rises
+// above the baseline's.
+func TestOnlineLearningClosesTheLoop(t *testing.T) {
+	env := demo.Default()
+	lab := demo.NewLab(env, t.TempDir())
+	defer lab.Close()
+	lc := demo.DefaultLearning()
+	a := start(t, lab, lc)
+	h := demo.NewHarness(env, demo.HarnessOptions{DataURL: "http://" + a.Addr(), AdminURL: "http://" + a.AdminAddr()})
+	var out io.Writer = io.Discard
+	if testing.Verbose() {
+		out = os.Stderr
+	}
+	story, err := demo.Drive(context.Background(), h, lab, demo.Plan{
+		MaxRounds: 60, Concurrency: 8, Harmful: true, Pace: 4 * lc.CheckEvery, Out: out,
+		Until: func(s *demo.Story) bool {
+			return s.Count(replay.LearnPromoted) >= 2 && s.Stopped() && !lab.Optimiser.Harmful.Load()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := story.Count(replay.LearnPromoted); n < 2 || !story.Stopped() {
+		t.Fatalf("after %d rounds: %d promotions, harmful versions %v stopped: %v", len(story.Rounds), n, story.HarmfulVersions, story.Stopped())
+	}
+	shutdown(t, a)
+
+	src, err := replay.OpenSource(context.Background(), "file://"+lab.ReplayDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := replay.Read(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions := map[int]bool{}
+	candidates := map[string]bool{}
+	for _, ev := range buf.Learn {
+		switch ev.Action {
+		case replay.LearnVersion:
+			versions[ev.Version] = true
+		case replay.LearnCandidate:
+			candidates[ev.Arm] = true
+			if !versions[ev.Version] {
+				t.Fatalf("candidate %s before its version was written", ev.Arm)
+			}
+		case replay.LearnPromoted:
+			if !candidates[ev.Arm] {
+				t.Fatalf("%s promoted without being a candidate", ev.Arm)
+			}
+			// Promoted because it did better than the champion it replaced.
+			old := ev.Stats
+			var champ string
+			for name := range old {
+				if name != ev.Arm && name != demo.BaselineArm {
+					champ = name
+				}
+			}
+			if c, o := old[ev.Arm], old[champ]; c.Mean == nil || o.Mean == nil || *c.Mean <= *o.Mean {
+				t.Fatalf("%s promoted over %s with means %v vs %v", ev.Arm, champ, c.Mean, o.Mean)
+			}
+		case replay.LearnStopped:
+			pb, err := lab.Version(context.Background(), ev.Version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !env.Misleads(pb) {
+				t.Fatalf("a sound version was stopped: v%d %s (%s)", ev.Version, ev.Arm, ev.Reason)
+			}
+		}
+	}
+	for _, v := range story.HarmfulVersions {
+		pb, _ := lab.Version(context.Background(), v)
+		if score(env, pb) != 0 {
+			t.Fatalf("harmful v%d is not worse: it solves %d tasks", v, score(env, pb))
+		}
+	}
+	rep, err := report.New(buf, report.Options{Control: demo.BaselineArm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base, champ *report.Arm
+	for i := range rep.Arms {
+		switch rep.Arms[i].Name {
+		case demo.BaselineArm:
+			base = &rep.Arms[i]
+		case story.Champion:
+			champ = &rep.Arms[i]
+		}
+	}
+	if base == nil || champ == nil || champ.MeanReward == nil || base.MeanReward == nil {
+		t.Fatalf("report lacks the baseline or the champion %s: %+v", story.Champion, rep.Arms)
+	}
+	if *champ.MeanReward <= *base.MeanReward || *base.MeanReward != 0 {
+		t.Fatalf("champion %s mean %v, baseline %v", story.Champion, *champ.MeanReward, *base.MeanReward)
+	}
+	// And in the last round the champion solves more than the baseline does.
+	last := story.Rounds[len(story.Rounds)-1]
+	ok, n := 0, 0
+	for _, r := range last {
+		if r.Arm == story.Champion {
+			n++
+			ok += int(r.Reward)
+		}
+	}
+	if n == 0 || ok == 0 {
+		t.Fatalf("last round: champion %s solved %d of %d", story.Champion, ok, n)
+	}
+}
+
+// score counts the tasks the scripted agent solves with pb as its context.
+func score(env *demo.Env, pb interface{ Context(int) string }) int {
+	n := 0
+	for _, task := range env.Tasks {
+		code := env.Decide(task.Text + "\n\n" + pb.Context(0))
+		if _, ok := env.Execute(task, demo.ToolSubmit, `{"code":"`+code+`"}`); ok {
+			n++
+		}
+	}
+	return n
+}
