@@ -146,7 +146,9 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		if a.learner, err = newLearner(a, cfg, o); err != nil {
 			return nil, err
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Serve the learnt versions from the first call; a store that does not answer
+		// soon is left to the learner's loop.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		a.learner.load(ctx)
 		cancel()
 	}
