@@ -30,6 +30,9 @@ package app
 //     experiment (its live episodes finish on it: the arm is stored on the episode),
 //     unless it is the control arm, which always stays.
 //   - Every decision is a replay event of type learn.
+//   - With learn.guidance_file, each step also runs CLEAR's contrastive reflection on
+//     the buffer's tasks that now have mixed outcomes and no guidance there yet, and
+//     appends it: the rag arm reading that file reloads it.
 
 import (
 	"context"
@@ -169,6 +172,7 @@ type learner struct {
 	lease    lease
 	step     LearnStepFunc
 	pair     LearnPairFunc
+	guide    guideFunc // nil unless learn.guidance_file
 	now      func() time.Time
 	log      *slog.Logger
 
@@ -186,6 +190,7 @@ type learner struct {
 	done chan struct{}
 
 	mSteps     prometheus.Counter
+	mGuidance  prometheus.Counter
 	mDecisions *prometheus.CounterVec
 	mVersion   prometheus.Gauge
 	mLeader    prometheus.Gauge
@@ -216,6 +221,12 @@ func newLearner(a *App, cfg *config.Config, o Options) (*learner, error) {
 			return nil, err
 		}
 	}
+	if lc.GuidanceFile != "" {
+		if l.guide, err = modelGuide(lc, l.log); err != nil {
+			_ = store.Close()
+			return nil, err
+		}
+	}
 	id := replicaID()
 	if rs, ok := store.(*playbook.RedisStore); ok {
 		l.lease = &redisLease{rdb: rs.Client(), key: rs.Key() + ":learn-lease", id: id, ttl: lc.LeaseTTL}
@@ -225,6 +236,8 @@ func newLearner(a *App, cfg *config.Config, o Options) (*learner, error) {
 	reg := a.Registry
 	l.mSteps = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "camproxy", Name: "learn_steps_total",
 		Help: "Optimiser steps this replica ran (as the learner lease holder)."})
+	l.mGuidance = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "camproxy", Name: "learn_guidance_total",
+		Help: "Guidance records the learner appended to learn.guidance_file (tasks whose runs now have mixed outcomes)."})
 	l.mDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "camproxy", Name: "learn_decisions_total",
 		Help: "Learner decisions this replica made, by action (version, candidate, promoted, stopped)."}, []string{"action"})
 	l.mVersion = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "camproxy", Name: "learn_version",
@@ -233,7 +246,7 @@ func newLearner(a *App, cfg *config.Config, o Options) (*learner, error) {
 		Help: "1 while this replica holds the learner lease."})
 	l.mCands = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "camproxy", Name: "learn_candidates",
 		Help: "Candidate arms this replica serves."})
-	reg.MustRegister(l.mSteps, l.mDecisions, l.mVersion, l.mLeader, l.mCands)
+	reg.MustRegister(l.mSteps, l.mGuidance, l.mDecisions, l.mVersion, l.mLeader, l.mCands)
 	return l, nil
 }
 
@@ -259,6 +272,47 @@ func modelStep(lc config.Learn, log *slog.Logger) (LearnStepFunc, error) {
 	return func(ctx context.Context, base *playbook.Playbook, version int, b learn.Batch) (*learn.StepResult, error) {
 		return learn.Step(ctx, models, base, version, b, opts)
 	}, nil
+}
+
+// guideFunc refreshes CLEAR's guidance from the buffer's tasks.
+type guideFunc func(ctx context.Context, tasks []*replay.Task) (learn.GuidanceResult, error)
+
+// modelGuide is learn.RefreshGuidance on the reflector model, into learn.guidance_file.
+func modelGuide(lc config.Learn, log *slog.Logger) (guideFunc, error) {
+	spec := lc.ReflectorModel
+	if spec == "" {
+		spec = lc.Model
+	}
+	m, err := trainer.NewModel(context.Background(), spec, trainer.ModelOptions{BaseURL: lc.BaseURL, APIKey: lc.APIKey, Region: lc.Region})
+	if err != nil {
+		return nil, fmt.Errorf("learn.reflector_model: %w", err)
+	}
+	o := learn.GuidanceOptions{File: lc.GuidanceFile, MaxTasks: lc.GuidanceTasks,
+		Reflect: trainer.Options{Model: m, ModelName: spec, Concurrency: 2, Logger: log}}
+	return func(ctx context.Context, tasks []*replay.Task) (learn.GuidanceResult, error) {
+		return learn.RefreshGuidance(ctx, tasks, o)
+	}, nil
+}
+
+// refreshGuidance runs the guidance refresh on buf; its failure is logged, never the
+// step's: the playbook and the guidance are separate products of the same buffer.
+func (l *learner) refreshGuidance(ctx context.Context, buf *replay.Buffer) {
+	if l.guide == nil {
+		return
+	}
+	gctx, cancel := context.WithTimeout(ctx, l.cfg.StepTimeout)
+	defer cancel()
+	res, err := l.guide(gctx, buf.Tasks())
+	l.mGuidance.Add(float64(res.Stats.Done))
+	if err != nil {
+		l.log.Warn("learn: guidance refresh failed; the playbook step goes on", "file", l.cfg.GuidanceFile,
+			"written", res.Stats.Done, "err", err)
+		return
+	}
+	if res.Qualified > 0 {
+		l.log.Info("learn: guidance refreshed", "file", l.cfg.GuidanceFile, "tasks", res.Qualified, "written", res.Stats.Done,
+			"failed", res.Stats.Failed)
+	}
 }
 
 func replicaID() string {
@@ -745,6 +799,7 @@ func (l *learner) runStep(ctx context.Context, champN float64) error {
 		}
 	}
 	l.lagSince = time.Time{}
+	l.refreshGuidance(ctx, buf)
 	items := l.pair(eps, l.cfg.BatchSize, uint64(st.Steps+1))
 	if len(items) == 0 {
 		return nil

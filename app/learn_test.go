@@ -520,3 +520,60 @@ func TestLearnerThroughModels(t *testing.T) {
 		t.Fatalf("the optimiser models got %d calls", n)
 	}
 }
+
+// With learn.guidance_file, a step also reflects on the tasks whose runs now have
+// mixed outcomes and no guidance yet, appends the guidance to the rag store, and the
+// rag arm serves it without a restart.
+func TestLearnerRefreshesGuidance(t *testing.T) {
+	opt := testkit.NewUpstream()
+	t.Cleanup(opt.Close)
+	const guidance = "Read the booking back to the user before you change it."
+	opt.Configure(func(u *testkit.Upstream) {
+		u.Reply = func(body gjson.Result) testkit.Reply {
+			var tools []string
+			for _, tool := range body.Get("tools").Array() {
+				tools = append(tools, tool.Get("function.name").String())
+			}
+			if !slices.Contains(tools, playbook.ToolTag) && !slices.Contains(tools, playbook.ToolAdd) {
+				return testkit.Reply{Content: "<guidance>" + guidance + "</guidance>"} // train reflect's agent
+			}
+			return testkit.Reply{ToolCalls: []testkit.ToolCall{{ID: "f1", Name: playbook.ToolFinish, Arguments: `{"summary":"nothing to change"}`}}}
+		}
+	})
+	dir := t.TempDir()
+	gfile := filepath.Join(dir, "guidance.jsonl")
+	if err := os.WriteFile(gfile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(c *config.Config) {
+		learnConfig(t, filepath.Join(dir, "playbook"))(c)
+		rag := config.DefaultAugmenter()
+		rag.Type, rag.GuidanceFile = config.AugmenterRAG, gfile
+		c.Augmenters["rag"] = rag
+		c.Experiment.Arms = append(c.Experiment.Arms, config.Arm{Name: "rag", Weight: 1, Augmenter: "rag"})
+		c.Learn.Model = "openai/optimiser"
+		c.Learn.BaseURL = opt.URL + "/v1"
+		c.Learn.GuidanceFile = gfile
+	})
+	const task = "Change the flight of reservation ZFA04Y to the next day."
+	for _, r := range []float64{1, 0} { // one task, both outcomes
+		id, _ := armTurn(t, e, "ace", task)
+		postFeedback(t, e.admin, id, r)
+	}
+	rewarded(t, e, "ace", 3, 0) // one-run tasks: not eligible
+	eventually(t, "a guidance record", func() bool {
+		b, _ := os.ReadFile(gfile)
+		return strings.Contains(string(b), guidance)
+	})
+	b, _ := os.ReadFile(gfile)
+	if n := strings.Count(string(b), "\n"); n != 1 || !strings.Contains(string(b), `"task_description":"`+task+`"`) {
+		t.Fatalf("guidance file:\n%s", b)
+	}
+	eventually(t, "the rag arm serving the new guidance", func() bool {
+		_, ctx := armTurn(t, e, "rag", task)
+		return strings.Contains(ctx, guidance)
+	})
+	if m := e.metric("camproxy_learn_guidance_total"); !strings.Contains(m, "camproxy_learn_guidance_total 1") {
+		t.Errorf("metric: %s", m)
+	}
+}

@@ -61,6 +61,13 @@ type Learn struct {
 	MaxTurns   int `yaml:"max_turns"`   // model turns per role and step
 	TopN       int `yaml:"top_n"`       // a version's context keeps its N best entries; 0 = all
 
+	// GuidanceFile, when set, keeps CLEAR's guidance fresh with each step: contrastive
+	// reflection (train reflect's agent, on the reflector model) on the tasks whose runs
+	// now have mixed outcomes and no guidance in it yet, appended to it. Point it at a
+	// rag augmenter's guidance_file: the rag arm reloads it.
+	GuidanceFile  string `yaml:"guidance_file"`
+	GuidanceTasks int    `yaml:"guidance_tasks"` // tasks reflected on per step at most; 0 = every task that qualifies
+
 	CheckEvery  time.Duration `yaml:"check_every"`  // how often statistics and the shared state are polled
 	LeaseTTL    time.Duration `yaml:"lease_ttl"`    // a dead learner's Redis lease expires after this
 	StepTimeout time.Duration `yaml:"step_timeout"` // one step's model calls at most
@@ -286,7 +293,7 @@ func Default() *Config {
 		Rollouts: Rollouts{MaxInFlight: 64, DefaultTimeout: 10 * time.Minute},
 		Tracing:  Tracing{ServiceName: "camproxy", SampleRatio: 1},
 		Learn: Learn{Every: 20, PromoteAlpha: 0.05, MaxCandidates: 2, MinEpisodes: 20, Store: "./camproxy-data/playbook",
-			BatchSize: 8, Prune: 3, MaxEntries: 100, MaxTurns: 12, CheckEvery: 5 * time.Second, LeaseTTL: 30 * time.Second,
+			BatchSize: 8, Prune: 3, MaxEntries: 100, MaxTurns: 12, GuidanceTasks: 5, CheckEvery: 5 * time.Second, LeaseTTL: 30 * time.Second,
 			StepTimeout: 10 * time.Minute},
 	}
 }

@@ -161,7 +161,7 @@ func fullConfig() *Config {
 			Store: "redis://:pw@redis.internal:6379/1", Champion: "baseline",
 			From: "redis://:pw@redis.internal:6379/0?stream=camproxy:replay", Model: "openai/gpt-4o-mini",
 			MutatorModel: "bedrock/anthropic.claude-3-5-sonnet", BaseURL: "https://llm.internal/v1", APIKey: "sk-learn",
-			Region: "eu-west-1", BatchSize: 4, Prune: 2, MaxEntries: 50, MaxTurns: 8, TopN: 10, CheckEvery: 2 * time.Second,
+			Region: "eu-west-1", BatchSize: 4, Prune: 2, MaxEntries: 50, MaxTurns: 8, TopN: 10, GuidanceFile: "/var/lib/camproxy/guidance.jsonl", GuidanceTasks: 3, CheckEvery: 2 * time.Second,
 			LeaseTTL: 10 * time.Second, StepTimeout: 5 * time.Minute},
 	}
 }

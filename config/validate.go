@@ -536,6 +536,10 @@ func (c *Config) checkLearn(p *problems) {
 	if l.MinEpisodes < 1 {
 		p.add("learn.min_episodes", "must be >= 1, got %d", l.MinEpisodes)
 	}
+	if l.GuidanceTasks < 0 {
+		p.add("learn.guidance_tasks", "must be >= 0, got %d", l.GuidanceTasks)
+	}
+
 	checkStore(p, "learn.store", l.Store)
 	if l.From != "" {
 		if msg := checkSink(l.From); msg != "" {
