@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/replay"
 )
@@ -27,6 +29,12 @@ type Plan struct {
 	// Until ends the drive early once it holds (after MinRounds).
 	Until func(*Story) bool
 	Out   io.Writer // progress lines; nil = none
+	// Fleet are more harnesses, each in front of another camproxy of the same fleet:
+	// a round's tasks are dealt among the first harness and these in turn.
+	Fleet []*Harness
+	// Source is the replay URI the learner's decisions are read from; "" = the
+	// lab's file buffer.
+	Source string
 }
 
 // Story is what a drive saw: every episode, and the learner's decisions as the
@@ -71,10 +79,13 @@ func Drive(ctx context.Context, h *Harness, lab *Lab, p Plan) (*Story, error) {
 		out = io.Discard
 	}
 	st := &Story{Champion: ChampionArm, HarmfulFrom: -1}
-	src := "file://" + lab.ReplayDir()
+	src := p.Source
+	if src == "" {
+		src = "file://" + lab.ReplayDir()
+	}
 	versionOf := map[string]int{ChampionArm: 1}
 	for round := 1; round <= p.MaxRounds; round++ {
-		res, err := h.Round(ctx, lab.Env.Tasks, p.Concurrency)
+		res, err := fleetRound(ctx, append([]*Harness{h}, p.Fleet...), lab.Env.Tasks, p.Concurrency)
 		if err != nil {
 			return st, err
 		}
@@ -120,6 +131,35 @@ func Drive(ctx context.Context, h *Harness, lab *Lab, p Plan) (*Story, error) {
 		}
 	}
 	return st, nil
+}
+
+// fleetRound deals tasks among the harnesses in turn, runs them at once and returns
+// the results in the order of tasks.
+func fleetRound(ctx context.Context, hs []*Harness, tasks []Task, concurrency int) ([]Result, error) {
+	if len(hs) == 1 {
+		return hs[0].Round(ctx, tasks, concurrency)
+	}
+	parts := make([][]Task, len(hs))
+	for i, t := range tasks {
+		parts[i%len(hs)] = append(parts[i%len(hs)], t)
+	}
+	results := make([][]Result, len(hs))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, h := range hs {
+		g.Go(func() error {
+			var err error
+			results[i], err = h.Round(gctx, parts[i], max(1, concurrency/len(hs)))
+			return err
+		})
+	}
+	err := g.Wait()
+	out := make([]Result, len(tasks))
+	for i := range tasks {
+		if j := i / len(hs); j < len(results[i%len(hs)]) {
+			out[i] = results[i%len(hs)][j]
+		}
+	}
+	return out, err
 }
 
 func learnEvents(ctx context.Context, uri string) ([]*replay.LearnEvent, error) {

@@ -27,6 +27,7 @@ const systemPrompt = "You are an airline support agent. Complete the customer's 
 // the agent's tool call, and the reward goes to camproxy's admin plane.
 type Harness struct {
 	env    *Env
+	data   string
 	client openai.Client
 	admin  string
 	http   *http.Client
@@ -46,7 +47,7 @@ func NewHarness(env *Env, o HarnessOptions) *Harness {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	h := &Harness{env: env, admin: o.AdminURL, http: hc}
+	h := &Harness{env: env, data: o.DataURL, admin: o.AdminURL, http: hc}
 	opts := []option.RequestOption{option.WithBaseURL(o.DataURL + "/v1"), option.WithAPIKey("sk-demo"),
 		option.WithHTTPClient(hc), option.WithMaxRetries(0)}
 	h.client = openai.NewClient(opts...)
@@ -74,8 +75,12 @@ func transport(hc *http.Client) http.RoundTripper {
 	return http.DefaultTransport
 }
 
+// Camproxy is the data plane this harness drives.
+func (h *Harness) Camproxy() string { return h.data }
+
 // Result is one finished episode.
 type Result struct {
+	Camproxy  string  // the data plane the episode ran through
 	Task      string  // task id
 	Episode   string  // camproxy's episode id (X-CAM-Episode-Id)
 	Arm       string  // the arm camproxy chose (X-CAM-Arm)
@@ -97,7 +102,7 @@ var submitTool = openai.ChatCompletionFunctionTool(shared.FunctionDefinitionPara
 // environment executes the agent's tool call, the tool result goes back in the same
 // episode for the agent's final answer, and the reward is posted to camproxy.
 func (h *Harness) Episode(ctx context.Context, t Task) (Result, error) {
-	res := Result{Task: t.ID}
+	res := Result{Camproxy: h.data, Task: t.ID}
 	params := openai.ChatCompletionNewParams{
 		Model:    AgentModel,
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(systemPrompt), openai.UserMessage(t.Text)},

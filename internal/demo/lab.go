@@ -19,6 +19,8 @@ type Lab struct {
 	Agent     *testkit.Upstream // the OpenAI-compatible upstream that plays the agent
 	Optimiser *Optimiser        // the learner's reflector and mutator
 	Dir       string            // replay buffer, spool, playbook versions, seed playbook
+	// Store is learn.store, where the versions go; "" = StoreDir().
+	Store string
 }
 
 // NewLab starts the fakes for env; camproxy's data goes under dir.
@@ -64,8 +66,15 @@ func DefaultLearning() Learning {
 // `camproxy report --from` reads.
 func (l *Lab) ReplayDir() string { return filepath.Join(l.Dir, "replay") }
 
-// StoreDir holds the playbook versions and their manifest.
+// StoreDir holds the playbook versions and their manifest unless Store says otherwise.
 func (l *Lab) StoreDir() string { return filepath.Join(l.Dir, "playbook") }
+
+func (l *Lab) store() string {
+	if l.Store != "" {
+		return l.Store
+	}
+	return l.StoreDir()
+}
 
 // Config is camproxy on loopback in front of the lab: a baseline arm without
 // context and a champion arm serving the seed playbook, the learner on with the
@@ -92,7 +101,7 @@ func (l *Lab) Config(lc Learning) (*config.Config, error) {
 	c.Replay.SpoolDir = filepath.Join(l.Dir, "spool")
 	c.Learn.Enabled = true
 	c.Learn.Champion = ChampionArm
-	c.Learn.Store = l.StoreDir()
+	c.Learn.Store = l.store()
 	c.Learn.Model = "openai/demo-optimiser"
 	c.Learn.BaseURL = l.Optimiser.BaseURL()
 	c.Learn.Every, c.Learn.BatchSize, c.Learn.MinEpisodes = lc.Every, lc.BatchSize, lc.MinEpisodes
@@ -106,7 +115,7 @@ func (l *Lab) Config(lc Learning) (*config.Config, error) {
 
 // Version loads playbook version n from the learner's store.
 func (l *Lab) Version(ctx context.Context, n int) (*playbook.Playbook, error) {
-	store, err := playbook.OpenStore(ctx, l.StoreDir())
+	store, err := playbook.OpenStore(ctx, l.store())
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}

@@ -4,12 +4,18 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/camproxy/camproxy/app"
+	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/internal/demo"
+	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/report"
 )
@@ -222,4 +228,148 @@ func score(env *demo.Env, pb interface{ Context(int) string }) int {
 		}
 	}
 	return n
+}
+
+// TestOnlineFleetOnRedis: two camproxy processes share one real Redis (a
+// redis-server of the test's own) for episodes, reward statistics, the replay
+// stream, the playbook store and its lease, while the demo environment's traffic is
+// dealt between them. Exactly one learns; both serve the version it promotes, and
+// the learnt versions solve tasks through both.
+func TestOnlineFleetOnRedis(t *testing.T) {
+	// A redis-server of the test's own: nothing to clean out of the shared one.
+	rs := testkit.StartRedis(t)
+	prefix := "camproxy-demo-fleet"
+	env := demo.Default()
+	lab := demo.NewLab(env, t.TempDir())
+	defer lab.Close()
+	lab.Store = rs.URL() + "?key=" + prefix + ":playbook"
+	lc := demo.DefaultLearning()
+	cfg, err := lab.Config(lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := rs.URL() + "?stream=" + prefix + ":replay"
+	cfg.Experiment.Name = prefix // the shared statistics' keys
+	cfg.Cache.RedisURL = rs.URL()
+	cfg.Episodes.Store = "redis"
+	cfg.Replay.Sinks = []string{stream}
+	cfg.Learn.LeaseTTL = 300 * time.Millisecond
+	cfg2 := *cfg
+	cfg2.Replay.SpoolDir = t.TempDir()
+	var apps []*app.App
+	var hs []*demo.Harness
+	for _, c := range []*config.Config{cfg, &cfg2} {
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		a, err := app.New(c, app.Options{Logger: logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { shutdown(t, a) })
+		apps = append(apps, a)
+		hs = append(hs, demo.NewHarness(env, demo.HarnessOptions{DataURL: "http://" + a.Addr(), AdminURL: "http://" + a.AdminAddr()}))
+	}
+	story, err := demo.Drive(context.Background(), hs[0], lab, demo.Plan{MaxRounds: 40, Concurrency: 8, Pace: 4 * lc.CheckEvery,
+		Fleet: hs[1:], Source: stream, Until: func(s *demo.Story) bool { return s.Count(replay.LearnPromoted) >= 1 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if story.Count(replay.LearnPromoted) < 1 {
+		t.Fatalf("no promotion after %d rounds", len(story.Rounds))
+	}
+	// One learner: the steps all ran in one process.
+	steps := []float64{counter(t, apps[0], "camproxy_learn_steps_total"), counter(t, apps[1], "camproxy_learn_steps_total")}
+	if (steps[0] > 0) == (steps[1] > 0) {
+		t.Fatalf("steps per process %v: want exactly one learner", steps)
+	}
+	// Both serve the promoted version: each sees the same champion, and a round
+	// through each puts episodes on it that the rule it learnt solves.
+	var champion string
+	for _, ev := range story.Learn {
+		if ev.Action == replay.LearnPromoted {
+			champion = ev.Champion
+		}
+	}
+	for _, a := range apps {
+		deadline := time.Now().Add(15 * time.Second)
+		for status(t, a).Get("learn.champion").String() != champion {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not serve the champion %s: %s", a.AdminAddr(), champion, status(t, a).Get("learn").Raw)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// Traffic through each process reaches the learnt versions (the champion, or a
+	// newer candidate or champion: the learner goes on meanwhile), and they solve
+	// tasks there.
+	solved := map[string]int{}
+	for round := 0; round < 10 && (solved[hs[0].Camproxy()] == 0 || solved[hs[1].Camproxy()] == 0); round++ {
+		for _, h := range hs {
+			res, err := h.Round(context.Background(), env.Tasks, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range res {
+				if strings.HasPrefix(r.Arm, config.LearnArmPrefix) && r.Reward > 0 {
+					solved[r.Camproxy]++
+				}
+			}
+		}
+	}
+	t.Logf("after %d rounds: steps per process %v; learnt versions solved %v", len(story.Rounds), steps, solved)
+	for _, h := range hs {
+		if solved[h.Camproxy()] == 0 {
+			t.Fatalf("no learnt version solved a task through %s (%v)", h.Camproxy(), solved)
+		}
+	}
+	// And the two agree on the champion once the learner's last decision has reached both.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c0, c1 := status(t, apps[0]).Get("learn.champion").String(), status(t, apps[1]).Get("learn.champion").String()
+		if c0 == c1 && strings.HasPrefix(c0, config.LearnArmPrefix) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the processes disagree on the champion: %s vs %s", c0, c1)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// status is GET /v1/status of a camproxy's admin plane.
+func status(t *testing.T, a *app.App) gjson.Result {
+	t.Helper()
+	resp, err := http.Get("http://" + a.AdminAddr() + "/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gjson.ParseBytes(b)
+}
+
+// counter is a counter's value in a camproxy's registry (0 when it has no sample).
+func counter(t *testing.T, a *app.App, name string) float64 {
+	t.Helper()
+	mfs, err := a.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			sum := 0.0
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+			return sum
+		}
+	}
+	return 0
 }
