@@ -102,6 +102,9 @@ func Drive(ctx context.Context, h *Harness, lab *Lab, p Plan) (*Story, error) {
 		if err != nil {
 			return st, err
 		}
+		if len(events) < len(st.Learn) {
+			continue // a read that raced a write; the next round reads again
+		}
 		for _, ev := range events[len(st.Learn):] {
 			versionOf[ev.Arm] = ev.Version
 			st.Champion = ev.Champion
