@@ -84,17 +84,21 @@ const (
 
 // learnState is what every replica serves and the lease holder changes.
 type learnState struct {
-	Experiment      string     `json:"experiment"`
-	Gen             int64      `json:"gen"` // bumped on every change: replicas rebuild when it moves
-	Champion        string     `json:"champion"`
-	ChampionVersion int        `json:"champion_version"`
-	Removed         []string   `json:"removed,omitempty"` // configured arms that left the experiment (replaced champions)
-	Arms            []learnArm `json:"arms"`              // one per version, oldest first
-	Steps           int        `json:"steps"`
-	LastN           float64    `json:"last_n"` // the champion's rewarded episodes at the last step
-	Cutoff          time.Time  `json:"cutoff"` // the champion's episodes rewarded after this feed the next step
-	OptState        string     `json:"optimizer_state,omitempty"`
-	UpdatedAt       time.Time  `json:"updated_at"`
+	Experiment      string `json:"experiment"`
+	Gen             int64  `json:"gen"` // bumped on every change: replicas rebuild when it moves
+	Champion        string `json:"champion"`
+	ChampionVersion int    `json:"champion_version"`
+	// BaseVersion, when set, is the version the next step starts from instead of the
+	// champion's: a step that changed only counts (the same context) is written but
+	// not tried, and its counts carry on.
+	BaseVersion int        `json:"base_version,omitempty"`
+	Removed     []string   `json:"removed,omitempty"` // configured arms that left the experiment (replaced champions)
+	Arms        []learnArm `json:"arms"`              // one per version, oldest first
+	Steps       int        `json:"steps"`
+	LastN       float64    `json:"last_n"` // the champion's rewarded episodes at the last step
+	Cutoff      time.Time  `json:"cutoff"` // the champion's episodes rewarded after this feed the next step
+	OptState    string     `json:"optimizer_state,omitempty"`
+	UpdatedAt   time.Time  `json:"updated_at"`
 }
 
 // learnArm is one version and the arm that serves it.
@@ -739,6 +743,14 @@ func (l *learner) judge(st *learnState, stats map[string]policies.Stats) []*repl
 			ev := l.event(st, replay.LearnStopped, c, stats, c.Arm, st.Champion, l.control)
 			ev.PBetter = &p
 			events = append(events, ev)
+		case l.cfg.MaxTrial > 0 && cs.N >= float64(l.cfg.MaxTrial):
+			// No verdict after a long trial: as good as the champion, as far as can be
+			// told. Stopping it frees the slot for the next step.
+			c.Status, c.Reason, c.ChangedAt = armStopped,
+				fmt.Sprintf("inconclusive after %d rewarded episodes: P(better than %s) = %.3f", int(cs.N), st.Champion, p), l.now().UTC()
+			ev := l.event(st, replay.LearnStopped, c, stats, c.Arm, st.Champion, l.control)
+			ev.PBetter = &p
+			events = append(events, ev)
 		}
 	}
 	if best != nil {
@@ -751,7 +763,7 @@ func (l *learner) judge(st *learnState, stats map[string]policies.Stats) []*repl
 		}
 		best.Status, best.ChangedAt = armChampion, l.now().UTC()
 		best.Reason = fmt.Sprintf("beats the champion %s: P(better) = %.3f", old, bestP)
-		st.Champion, st.ChampionVersion = best.Arm, best.Version
+		st.Champion, st.ChampionVersion, st.BaseVersion = best.Arm, best.Version, 0
 		// The new champion's own episodes feed the next step.
 		st.LastN, st.Cutoff = 0, time.Time{}
 		ev := l.event(st, replay.LearnPromoted, best, stats, best.Arm, old, l.control)
@@ -804,7 +816,11 @@ func (l *learner) runStep(ctx context.Context, champN float64) error {
 	if len(items) == 0 {
 		return nil
 	}
-	base, err := l.playbook(ctx, st.ChampionVersion)
+	parent := st.ChampionVersion
+	if st.BaseVersion > 0 {
+		parent = st.BaseVersion
+	}
+	base, err := l.playbook(ctx, parent)
 	if err != nil {
 		return err
 	}
@@ -820,7 +836,7 @@ func (l *learner) runStep(ctx context.Context, champN float64) error {
 		// Back off (doubling, up to 10 minutes) rather than call a failing model every round.
 		l.fails++
 		l.retryAt = l.now().Add(min(l.cfg.CheckEvery<<min(l.fails, 16), 10*time.Minute))
-		return fmt.Errorf("step %d on %s (v%d): %w", st.Steps+1, st.Champion, st.ChampionVersion, err)
+		return fmt.Errorf("step %d on %s (v%d): %w", st.Steps+1, st.Champion, parent, err)
 	}
 	l.fails, l.retryAt = 0, time.Time{}
 	l.mSteps.Inc()
@@ -839,7 +855,7 @@ func (l *learner) runStep(ctx context.Context, champN float64) error {
 				}
 			}
 		}
-		row, err := l.versions.Write(ctx, res.Playbook, playbook.Version{Parent: st.ChampionVersion, Iteration: next.Steps,
+		row, err := l.versions.Write(ctx, res.Playbook, playbook.Version{Parent: parent, Iteration: next.Steps,
 			Summary: res.Summary, Sources: sources})
 		if err != nil {
 			return err
@@ -850,14 +866,24 @@ func (l *learner) runStep(ctx context.Context, champN float64) error {
 		}
 		l.cache.Store(row.Version, res.Playbook)
 		now := l.now().UTC()
-		next.Arms = append(next.Arms, learnArm{Arm: learnArmName(row.Version), Version: row.Version, Parent: st.ChampionVersion,
-			Iteration: next.Steps, Entries: row.Entries, Status: armCandidate, CreatedAt: now, ChangedAt: now})
-		arm := &next.Arms[len(next.Arms)-1]
-		ev := l.event(next, replay.LearnVersion, arm, nil)
-		ev.Applied = res.Applied
-		cand := l.event(next, replay.LearnCandidate, arm, l.lastStats(), arm.Arm, st.Champion, l.control)
-		cand.Applied = res.Applied
-		events = append(events, ev, cand)
+		if res.Playbook.Context(l.cfg.TopN) == base.Context(l.cfg.TopN) {
+			// Only counts changed: the agent would see the very same context, so a trial
+			// could only tie. The version is kept and the next step starts from it.
+			next.BaseVersion = row.Version
+			ev := l.event(next, replay.LearnVersion, &learnArm{Version: row.Version, Parent: parent, Iteration: next.Steps,
+				Entries: row.Entries, Reason: "the same context as the champion's (only counts changed): not tried; the next step starts from it"}, nil)
+			ev.Applied = res.Applied
+			events = append(events, ev)
+		} else {
+			next.Arms = append(next.Arms, learnArm{Arm: learnArmName(row.Version), Version: row.Version, Parent: parent,
+				Iteration: next.Steps, Entries: row.Entries, Status: armCandidate, CreatedAt: now, ChangedAt: now})
+			arm := &next.Arms[len(next.Arms)-1]
+			ev := l.event(next, replay.LearnVersion, arm, nil)
+			ev.Applied = res.Applied
+			cand := l.event(next, replay.LearnCandidate, arm, l.lastStats(), arm.Arm, st.Champion, l.control)
+			cand.Applied = res.Applied
+			events = append(events, ev, cand)
+		}
 	} else {
 		l.log.Info("learn: the step changed nothing; no version written", "step", next.Steps, "champion", st.Champion)
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -576,4 +577,70 @@ func TestLearnerRefreshesGuidance(t *testing.T) {
 	if m := e.metric("camproxy_learn_guidance_total"); !strings.Contains(m, "camproxy_learn_guidance_total 1") {
 		t.Errorf("metric: %s", m)
 	}
+}
+
+// A step that changes only counts gives the agent the same context: its version is
+// written and the next step starts from it, but it is not tried as a candidate (a
+// trial could only tie). A candidate still without a verdict after learn.max_trial
+// rewarded episodes is stopped as inconclusive, freeing its slot.
+func TestLearnerCountsOnlyAndInconclusive(t *testing.T) {
+	storeDir := filepath.Join(t.TempDir(), "playbook")
+	var tagOnly atomic.Bool
+	tagOnly.Store(true)
+	fake := &fakeStep{}
+	step := func(ctx context.Context, base *playbook.Playbook, version int, b learn.Batch) (*learn.StepResult, error) {
+		if !tagOnly.Load() {
+			return fake.step(ctx, base, version, b)
+		}
+		fake.mu.Lock()
+		fake.calls = append(fake.calls, fakeCall{base: base.Clone(), version: version, batch: b})
+		fake.mu.Unlock()
+		pb := base.Clone()
+		pb.Entries[0].Helpful++
+		return &learn.StepResult{Playbook: pb, Applied: 1, Summary: "tagged"}, nil
+	}
+	e := newEnvWith(t, func(c *config.Config) {
+		learnConfig(t, storeDir)(c)
+		c.Learn.MaxTrial = 8
+	}, Options{Logger: testLogger(t), LearnStep: step})
+	versions := &playbook.Versions{Store: mustDirStore(t, storeDir)}
+
+	rewarded(t, e, "ace", 5, 0)
+	eventually(t, "version 2 (counts only)", func() bool {
+		m, err := versions.Manifest(context.Background())
+		return err == nil && m.Latest() == 2
+	})
+	eventually(t, "the version event of v2", func() bool {
+		ev := hasEvent(learnEvents(t, e), replay.LearnVersion, "")
+		return ev != nil && ev.Version == 2 && strings.Contains(ev.Reason, "only counts changed")
+	})
+	if arms := activeArms(status(t, e)); slices.Contains(arms, "learn-v2") {
+		t.Fatalf("a counts-only version is tried as an arm: %v", arms)
+	}
+
+	// The next step starts from v2's counts, and its candidate names v2 as parent.
+	tagOnly.Store(false)
+	rewarded(t, e, "ace", 5, 0)
+	eventually(t, "candidate learn-v3", func() bool { return slices.Contains(activeArms(status(t, e)), "learn-v3") })
+	calls := fake.snapshot()
+	last := calls[len(calls)-1]
+	if last.version != 3 || last.base.Entries[0].Helpful != 1 {
+		t.Fatalf("the second step started from %+v (version %d); want v2's counts", last.base.Entries, last.version)
+	}
+	m, _ := versions.Manifest(context.Background())
+	if row, _ := m.Get(3); row == nil || row.Parent != 2 {
+		t.Fatalf("manifest row of v3: %+v", row)
+	}
+
+	// As good as the champion (every reward 0 on both): no verdict, until max_trial.
+	rewarded(t, e, "learn-v3", 8, 0)
+	eventually(t, "learn-v3 stopped as inconclusive", func() bool {
+		ev := hasEvent(learnEvents(t, e), replay.LearnStopped, "learn-v3")
+		return ev != nil && strings.Contains(ev.Reason, "inconclusive after 8 rewarded episodes") && ev.PBetter != nil &&
+			*ev.PBetter > 0.05 && *ev.PBetter < 0.95
+	})
+	if hasEvent(learnEvents(t, e), replay.LearnPromoted, "learn-v3") != nil {
+		t.Fatal("a tie was promoted")
+	}
+	eventually(t, "learn-v3 out of the experiment", func() bool { return !slices.Contains(activeArms(status(t, e)), "learn-v3") })
 }

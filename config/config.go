@@ -42,6 +42,7 @@ type Learn struct {
 	PromoteAlpha  float64 `yaml:"promote_alpha"`  // promote at P(candidate > champion) ≥ 1−alpha, stop at ≤ alpha
 	MaxCandidates int     `yaml:"max_candidates"` // candidate arms running at once
 	MinEpisodes   int     `yaml:"min_episodes"`   // rewarded episodes a candidate and the champion need before promote/stop is judged
+	MaxTrial      int     `yaml:"max_trial"`      // a candidate with this many rewarded episodes and no verdict is stopped as inconclusive; 0 = never
 	// Store holds the versions, the manifest, the learner's state and (Redis) its lease:
 	// a directory, s3://bucket/prefix or redis://host:6379/0?key=PREFIX.
 	Store    string `yaml:"store"`
@@ -292,7 +293,7 @@ func Default() *Config {
 		},
 		Rollouts: Rollouts{MaxInFlight: 64, DefaultTimeout: 10 * time.Minute},
 		Tracing:  Tracing{ServiceName: "camproxy", SampleRatio: 1},
-		Learn: Learn{Every: 20, PromoteAlpha: 0.05, MaxCandidates: 2, MinEpisodes: 20, Store: "./camproxy-data/playbook",
+		Learn: Learn{Every: 20, PromoteAlpha: 0.05, MaxCandidates: 2, MinEpisodes: 20, MaxTrial: 200, Store: "./camproxy-data/playbook",
 			BatchSize: 8, Prune: 3, MaxEntries: 100, MaxTurns: 12, GuidanceTasks: 5, CheckEvery: 5 * time.Second, LeaseTTL: 30 * time.Second,
 			StepTimeout: 10 * time.Minute},
 	}

@@ -27,6 +27,7 @@ func TestLearnValidate(t *testing.T) {
 		{"candidates over min_share", "experiment: {adaptive: {min_share: 0.2}}\nlearn: {enabled: true, model: openai/x, max_candidates: 4}",
 			[]string{"learn.max_candidates"}, "min_share"},
 		{"min episodes", "learn: {enabled: true, model: openai/x, min_episodes: 0}", []string{"learn.min_episodes"}, ""},
+		{"max trial below min episodes", "learn: {enabled: true, model: openai/x, min_episodes: 30, max_trial: 10}", []string{"learn.max_trial"}, ""},
 		{"guidance tasks", "learn: {enabled: true, model: openai/x, guidance_tasks: -1}", []string{"learn.guidance_tasks"}, ""},
 		{"store empty", "learn: {enabled: true, model: openai/x, store: ''}", []string{"learn.store"}, "required"},
 		{"store scheme", "learn: {enabled: true, model: openai/x, store: 'ftp://x/y'}", []string{"learn.store"}, "scheme"},

@@ -536,6 +536,9 @@ func (c *Config) checkLearn(p *problems) {
 	if l.MinEpisodes < 1 {
 		p.add("learn.min_episodes", "must be >= 1, got %d", l.MinEpisodes)
 	}
+	if l.MaxTrial < 0 || (l.MaxTrial > 0 && l.MaxTrial < l.MinEpisodes) {
+		p.add("learn.max_trial", "must be 0 (never) or at least learn.min_episodes (%d), got %d", l.MinEpisodes, l.MaxTrial)
+	}
 	if l.GuidanceTasks < 0 {
 		p.add("learn.guidance_tasks", "must be >= 0, got %d", l.GuidanceTasks)
 	}

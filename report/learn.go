@@ -34,7 +34,9 @@ type LearnVersion struct {
 	Entries   int       `json:"entries"`
 	CreatedAt time.Time `json:"created_at"`
 	// Outcome is champion (it is now), retired (it was, and was replaced), stopped
-	// (a candidate the guardrail or the champion beat), or candidate (on trial).
+	// (a candidate the guardrail or the champion beat, or inconclusive after
+	// learn.max_trial), candidate (on trial), or untried (only its counts changed:
+	// the agent would have seen the champion's context; the next step started from it).
 	Outcome    string      `json:"outcome"`
 	DecidedAt  *time.Time  `json:"decided_at"` // when it was promoted or stopped
 	Rewarded   int         `json:"rewarded"`   // rewarded episodes of its arm
@@ -83,8 +85,11 @@ func learning(events []*replay.LearnEvent, episodes []*replay.Episode, experimen
 		at := ev.At
 		switch ev.Action {
 		case replay.LearnVersion:
-			if ev.Champion == ev.Arm && ev.ChampionVersion == ev.Version {
+			switch {
+			case ev.Champion == ev.Arm && ev.ChampionVersion == ev.Version:
 				v.Outcome = "champion" // the playbook learning starts from
+			case ev.Arm == "":
+				v.Outcome = "untried" // only counts changed: the next step started from it
 			}
 		case replay.LearnPromoted:
 			for _, o := range byVersion {
