@@ -165,6 +165,23 @@ func (a reflectArgs) prompts() (trainer.Prompts, error) {
 	return p, nil
 }
 
+// modelOptions are the model client options of a train command: an openai/ model
+// needs the key in $apiKeyEnv unless --base-url names a server that does not (a
+// dry run calls nothing and needs none).
+func modelOptions(cmd, baseURL, region, apiKeyEnv string, getenv func(string) (string, bool), dryRun bool, specs ...string) (trainer.ModelOptions, error) {
+	mo := trainer.ModelOptions{BaseURL: baseURL, Region: region}
+	for _, spec := range specs {
+		if provider, _, _ := trainer.ParseModel(spec); provider != "openai" || dryRun {
+			continue
+		}
+		mo.APIKey, _ = getenv(apiKeyEnv)
+		if mo.APIKey == "" && baseURL == "" {
+			return mo, usagef("%s: $%s is not set: the OpenAI API needs a key (or give --base-url of a server that does not)", cmd, apiKeyEnv)
+		}
+	}
+	return mo, nil
+}
+
 func trainReflect(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
 	a, err := parseReflectArgs(args, stderr)
 	if err != nil {
@@ -174,12 +191,9 @@ func trainReflect(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if err != nil {
 		return err
 	}
-	mo := trainer.ModelOptions{BaseURL: a.baseURL, Region: a.region}
-	if provider, _, _ := trainer.ParseModel(a.model); provider == "openai" && !a.dryRun {
-		mo.APIKey, _ = getenv(a.apiKeyEnv)
-		if mo.APIKey == "" && a.baseURL == "" {
-			return usagef("train reflect: $%s is not set: the OpenAI API needs a key (or give --base-url of a server that does not)", a.apiKeyEnv)
-		}
+	mo, err := modelOptions("train reflect", a.baseURL, a.region, a.apiKeyEnv, getenv, a.dryRun, a.model)
+	if err != nil {
+		return err
 	}
 	b, err := readBuffer(ctx, "train reflect", a.from)
 	if err != nil {

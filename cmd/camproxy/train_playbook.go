@@ -205,16 +205,9 @@ func trainPlaybook(ctx context.Context, args []string, stdout, stderr io.Writer,
 	if err != nil {
 		return err
 	}
-	mo := trainer.ModelOptions{BaseURL: a.baseURL, Region: a.region}
-	if !a.dryRun {
-		for _, spec := range []string{a.reflectorModel, a.mutatorModel} {
-			if provider, _, _ := trainer.ParseModel(spec); provider == "openai" {
-				mo.APIKey, _ = getenv(a.apiKeyEnv)
-				if mo.APIKey == "" && a.baseURL == "" {
-					return usagef("train playbook: $%s is not set: the OpenAI API needs a key (or give --base-url of a server that does not)", a.apiKeyEnv)
-				}
-			}
-		}
+	mo, err := modelOptions("train playbook", a.baseURL, a.region, a.apiKeyEnv, getenv, a.dryRun, a.reflectorModel, a.mutatorModel)
+	if err != nil {
+		return err
 	}
 	b, err := readBuffer(ctx, "train playbook", a.from)
 	if err != nil {
