@@ -125,11 +125,7 @@ func (d *DirStore) Get(_ context.Context, name string) ([]byte, error) {
 // Create writes a temporary file and links it into place: the name appears whole,
 // or not at all, and never over an existing one.
 func (d *DirStore) Create(_ context.Context, name string, data []byte) error {
-	p, err := d.path(name)
-	if err != nil {
-		return err
-	}
-	tmp, err := d.temp(data)
+	p, tmp, err := d.stage(name, data)
 	if err != nil {
 		return err
 	}
@@ -145,11 +141,7 @@ func (d *DirStore) Create(_ context.Context, name string, data []byte) error {
 
 // Put replaces name by renaming a synced temporary file over it.
 func (d *DirStore) Put(_ context.Context, name string, data []byte) error {
-	p, err := d.path(name)
-	if err != nil {
-		return err
-	}
-	tmp, err := d.temp(data)
+	p, tmp, err := d.stage(name, data)
 	if err != nil {
 		return err
 	}
@@ -158,6 +150,15 @@ func (d *DirStore) Put(_ context.Context, name string, data []byte) error {
 		return fmt.Errorf("playbook store: %w", err)
 	}
 	return syncDir(d.dir)
+}
+
+// stage checks name and writes data to a synced temporary file beside it.
+func (d *DirStore) stage(name string, data []byte) (path, tmp string, err error) {
+	if path, err = d.path(name); err != nil {
+		return "", "", err
+	}
+	tmp, err = d.temp(data)
+	return path, tmp, err
 }
 
 func (d *DirStore) temp(data []byte) (string, error) {
