@@ -44,7 +44,7 @@ type Learn struct {
 	MinEpisodes   int     `yaml:"min_episodes"`   // rewarded episodes a candidate and the champion need before promote/stop is judged
 	MaxTrial      int     `yaml:"max_trial"`      // a candidate with this many rewarded episodes and no verdict is stopped as inconclusive; 0 = never
 	// Store holds the versions, the manifest, the learner's state and (Redis) its lease:
-	// a directory, s3://bucket/prefix or redis://host:6379/0?key=PREFIX.
+	// a directory, s3://bucket/prefix or redis://host:6379/0?prefix=PREFIX.
 	Store    string `yaml:"store"`
 	Champion string `yaml:"champion"` // the arm that is champion at the first start; "" = the control arm
 	From     string `yaml:"from"`     // the replay URI episodes are read from; "" = replay.sinks[0]

@@ -606,7 +606,7 @@ func (c *Config) checkLearn(p *problems) {
 // a Redis URL.
 func checkStore(p *problems, key, raw string) {
 	if raw == "" {
-		p.add(key, "required: a directory, s3://bucket/prefix or redis://host:6379/0?key=PREFIX")
+		p.add(key, "required: a directory, s3://bucket/prefix or redis://host:6379/0?prefix=PREFIX")
 		return
 	}
 	if !strings.Contains(raw, "://") {
@@ -620,7 +620,8 @@ func checkStore(p *problems, key, raw string) {
 	switch u.Scheme {
 	case "redis", "rediss":
 		q := u.Query()
-		q.Del("key") // the store's key prefix, not a go-redis option
+		q.Del("prefix") // the store's key prefix, not a go-redis option
+		q.Del("key")    // its older name
 		u.RawQuery = q.Encode()
 		checkRedisURL(p, key, u.String())
 	case "file", "s3":

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/internal/demo"
+	"github.com/camproxy/camproxy/internal/testkit"
+	"github.com/camproxy/camproxy/replay"
+)
+
+// serveProc is one `camproxy serve` child process and the addresses it bound.
+type serveProc struct {
+	cmd         *exec.Cmd
+	data, admin string
+}
+
+// startServeAddrs runs `camproxy serve --config cfg` as a child process (this test
+// binary re-executed as main) and reads the addresses it serves on from its log.
+func startServeAddrs(t *testing.T, cfg string) *serveProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "CAMPROXY_BE_MAIN=1", "CAMPROXY_ARGS=serve --config "+cfg)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	up := make(chan [2]string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if l := gjson.Parse(sc.Text()); l.Get("msg").String() == "camproxy serving" {
+				up <- [2]string{l.Get("listen").String(), l.Get("admin").String()}
+			}
+		}
+	}()
+	select {
+	case a := <-up:
+		return &serveProc{cmd: cmd, data: a[0], admin: a[1]}
+	case <-time.After(20 * time.Second):
+		t.Fatal("camproxy did not start")
+	}
+	return nil
+}
+
+func (p *serveProc) learn(t *testing.T) gjson.Result {
+	t.Helper()
+	resp, err := http.Get("http://" + p.admin + "/v1/status")
+	if err != nil {
+		return gjson.Result{}
+	}
+	defer resp.Body.Close()
+	var v json.RawMessage
+	if json.NewDecoder(resp.Body).Decode(&v) != nil {
+		return gjson.Result{}
+	}
+	return gjson.GetBytes(v, "learn")
+}
+
+// TestLearnFleetTwoProcesses: two `camproxy serve` processes share one real Redis
+// (reward statistics, episodes, the replay stream and the playbook store). Exactly one
+// holds the learner lease and steps; after a promotion both serve the promoted
+// version; SIGKILL of the learner hands the lease to the other, which learns on.
+func TestLearnFleetTwoProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two camproxy processes")
+	}
+	rs := testkit.StartRedis(t)
+	env := demo.Default()
+	dir := t.TempDir()
+	lab := demo.NewLab(env, dir)
+	defer lab.Close()
+	lab.Store = rs.URL() + "?prefix=fleet:playbook"
+	lc := demo.DefaultLearning()
+	lc.CheckEvery = 50 * time.Millisecond
+	cfg, err := lab.Config(lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := rs.URL() + "?stream=fleet:replay"
+	cfg.Cache.RedisURL = rs.URL()
+	cfg.Episodes.Store = "redis"
+	cfg.Replay.Sinks = []string{stream}
+	cfg.Learn.LeaseTTL = time.Second
+	var procs []*serveProc
+	var hs []*demo.Harness
+	for i := range 2 {
+		c := *cfg
+		c.Replay.SpoolDir = filepath.Join(dir, "spool", string(rune('a'+i)))
+		if err := os.MkdirAll(c.Replay.SpoolDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		y, err := effectiveYAML(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "camproxy-"+string(rune('a'+i))+".yaml")
+		if err := os.WriteFile(path, y, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p := startServeAddrs(t, path)
+		procs = append(procs, p)
+		hs = append(hs, demo.NewHarness(env, demo.HarnessOptions{DataURL: "http://" + p.data, AdminURL: "http://" + p.admin}))
+	}
+
+	story, err := demo.Drive(context.Background(), hs[0], lab, demo.Plan{MaxRounds: 40, Concurrency: 8, Pace: 4 * lc.CheckEvery,
+		Fleet: hs[1:], Source: stream, Until: func(s *demo.Story) bool { return s.Count(replay.LearnPromoted) >= 1 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var champion string
+	for _, ev := range story.Learn {
+		if ev.Action == replay.LearnPromoted {
+			champion = ev.Champion
+		}
+	}
+	if champion == "" {
+		t.Fatalf("no promotion after %d rounds", len(story.Rounds))
+	}
+	// Exactly one leader; both follow the promoted champion (the learner goes on, so
+	// a later promotion is fine: what matters is that the two agree on a learnt one).
+	leader := -1
+	wait(t, "both processes serving a learnt champion, and one leader", func() bool {
+		a, b := procs[0].learn(t), procs[1].learn(t)
+		ca, cb := a.Get("champion").String(), b.Get("champion").String()
+		if ca != cb || !strings.HasPrefix(ca, config.LearnArmPrefix) || a.Get("leader").Bool() == b.Get("leader").Bool() {
+			return false
+		}
+		leader = 0
+		if b.Get("leader").Bool() {
+			leader = 1
+		}
+		return true
+	})
+	// Traffic through each process reaches a learnt version that solves tasks.
+	for i, h := range hs {
+		solved := 0
+		for round := 0; round < 5 && solved == 0; round++ {
+			res, err := h.Round(context.Background(), env.Tasks, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range res {
+				if strings.HasPrefix(r.Arm, config.LearnArmPrefix) && r.Reward > 0 {
+					solved++
+				}
+			}
+		}
+		if solved == 0 {
+			t.Fatalf("no learnt version solved a task through process %d", i)
+		}
+	}
+
+	// SIGKILL the learner: the other takes the lease after its TTL.
+	other := procs[1-leader]
+	if err := procs[leader].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, "the survivor holding the learner lease", func() bool { return other.learn(t).Get("leader").Bool() })
+	if got := other.learn(t).Get("champion").String(); !strings.HasPrefix(got, config.LearnArmPrefix) {
+		t.Fatalf("the survivor serves champion %q", got)
+	}
+}
+
+// wait polls cond until it holds, for up to 30 s (two processes under -race).
+func wait(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
