@@ -229,6 +229,13 @@ func TestExamples(t *testing.T) {
 			}},
 		"ab-four-arms.yaml": {arms: []string{"baseline", "cam", "rag", "playbook"}, adaptive: true,
 			augmenters: map[string]string{"cam": "cam", "rag": "rag", "playbook": "playbook"}},
+		"learn-playbook.yaml": {arms: []string{"baseline", "champion"}, augmenters: map[string]string{"playbook": "playbook"},
+			check: func(c *config.Config) string {
+				if !c.Learn.Enabled || c.LearnChampion() != "champion" || c.Learn.Model != "openai/gpt-4o-mini" || c.Learn.Store != "./camproxy-data/playbook" {
+					return "not the learner on the champion arm with an OpenAI optimiser"
+				}
+				return ""
+			}},
 	}
 	files, _ := filepath.Glob(filepath.Join(root, "examples", "*.yaml"))
 	if len(files) != len(wants) {
@@ -280,6 +287,7 @@ func TestExamples(t *testing.T) {
 			dir := t.TempDir()
 			cfg.Server.Listen, cfg.Server.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 			cfg.Replay.Sinks, cfg.Replay.SpoolDir = []string{"file://" + dir + "/replay"}, dir+"/spool"
+			cfg.Learn.Store = dir + "/playbook"
 			a, err := app.New(cfg, app.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			if err != nil {
 				t.Fatalf("app.New: %v", err)
