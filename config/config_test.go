@@ -158,7 +158,7 @@ func fullConfig() *Config {
 		Rollouts: Rollouts{Runner: "http://harness.internal:7000/run", MaxInFlight: 32, DefaultTimeout: 5 * time.Minute},
 		Tracing:  Tracing{ServiceName: "camproxy", SampleRatio: 1},
 		Learn: Learn{Enabled: true, Every: 30, PromoteAlpha: 0.01, MaxCandidates: 1, MinEpisodes: 40, MaxTrial: 120,
-			Store: "redis://:pw@redis.internal:6379/1", Champion: "baseline",
+			Store: "redis://:pw@redis.internal:6379/1?key=camproxy:playbook", Champion: "baseline",
 			From: "redis://:pw@redis.internal:6379/0?stream=camproxy:replay", Model: "openai/gpt-4o-mini",
 			MutatorModel: "bedrock/anthropic.claude-3-5-sonnet", BaseURL: "https://llm.internal/v1", APIKey: "sk-learn",
 			Region: "eu-west-1", BatchSize: 4, Prune: 2, MaxEntries: 50, MaxTurns: 8, TopN: 10, GuidanceFile: "/var/lib/camproxy/guidance.jsonl", GuidanceTasks: 3, CheckEvery: 2 * time.Second,

@@ -242,7 +242,7 @@ func maskURL(s string) string {
 		}
 		return s
 	}
-	changed := false
+	changed, query := false, false
 	if pw, ok := u.User.Password(); ok {
 		// Re-set even when already masked: u.String() would escape a bare "****".
 		u.User = url.UserPassword(u.User.Username(), "MASKED")
@@ -250,10 +250,12 @@ func maskURL(s string) string {
 	}
 	q := u.Query()
 	for k, vs := range q {
-		if secretParam.MatchString(k) {
+		// On a Redis URL, ?key= is learn.store's key prefix (playbook.OpenStore), not a
+		// secret: masking it would make the printed config use the prefix "****".
+		if secretParam.MatchString(k) && !(k == "key" && (u.Scheme == "redis" || u.Scheme == "rediss")) {
 			for i := range vs {
 				if vs[i] != mask {
-					vs[i], changed = "MASKED", true
+					vs[i], changed, query = "MASKED", true, true
 				}
 			}
 		}
@@ -261,7 +263,9 @@ func maskURL(s string) string {
 	if !changed {
 		return s
 	}
-	u.RawQuery = q.Encode()
+	if query { // else the query stays as written: the printed config loads back to it
+		u.RawQuery = q.Encode()
+	}
 	return strings.ReplaceAll(u.String(), "MASKED", mask)
 }
 

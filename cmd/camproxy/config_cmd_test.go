@@ -169,6 +169,11 @@ func TestMaskURL(t *testing.T) {
 		{"http://h/x?token=abc&region=eu", "http://h/x?region=eu&token=****"},
 		{"s3://b/p?region=eu-west-1&endpoint=http://minio:9000", "s3://b/p?region=eu-west-1&endpoint=http://minio:9000"},
 		{"redis://h/0?password=x", "redis://h/0?password=****"},
+		// learn.store's key prefix is no secret (the printed config must keep it); an
+		// HTTP ?key= (an API key) is.
+		{"redis://:pw@h:6379/0?key=camproxy:playbook", "redis://:****@h:6379/0?key=camproxy:playbook"},
+		{"rediss://h:6379/0?key=fleet", "rediss://h:6379/0?key=fleet"},
+		{"https://h/v1?key=AIzaSecret", "https://h/v1?key=****"},
 		{"http://h/x?X-Amz-Signature=abc", "http://h/x?X-Amz-Signature=****"},
 		{"Write to ops@example.com, see https://docs/x?token=t", "Write to ops@example.com, see https://docs/x?token=t"},
 	}
