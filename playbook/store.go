@@ -166,7 +166,12 @@ func (d *DirStore) temp(data []byte) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("playbook store: %w", err)
 	}
-	_, err = f.Write(data)
+	// CreateTemp makes the file 0600; versions and playbook.json are read by other
+	// users (a serving camproxy, an operator), like the replay segments beside them.
+	err = f.Chmod(0o644)
+	if err == nil {
+		_, err = f.Write(data)
+	}
 	if err == nil {
 		err = f.Sync()
 	}

@@ -182,3 +182,28 @@ func TestOpenStore(t *testing.T) {
 		t.Errorf("redis key %s:x = %q", key, b)
 	}
 }
+
+// TestDirStoreFileMode: versions, the manifest and playbook.json are readable by
+// others (CreateTemp alone would leave them 0600).
+func TestDirStoreFileMode(t *testing.T) {
+	d, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := d.Create(ctx, FileName(1), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Put(ctx, ManifestName, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{FileName(1), ManifestName} {
+		fi, err := os.Stat(filepath.Join(d.Location(), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode := fi.Mode().Perm(); mode != 0o644 {
+			t.Errorf("%s has mode %v, want -rw-r--r--", name, mode)
+		}
+	}
+}
