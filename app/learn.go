@@ -355,21 +355,25 @@ func (l *learner) close() {
 		l.stop()
 		<-l.done
 	}
+	// Always release: it deletes the lease only while it is this replica's, and a
+	// renewal cancelled by the stop may have taken it while reporting it lost.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if l.leader.Load() {
-		if err := l.lease.Release(ctx); err != nil {
-			l.log.Warn("learn: lease not released; another replica takes over when it expires", "err", err)
-		}
+	if err := l.lease.Release(ctx); err != nil {
+		l.log.Warn("learn: lease not released; another replica takes over when it expires", "err", err)
 	}
 	_ = l.store.Close()
 }
 
 func (l *learner) loop(ctx context.Context) {
-	defer close(l.done)
 	// The lease is renewed on its own clock: a step may take minutes of model calls.
+	// done closes only once the renewals have stopped: close then releases the lease
+	// and closes the store with nothing left using them.
 	tenure := newTenure()
-	go l.holdLease(ctx, tenure)
+	var renewing sync.WaitGroup
+	renewing.Go(func() { l.holdLease(ctx, tenure) })
+	defer close(l.done)
+	defer renewing.Wait()
 	t := time.NewTicker(l.cfg.CheckEvery)
 	defer t.Stop()
 	for {

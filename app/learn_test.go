@@ -414,6 +414,10 @@ func TestLearnerFleetOnRedis(t *testing.T) {
 	if err := envs[leader].app.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// A graceful shutdown gives the lease back at once rather than let it expire.
+	if holder, err := rdb.Get(context.Background(), leaseKey).Result(); err == nil && holder == idOf(envs[leader]) {
+		t.Fatalf("the lease still names the replica that shut down (%s)", holder)
+	}
 	eventually(t, "the lease taken over", func() bool {
 		holder, _ := rdb.Get(context.Background(), leaseKey).Result()
 		return holder == idOf(envs[follower]) && status(t, envs[follower]).Get("learn.leader").Bool()
