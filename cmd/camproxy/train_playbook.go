@@ -275,7 +275,7 @@ func trainPlaybook(ctx context.Context, args []string, stdout, stderr io.Writer,
 	case ctx.Err() != nil:
 		return fmt.Errorf("train playbook: interrupted; run the same command again to resume (answers received are in %s)", filepath.Join(a.out, learn.JournalName))
 	}
-	return fmt.Errorf("train playbook: %w; run the same command again to resume", err)
+	return fmt.Errorf("train playbook: %w (the answers received are kept: once that is fixed, the same command resumes)", err)
 }
 
 func playbookSummary(a playbookArgs, r *learn.TrainResult, took time.Duration) string {
