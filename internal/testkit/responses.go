@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 )
@@ -126,7 +127,7 @@ func responseOutput(seq int, rep Reply) []json.RawMessage {
 		out = append(out, mustJSON(messageItem(fmt.Sprintf("msg_%04d_0", seq), "completed", rep.Content)))
 	}
 	for i, c := range rep.ToolCalls {
-		out = append(out, mustJSON(callItem(fmt.Sprintf("fc_%04d_%d", seq, i+1), "completed", c, c.Arguments)))
+		out = append(out, mustJSON(callItem(callItemID(seq, i, c), "completed", c, c.Arguments)))
 	}
 	return out
 }
@@ -143,7 +144,18 @@ func textPart(text string) map[string]any {
 	return map[string]any{"type": "output_text", "annotations": []any{}, "logprobs": []any{}, "text": text}
 }
 
+// callItemID names a call's output item: fc_ for a function call, ctc_ for a custom one.
+func callItemID(seq, i int, c ToolCall) string {
+	if c.Custom {
+		return fmt.Sprintf("ctc_%04d_%d", seq, i+1)
+	}
+	return fmt.Sprintf("fc_%04d_%d", seq, i+1)
+}
+
 func callItem(id, status string, c ToolCall, args string) map[string]any {
+	if c.Custom {
+		return map[string]any{"id": id, "type": "custom_tool_call", "status": status, "call_id": c.ID, "name": c.Name, "input": args}
+	}
 	return map[string]any{"id": id, "type": "function_call", "status": status, "arguments": args, "call_id": c.ID, "name": c.Name}
 }
 
@@ -216,8 +228,23 @@ func ResponseEvents(id string, req gjson.Result, seq int, rep Reply, final json.
 		idx++
 	}
 	for i, c := range rep.ToolCalls {
-		itemID := fmt.Sprintf("fc_%04d_%d", seq, i+1)
+		itemID := callItemID(seq, i, c)
 		add("response.output_item.added", map[string]any{"output_index": idx, "item": callItem(itemID, "in_progress", c, "")})
+		if c.Custom {
+			// A freeform input streams as custom_tool_call_input deltas, then done.
+			for a := c.Arguments; len(a) > 0; {
+				n := min(16, len(a))
+				for n < len(a) && !utf8.RuneStart(a[n]) { // deltas are whole characters
+					n++
+				}
+				add("response.custom_tool_call_input.delta", map[string]any{"item_id": itemID, "output_index": idx, "delta": a[:n]})
+				a = a[n:]
+			}
+			add("response.custom_tool_call_input.done", map[string]any{"item_id": itemID, "output_index": idx, "input": c.Arguments})
+			add("response.output_item.done", map[string]any{"output_index": idx, "item": callItem(itemID, "completed", c, c.Arguments)})
+			idx++
+			continue
+		}
 		// Arguments arrive in fragments, as real models stream them.
 		for a := c.Arguments; len(a) > 0; {
 			n := min(7, len(a))

@@ -26,7 +26,12 @@ type Reply struct {
 }
 
 // ToolCall is one function call the fake model makes.
-type ToolCall struct{ ID, Name, Arguments string }
+type ToolCall struct {
+	ID, Name, Arguments string
+	// Custom makes it a Responses custom (freeform) tool call, as Codex's apply_patch
+	// is: Arguments is then the raw input text, not JSON. Chat and Anthropic ignore it.
+	Custom bool
+}
 
 // Captured is one request the upstream received.
 type Captured struct {

@@ -1,0 +1,186 @@
+package app
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/internal/testkit"
+)
+
+// -capture reruns the real agent harnesses against the fakes and rewrites
+// protocol/testdata/harness with the request bodies they sent: the captures the task
+// rules and `camproxy task explain` golden files are built on, taken from the clients,
+// not written by hand. They are kept raw (volatile dates, paths and ids included):
+// those are exactly what task identity must see through.
+var captureHarness = flag.Bool("capture", false, "rerun the real agent harnesses against the fakes and rewrite protocol/testdata/harness")
+
+const harnessDir = "../protocol/testdata/harness"
+
+// captured is one request body a harness sent, and the file it goes to.
+type captured struct {
+	file string
+	body []byte
+}
+
+// writeCaptures writes the bodies under harnessDir/client; with -capture off it only
+// checks that a new run still has the shape of the committed capture (same top-level
+// keys and the same sequence of item types and roles), so that a client update that
+// changes what it sends is noticed.
+func writeCaptures(t *testing.T, client string, caps []captured) {
+	t.Helper()
+	dir := filepath.Join(harnessDir, client)
+	if *captureHarness {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range caps {
+		if !gjson.ValidBytes(c.body) {
+			t.Fatalf("%s/%s: not JSON: %.200s", client, c.file, c.body)
+		}
+		p := filepath.Join(dir, c.file)
+		if *captureHarness {
+			if err := os.WriteFile(p, c.body, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		old, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatalf("%s: %v (go test ./app -run TestCaptureHarness -capture writes it)", p, err)
+		}
+		if got, want := bodyShape(c.body), bodyShape(old); got != want {
+			t.Errorf("%s: the client now sends another shape (rerun with -capture and review the diff):\n got %s\nwant %s", p, got, want)
+		}
+	}
+}
+
+// bodyShape is a body's top-level keys and its conversation as type/role per item.
+func bodyShape(b []byte) string {
+	r := gjson.ParseBytes(b)
+	var keys []string
+	r.ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.String()); return true })
+	var items []string
+	for _, field := range []string{"input", "messages"} {
+		for _, it := range r.Get(field).Array() {
+			s := it.Get("type").String() + "/" + it.Get("role").String()
+			if c := it.Get("content"); c.IsArray() {
+				var parts []string
+				for _, p := range c.Array() {
+					parts = append(parts, p.Get("type").String())
+				}
+				s += "[" + strings.Join(parts, ",") + "]"
+			}
+			items = append(items, s)
+		}
+	}
+	return strings.Join(keys, ",") + " | " + strings.Join(items, " ")
+}
+
+// modelCalls keeps the bodies of the fake's model calls (POST to the given path).
+func modelCalls(reqs []testkit.Captured, path string) [][]byte {
+	var out [][]byte
+	for _, r := range reqs {
+		if r.Method == "POST" && strings.HasPrefix(r.Path, path) {
+			out = append(out, r.Body)
+		}
+	}
+	return out
+}
+
+func TestCaptureHarness(t *testing.T) {
+	t.Run("codex", captureCodex)
+	t.Run("claude-code", captureClaudeCode)
+}
+
+// captureCodex: the Codex CLI's default model (code mode: one freeform `exec` tool)
+// on two tasks in one folder and on a "different day" (the same instant seen from
+// UTC+14 and UTC-11 gives two dates), then gpt-5.5 (a top-level freeform apply_patch
+// tool) editing a file: the custom_tool_call and Codex's custom_tool_call_output.
+func captureCodex(t *testing.T) {
+	up := testkit.NewUpstream()
+	defer up.Close()
+	up.Configure(func(u *testkit.Upstream) { u.RespondTo = codexScript })
+	c := newCodexCLI(t, up.URL+"/v1")
+
+	run := func(env []string, args ...string) []byte {
+		t.Helper()
+		before := len(up.Requests())
+		c.exec(t, env, args...)
+		calls := modelCalls(up.Requests()[before:], "/v1/responses")
+		if len(calls) == 0 {
+			t.Fatalf("codex %v sent no /v1/responses call", args)
+		}
+		return calls[0]
+	}
+	east, west := []string{"TZ=Pacific/Kiritimati"}, []string{"TZ=Pacific/Pago_Pago"}
+	caps := []captured{
+		{"first.json", run(east, "-s", "read-only", "List the files in this repository.")},
+		{"second-task.json", run(east, "-s", "read-only", "Explain what AGENTS.md asks of contributors.")},
+		{"first-other-day.json", run(west, "-s", "read-only", "List the files in this repository.")},
+	}
+	before := len(up.Requests())
+	out, _ := c.exec(t, east, "-m", "gpt-5.5", "--dangerously-bypass-approvals-and-sandbox", "Add a NOTES.md that records the rate limits.")
+	calls := modelCalls(up.Requests()[before:], "/v1/responses")
+	if len(calls) != 2 {
+		t.Fatalf("apply_patch run: %d model calls, want 2; stdout %s", len(calls), out)
+	}
+	if b, err := os.ReadFile(filepath.Join(c.work, "NOTES.md")); err != nil || !strings.Contains(string(b), "60 requests a minute") {
+		t.Fatalf("Codex did not apply the patch: %q %v", b, err)
+	}
+	caps = append(caps, captured{"apply-patch-1.json", calls[0]}, captured{"apply-patch-2.json", calls[1]})
+	writeCaptures(t, "codex", caps)
+	logHarness(t, "codex", up.Requests())
+}
+
+// captureClaudeCode: Claude Code's `-p` run, the same prompt on a "different day",
+// and a `--continue` of the first session.
+func captureClaudeCode(t *testing.T) {
+	an := testkit.NewAnthropic()
+	defer an.Close()
+	an.Configure(func(a *testkit.Anthropic) {
+		a.ReplyFn = func(body gjson.Result) testkit.Reply { return testkit.Reply{Content: "The repository has CLAUDE.md and README.md."} }
+	})
+	c := newClaudeCode(t, an.URL)
+	run := func(env []string, args ...string) [][]byte {
+		t.Helper()
+		before := len(an.Requests())
+		c.run(t, env, args...)
+		calls := modelCalls(an.Requests()[before:], "/v1/messages")
+		if len(calls) == 0 {
+			t.Fatalf("claude %v sent no /v1/messages call", args)
+		}
+		return calls
+	}
+	east, west := []string{"TZ=Pacific/Kiritimati"}, []string{"TZ=Pacific/Pago_Pago"}
+	var caps []captured
+	add := func(name string, calls [][]byte) {
+		for i, b := range calls {
+			caps = append(caps, captured{fmt.Sprintf("%s-%d.json", name, i+1), b})
+		}
+	}
+	add("first", run(east, "-p", "List the files in this repository."))
+	add("continue", run(east, "--continue", "-p", "Now explain what CLAUDE.md asks of contributors."))
+	add("first-other-day", run(west, "-p", "List the files in this repository."))
+	writeCaptures(t, "claude-code", caps)
+	logHarness(t, "claude-code", an.Requests())
+}
+
+// logHarness prints every request a harness made (path, size, first user text), for
+// the index in protocol/testdata/harness/README.md.
+func logHarness(t *testing.T, client string, reqs []testkit.Captured) {
+	for i, r := range reqs {
+		var head struct {
+			Model string `json:"model"`
+		}
+		_ = json.Unmarshal(r.Body, &head)
+		t.Logf("%s #%d %s %s model=%s %d bytes ua=%q", client, i, r.Method, r.Path, head.Model, len(r.Body), r.Header.Get("User-Agent"))
+	}
+}
