@@ -98,6 +98,30 @@ func modelCalls(reqs []testkit.Captured, path string) [][]byte {
 func TestCaptureHarness(t *testing.T) {
 	t.Run("codex", captureCodex)
 	t.Run("claude-code", captureClaudeCode)
+	t.Run("frameworks", captureFrameworks)
+}
+
+// captureFrameworks: the first two model calls (the task, then the turn with the tool
+// result) of the agent frameworks in clients/node, run against the fakes directly.
+func captureFrameworks(t *testing.T) {
+	for _, f := range []struct{ client, script, path string }{
+		{"openai-agents", "openai-agents.mjs", "/v1/responses"},
+		{"langchain", "langchain-agent.mjs", "/v1/chat/completions"},
+		{"ai-sdk", "ai-sdk-agent.mjs", "/v1/chat/completions"},
+		{"strands", "strands-agent.mjs", "/v1/chat/completions"},
+	} {
+		t.Run(f.client, func(t *testing.T) {
+			up := testkit.NewUpstream()
+			defer up.Close()
+			nodeScript(t, f.script, "CAMPROXY_BASE_URL="+up.URL+"/v1", "CAMPROXY_MODEL_KIND=openai",
+				"CAMPROXY_TASK="+frameworkTask, "CAMPROXY_FOLLOWUP="+frameworkFollowup)
+			calls := modelCalls(up.Requests(), f.path)
+			if len(calls) < 2 {
+				t.Fatalf("%s: %d model calls", f.script, len(calls))
+			}
+			writeCaptures(t, f.client, []captured{{"first.json", calls[0]}, {"tool-result.json", calls[1]}})
+		})
+	}
 }
 
 // captureCodex: the Codex CLI's default model (code mode: one freeform `exec` tool)
@@ -163,14 +187,52 @@ func captureClaudeCode(t *testing.T) {
 	var caps []captured
 	add := func(name string, calls [][]byte) {
 		for i, b := range calls {
-			caps = append(caps, captured{fmt.Sprintf("%s-%d.json", name, i+1), b})
+			file := name + ".json" // the first call; later ones of the same run are name-2.json, …
+			if i > 0 {
+				file = fmt.Sprintf("%s-%d.json", name, i+1)
+			}
+			caps = append(caps, captured{file, b})
 		}
 	}
 	add("first", run(east, "-p", "List the files in this repository."))
 	add("continue", run(east, "--continue", "-p", "Now explain what CLAUDE.md asks of contributors."))
 	add("first-other-day", run(west, "-p", "List the files in this repository."))
+	// A tool turn: the model reads README.md (Read needs no permission in -p mode) and
+	// Claude Code answers with its tool_result.
+	readme := filepath.Join(c.work, "README.md")
+	an.Configure(func(a *testkit.Anthropic) { a.ReplyFn = claudeScript(readme) })
+	add("tool", run(east, "-p", "Summarise README.md in one line."))
 	writeCaptures(t, "claude-code", caps)
 	logHarness(t, "claude-code", an.Requests())
+}
+
+// claudeScript answers Claude Code: a Read of file to a prompt that names README.md,
+// text otherwise and once the tool_result is in.
+func claudeScript(file string) func(gjson.Result) testkit.Reply {
+	return func(body gjson.Result) testkit.Reply {
+		msgs := body.Get("messages").Array()
+		var last gjson.Result
+		for _, m := range msgs {
+			if m.Get("role").String() == "user" {
+				last = m
+			}
+		}
+		text := ""
+		for _, p := range last.Get("content").Array() {
+			if p.Get("type").String() == "tool_result" {
+				return testkit.Reply{Content: "README.md: a demo repository."}
+			}
+			text += p.Get("text").String()
+		}
+		if last.Get("content").Type == gjson.String {
+			text = last.Get("content").String()
+		}
+		if strings.Contains(text, "README.md") {
+			args, _ := json.Marshal(map[string]string{"file_path": file})
+			return testkit.Reply{ToolCalls: []testkit.ToolCall{{ID: "toolu_read_1", Name: "Read", Arguments: string(args)}}}
+		}
+		return testkit.Reply{Content: "The repository has CLAUDE.md and README.md."}
+	}
 }
 
 // logHarness prints every request a harness made (path, size, first user text), for
