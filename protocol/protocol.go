@@ -7,21 +7,79 @@ package protocol
 import "errors"
 
 // Message is one chat message normalised to the OpenAI chat shape, whatever the
-// protocol it came from. It is what stitching hashes and what replay records.
+// protocol it came from. It is what stitching hashes and what replay records. Its
+// JSON is the OpenAI chat message (see MarshalJSON); stitching hashes only Role,
+// Content, ToolCalls and ToolCallID, so Parts and Raw never change an episode's chain.
 type Message struct {
-	Role       string     `json:"role"`
-	Content    string     `json:"content"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	Name       string     `json:"name,omitempty"`
+	Role string
+	// Content is the message's text: a string content as is, the text parts of a
+	// list joined with "\n".
+	Content string
+	// Parts are the content parts in order, text parts included, when the message
+	// has a part other than text (an image, audio, a file…); nil otherwise, and then
+	// the content is the string Content.
+	Parts      []Part
+	ToolCalls  []ToolCall
+	ToolCallID string
+	Name       string
+	// Raw holds, verbatim and in order, the wire's items and blocks of this message
+	// that the chat shape cannot hold: reasoning, thinking, server-side tool calls and
+	// their results, item types camproxy does not know. Kept rather than dropped so
+	// that a trajectory says everything that happened.
+	Raw []RawJSON
 }
 
-// ToolCall is one function call made by an assistant message.
+// ToolCall is one tool call made by an assistant message.
 type ToolCall struct {
-	ID        string `json:"id"`
-	Type      string `json:"type"` // "function"
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
+	ID string
+	// Type is "function", or "custom" for a freeform tool call (the Responses API's
+	// custom_tool_call, such as Codex's apply_patch), whose input is plain text.
+	Type string
+	Name string
+	// Arguments is a function call's JSON arguments, or a custom call's input.
+	Arguments string
+}
+
+// Tool call types.
+const (
+	ToolFunction = "function"
+	ToolCustom   = "custom"
+)
+
+// RawJSON is one JSON value as the wire carried it.
+type RawJSON string
+
+// Part is one content part in the OpenAI chat shape.
+type Part struct {
+	// Type is text, refusal, image_url, input_audio or file; a part of another type
+	// is kept verbatim in Raw.
+	Type  string
+	Text  string // text and refusal parts
+	Media *Media // image_url, input_audio and file parts
+	Raw   RawJSON
+}
+
+// Part types.
+const (
+	PartText       = "text"
+	PartRefusal    = "refusal"
+	PartImage      = "image_url"
+	PartInputAudio = "input_audio"
+	PartFile       = "file"
+)
+
+// Media is what a part says of an image, audio or file: where it is, or its bytes.
+// The replay buffer keeps a hash of the bytes rather than the bytes themselves
+// unless told to keep them (replay.keep_media; see StripMedia).
+type Media struct {
+	URL       string // where the media is: http(s), s3://, gs://…
+	FileID    string // a provider's file id
+	Data      string // the bytes, base64-encoded
+	SHA256    string // hex SHA-256 of the bytes, set when Data was dropped
+	MediaType string // MIME type (image/png, application/pdf, audio/wav…)
+	Filename  string
+	Format    string // input_audio's format (wav, mp3)
+	Detail    string // image_url's detail (low, high, auto)
 }
 
 // Usage is the token usage an upstream reported for one call.
@@ -55,6 +113,9 @@ type View struct {
 	Stream   bool      // the answer is a stream (SSE or AWS event stream)
 	Messages []Message // every message normalised; a top-level system prompt becomes messages[0]
 	Task     string    // "" when no task rule matched
+	// TaskRule names the rule that found Task ("task.rules[0]: first_user_message");
+	// "" when none did.
+	TaskRule string
 	// Continues is the provider-side conversation the call continues (the OpenAI
 	// Responses API's previous_response_id): the provider already holds the earlier
 	// turns, context included, so Messages are only the new ones. "" for stateless calls.

@@ -68,19 +68,60 @@ type parquetRow struct {
 	StartedAt time.Time        `parquet:"started_at,timestamp(millisecond)"`
 }
 
+// parquetMessage is protocol.Message in the OpenAI chat shape. Parquet has no
+// string-or-list column, so content is the message's text and content_parts its parts
+// (empty unless it has a part other than text); raw holds each verbatim item as JSON
+// text, since items of different kinds share no schema.
 type parquetMessage struct {
-	Role       string            `parquet:"role"`
-	Content    string            `parquet:"content"`
-	ToolCalls  []parquetToolCall `parquet:"tool_calls,list"`
-	ToolCallID string            `parquet:"tool_call_id"`
-	Name       string            `parquet:"name"`
+	Role         string            `parquet:"role"`
+	Content      string            `parquet:"content"`
+	ContentParts []parquetPart     `parquet:"content_parts,list"`
+	ToolCalls    []parquetToolCall `parquet:"tool_calls,list"`
+	ToolCallID   string            `parquet:"tool_call_id"`
+	Name         string            `parquet:"name"`
+	Raw          []string          `parquet:"raw,list"`
 }
 
+// parquetToolCall is {id, type, function: {name, arguments}} or, for a custom call,
+// {id, type, custom: {name, input}}; the other group is null.
 type parquetToolCall struct {
-	ID        string `parquet:"id"`
-	Type      string `parquet:"type"`
+	ID       string           `parquet:"id"`
+	Type     string           `parquet:"type"`
+	Function *parquetFunction `parquet:"function,optional"`
+	Custom   *parquetCustom   `parquet:"custom,optional"`
+}
+
+type parquetFunction struct {
 	Name      string `parquet:"name"`
 	Arguments string `parquet:"arguments"`
+}
+
+type parquetCustom struct {
+	Name  string `parquet:"name"`
+	Input string `parquet:"input"`
+}
+
+// parquetPart is an OpenAI content part: text or refusal in text, media in the group
+// named by its type; a part of another type as its JSON text in raw.
+type parquetPart struct {
+	Type       string        `parquet:"type"`
+	Text       *string       `parquet:"text,optional"`
+	ImageURL   *parquetMedia `parquet:"image_url,optional"`
+	InputAudio *parquetMedia `parquet:"input_audio,optional"`
+	File       *parquetMedia `parquet:"file,optional"`
+	Raw        *string       `parquet:"raw,optional"`
+}
+
+// parquetMedia is one schema for the three media groups: the union of their keys.
+type parquetMedia struct {
+	URL       *string `parquet:"url,optional"`
+	Detail    *string `parquet:"detail,optional"`
+	FileID    *string `parquet:"file_id,optional"`
+	Filename  *string `parquet:"filename,optional"`
+	Format    *string `parquet:"format,optional"`
+	Data      *string `parquet:"data,optional"` // base64 bytes, when the buffer kept them
+	SHA256    *string `parquet:"sha256,optional"`
+	MediaType *string `parquet:"media_type,optional"`
 }
 
 // ExportParquet writes the rows as one Parquet file, zstd-compressed: long
@@ -100,13 +141,68 @@ func ExportParquet(w io.Writer, b *Buffer) error {
 func toParquet(r Row) parquetRow {
 	msgs := make([]parquetMessage, len(r.Messages))
 	for i, m := range r.Messages {
-		msgs[i] = parquetMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+		pm := parquetMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
 		for _, tc := range m.ToolCalls {
-			msgs[i].ToolCalls = append(msgs[i].ToolCalls, parquetToolCall(tc))
+			pt := parquetToolCall{ID: tc.ID, Type: tc.Type}
+			switch tc.Type {
+			case protocol.ToolCustom:
+				pt.Custom = &parquetCustom{Name: tc.Name, Input: tc.Arguments}
+			case "":
+				pt.Type = protocol.ToolFunction
+				fallthrough
+			default:
+				pt.Function = &parquetFunction{Name: tc.Name, Arguments: tc.Arguments}
+			}
+			pm.ToolCalls = append(pm.ToolCalls, pt)
 		}
+		for _, p := range m.Parts {
+			pm.ContentParts = append(pm.ContentParts, toParquetPart(p))
+		}
+		for _, raw := range m.Raw {
+			pm.Raw = append(pm.Raw, string(raw))
+		}
+		msgs[i] = pm
 	}
 	return parquetRow{
 		EpisodeID: r.EpisodeID, TaskID: r.TaskID, Task: r.Task, Arm: r.Arm, Context: r.Context,
 		Messages: msgs, Turns: int64(r.Turns), Reward: r.Reward, Success: r.Success, StartedAt: r.StartedAt,
 	}
+}
+
+func toParquetPart(p protocol.Part) parquetPart {
+	out := parquetPart{Type: p.Type}
+	switch p.Type {
+	case protocol.PartText, protocol.PartRefusal:
+		out.Text = &p.Text
+		return out
+	case protocol.PartImage, protocol.PartInputAudio, protocol.PartFile:
+	default:
+		raw, _ := json.Marshal(p)
+		s := string(raw)
+		out.Raw = &s
+		return out
+	}
+	m := protocol.Media{}
+	if p.Media != nil {
+		m = *p.Media
+	}
+	pm := &parquetMedia{URL: opt(m.URL), Detail: opt(m.Detail), FileID: opt(m.FileID), Filename: opt(m.Filename),
+		Format: opt(m.Format), Data: opt(m.Data), SHA256: opt(m.SHA256), MediaType: opt(m.MediaType)}
+	switch p.Type {
+	case protocol.PartImage:
+		out.ImageURL = pm
+	case protocol.PartInputAudio:
+		out.InputAudio = pm
+	default:
+		out.File = pm
+	}
+	return out
+}
+
+// opt is nil for "", so that an absent key reads back as null.
+func opt(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

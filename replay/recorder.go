@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/camproxy/camproxy/metrics"
+	"github.com/camproxy/camproxy/protocol"
 )
 
 // RecorderOptions configure the recorder.
@@ -22,6 +23,9 @@ type RecorderOptions struct {
 	Metrics      *metrics.Metrics // may be nil
 	RetryEvery   time.Duration    // how often a down sink is retried from its spool; default 1s
 	WriteTimeout time.Duration    // one sink write; default 10s
+	// KeepMedia records the bytes of images, audio and files given inline; without
+	// it a step keeps their SHA-256 and media type (protocol.StripMedia).
+	KeepMedia bool
 }
 
 // Named pairs a sink with the URI it was opened from (spool directory and logs).
@@ -36,10 +40,11 @@ type Named struct {
 // drains the spool when the sink is back. Nothing accepted is dropped unless the spool
 // itself cannot be written, which is logged as an error and counted.
 type Recorder struct {
-	log     *slog.Logger
-	m       *metrics.Metrics
-	q       chan item
-	writers []*sinkWriter
+	log       *slog.Logger
+	m         *metrics.Metrics
+	keepMedia bool
+	q         chan item
+	writers   []*sinkWriter
 
 	mu     sync.RWMutex
 	closed bool
@@ -67,7 +72,7 @@ func NewRecorder(sinks []Named, o RecorderOptions) (*Recorder, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &Recorder{log: o.Logger, m: o.Metrics, q: make(chan item, o.Queue), done: make(chan struct{})}
+	r := &Recorder{log: o.Logger, m: o.Metrics, keepMedia: o.KeepMedia, q: make(chan item, o.Queue), done: make(chan struct{})}
 	for _, s := range sinks {
 		sp, err := openSpool(filepath.Join(o.SpoolDir, spoolName(s)))
 		if err != nil {
@@ -138,7 +143,7 @@ func eventType(ev any) string {
 }
 
 func (r *Recorder) overflow(it item) {
-	line, err := json.Marshal(it.ev)
+	line, err := r.encode(it.ev)
 	if err != nil {
 		r.log.Error("replay event cannot be encoded", "type", it.typ, "err", err)
 		return
@@ -168,7 +173,7 @@ func (r *Recorder) dispatch() {
 		if r.m != nil {
 			r.m.ReplayQueue.Dec()
 		}
-		line, err := json.Marshal(it.ev)
+		line, err := r.encode(it.ev)
 		if err != nil {
 			r.log.Error("replay event cannot be encoded", "type", it.typ, "err", err)
 			continue
@@ -193,6 +198,20 @@ func (r *Recorder) dispatch() {
 		}
 	}
 	flush()
+}
+
+// encode is an event's line. Media bytes are dropped here, on the recorder's
+// goroutine, so that hashing them never costs the request path; the event is the
+// recorder's once added, and the messages it shares with the request are not touched.
+func (r *Recorder) encode(ev any) ([]byte, error) {
+	if s, ok := ev.(*StepEvent); ok && !r.keepMedia {
+		s.Messages = protocol.StripMedia(s.Messages)
+		if s.Response != nil {
+			resp := protocol.StripMessageMedia(*s.Response)
+			s.Response = &resp
+		}
+	}
+	return json.Marshal(ev)
 }
 
 // spillBatch is how many events a sink that is behind has spooled at once.

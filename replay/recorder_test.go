@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/camproxy/camproxy/protocol"
 )
 
 // gateSink fails while down, and blocks every Write until released while held.
@@ -95,5 +97,50 @@ func TestRecorderNeverWaitsForASlowSink(t *testing.T) {
 	g.ids.Range(func(any, any) bool { n++; return true })
 	if n != 2300 {
 		t.Fatalf("%d distinct events delivered, want 2300", n)
+	}
+}
+
+// TestRecorderMedia: a step's inline image is recorded as its SHA-256 and media type,
+// or as its bytes with KeepMedia; the request's own messages are left as they were.
+func TestRecorderMedia(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		dir := t.TempDir()
+		sink, err := NewFileSink(dir, FileOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := NewRecorder([]Named{{Sink: sink, URI: "file://" + dir}}, RecorderOptions{SpoolDir: t.TempDir(), KeepMedia: keep,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		img := protocol.Part{Type: "image_url", Media: &protocol.Media{MediaType: "image/png", Data: "aGVsbG8="}}
+		msgs := []protocol.Message{{Role: "user", Content: "what is it?", Parts: []protocol.Part{{Type: "text", Text: "what is it?"}, img}}}
+		resp := protocol.Message{Role: "assistant", Parts: []protocol.Part{img}}
+		r.Add(&EpisodeEvent{V: Version, Type: TypeEpisode, ID: NewEventID(), EpisodeID: "ep-m", StartedAt: time.Now()})
+		r.Add(&StepEvent{V: Version, Type: TypeStep, ID: NewEventID(), EpisodeID: "ep-m", Messages: msgs, Response: &resp, Status: 200, At: time.Now()})
+		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if msgs[0].Parts[1].Media.Data == "" || resp.Parts[0].Media.Data == "" {
+			t.Fatal("the recorder modified the request's messages")
+		}
+		b, err := Read(context.Background(), NewFileSource(dir))
+		if err != nil || len(b.Episodes) != 1 {
+			t.Fatalf("%v %+v", err, b)
+		}
+		got := b.Episodes[0].Messages
+		if len(got) != 2 || len(got[0].Parts) != 2 || got[0].Content != "what is it?" {
+			t.Fatalf("keep=%v messages %+v", keep, got)
+		}
+		for _, m := range []*protocol.Media{got[0].Parts[1].Media, got[1].Parts[0].Media} {
+			switch {
+			case keep && (m.Data != "aGVsbG8=" || m.MediaType != "image/png"):
+				t.Errorf("keep_media: %+v", m)
+			case !keep && (m.Data != "" || m.MediaType != "image/png" ||
+				m.SHA256 != "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"):
+				t.Errorf("media not reduced to its hash: %+v", m)
+			}
+		}
 	}
 }

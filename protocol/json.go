@@ -1,0 +1,525 @@
+package protocol
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// MarshalJSON writes the OpenAI chat message: role, content (the string Content, or
+// the content-parts array when Parts is set), tool_calls, tool_call_id, name, and raw
+// (the items the shape cannot hold, verbatim). HTML is not escaped here: an encoder
+// that escapes it does so when it copies this output.
+func (m Message) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 64+len(m.Content))
+	b = append(b, `{"role":`...)
+	b = appendString(b, m.Role)
+	b = append(b, `,"content":`...)
+	if m.Parts != nil {
+		b = append(b, '[')
+		for i := range m.Parts {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = m.Parts[i].appendJSON(b)
+		}
+		b = append(b, ']')
+	} else {
+		b = appendString(b, m.Content)
+	}
+	if len(m.ToolCalls) > 0 {
+		b = append(b, `,"tool_calls":[`...)
+		for i := range m.ToolCalls {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = m.ToolCalls[i].appendJSON(b)
+		}
+		b = append(b, ']')
+	}
+	if m.ToolCallID != "" {
+		b = append(b, `,"tool_call_id":`...)
+		b = appendString(b, m.ToolCallID)
+	}
+	if m.Name != "" {
+		b = append(b, `,"name":`...)
+		b = appendString(b, m.Name)
+	}
+	if len(m.Raw) > 0 {
+		b = append(b, `,"raw":[`...)
+		for i, r := range m.Raw {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = r.appendJSON(b)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads an OpenAI chat message. It also reads the messages of replay
+// events written before tool calls took the OpenAI shape (see ToolCall.UnmarshalJSON).
+func (m *Message) UnmarshalJSON(data []byte) error {
+	var w struct {
+		Role       string          `json:"role"`
+		Content    json.RawMessage `json:"content"`
+		ToolCalls  []ToolCall      `json:"tool_calls"`
+		ToolCallID string          `json:"tool_call_id"`
+		Name       string          `json:"name"`
+		Raw        []RawJSON       `json:"raw"`
+	}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*m = Message{Role: w.Role, ToolCalls: w.ToolCalls, ToolCallID: w.ToolCallID, Name: w.Name, Raw: w.Raw}
+	c := bytes.TrimSpace(w.Content)
+	switch {
+	case len(c) == 0 || string(c) == "null":
+	case c[0] == '"':
+		return json.Unmarshal(c, &m.Content)
+	case c[0] == '[':
+		if err := json.Unmarshal(c, &m.Parts); err != nil {
+			return fmt.Errorf("message content: %w", err)
+		}
+		if m.Parts == nil {
+			m.Parts = []Part{}
+		}
+		m.Content = PartsText(m.Parts)
+		if !HasMedia(m.Parts) {
+			m.Parts = nil // a list of texts is the string Content
+		}
+	default:
+		return fmt.Errorf("message content is neither a string, a list of parts nor null: %.40s", c)
+	}
+	return nil
+}
+
+// PartsText is the text of a list of parts: its text parts joined with "\n".
+func PartsText(parts []Part) string {
+	var out strings.Builder
+	n := 0
+	for _, p := range parts {
+		if p.Type != PartText {
+			continue
+		}
+		if n > 0 {
+			out.WriteByte('\n')
+		}
+		out.WriteString(p.Text)
+		n++
+	}
+	return out.String()
+}
+
+// HasMedia reports whether parts hold any part but text: only then are they kept
+// as parts rather than as the string of their text.
+func HasMedia(parts []Part) bool {
+	for _, p := range parts {
+		if p.Type != PartText {
+			return true
+		}
+	}
+	return false
+}
+
+// MarshalJSON writes {"id","type":"function","function":{"name","arguments"}}, or
+// {"id","type":"custom","custom":{"name","input"}} for a custom tool call, exactly as
+// OpenAI's chat completions API writes them.
+func (tc ToolCall) MarshalJSON() ([]byte, error) {
+	return tc.appendJSON(make([]byte, 0, 64+len(tc.Arguments))), nil
+}
+
+func (tc ToolCall) appendJSON(b []byte) []byte {
+	typ := tc.Type
+	if typ == "" {
+		typ = ToolFunction
+	}
+	b = append(b, `{"id":`...)
+	b = appendString(b, tc.ID)
+	b = append(b, `,"type":`...)
+	b = appendString(b, typ)
+	if typ == ToolCustom {
+		b = append(b, `,"custom":{"name":`...)
+		b = appendString(b, tc.Name)
+		b = append(b, `,"input":`...)
+	} else {
+		b = append(b, `,"function":{"name":`...)
+		b = appendString(b, tc.Name)
+		b = append(b, `,"arguments":`...)
+	}
+	b = appendString(b, tc.Arguments)
+	return append(b, "}}"...)
+}
+
+// UnmarshalJSON reads the OpenAI shape and, for the replay events written before it
+// (schema v1 as first released), the flat {id, type, name, arguments}.
+func (tc *ToolCall) UnmarshalJSON(data []byte) error {
+	type fn struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+		Input     string          `json:"input"`
+	}
+	var w struct {
+		ID        string          `json:"id"`
+		Type      string          `json:"type"`
+		Function  *fn             `json:"function"`
+		Custom    *fn             `json:"custom"`
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*tc = ToolCall{ID: w.ID, Type: w.Type, Name: w.Name}
+	args := w.Arguments
+	switch {
+	case w.Custom != nil:
+		tc.Name, tc.Arguments = w.Custom.Name, w.Custom.Input
+		if tc.Type == "" {
+			tc.Type = ToolCustom
+		}
+		return nil
+	case w.Function != nil:
+		tc.Name, args = w.Function.Name, w.Function.Arguments
+	}
+	if tc.Type == "" {
+		tc.Type = ToolFunction
+	}
+	var err error
+	tc.Arguments, err = argumentsText(args)
+	return err
+}
+
+// argumentsText is arguments as text: a JSON string decoded; an object (some writers
+// put the object itself) as its compact JSON.
+func argumentsText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "", nil
+	case raw[0] == '"':
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	var c bytes.Buffer
+	if err := json.Compact(&c, raw); err != nil {
+		return "", err
+	}
+	return c.String(), nil
+}
+
+// MarshalJSON writes the value as it is; an empty RawJSON is null.
+func (r RawJSON) MarshalJSON() ([]byte, error) { return r.appendJSON(nil), nil }
+
+func (r RawJSON) appendJSON(b []byte) []byte {
+	if r == "" {
+		return append(b, "null"...)
+	}
+	return append(b, r...)
+}
+
+// UnmarshalJSON keeps the value's bytes.
+func (r *RawJSON) UnmarshalJSON(data []byte) error {
+	*r = RawJSON(bytes.TrimSpace(data))
+	return nil
+}
+
+// MarshalJSON writes the OpenAI content part; see Part.
+func (p Part) MarshalJSON() ([]byte, error) { return p.appendJSON(nil), nil }
+
+// appendJSON writes
+//
+//	{"type":"text","text":…}, {"type":"refusal","refusal":…},
+//	{"type":"image_url","image_url":{"url","detail"}},
+//	{"type":"input_audio","input_audio":{"data","format"}},
+//	{"type":"file","file":{"file_id","filename","file_data"}}
+//
+// with, for media whose bytes were dropped, "sha256" and "media_type" in place of the
+// bytes (a data URL, data, file_data), and "media_type", "file_url" where the shape has
+// no key of its own for them. A part of another type is written as it came.
+func (p Part) appendJSON(b []byte) []byte {
+	switch p.Type {
+	case PartText, PartRefusal:
+		b = append(b, `{"type":`...)
+		b = appendString(b, p.Type)
+		b = append(b, ',')
+		b = appendString(b, p.Type)
+		b = append(b, ':')
+		b = appendString(b, p.Text)
+		return append(b, '}')
+	case PartImage, PartInputAudio, PartFile:
+	default:
+		if p.Raw != "" {
+			return p.Raw.appendJSON(b)
+		}
+		b = append(b, `{"type":`...)
+		b = appendString(b, p.Type)
+		return append(b, '}')
+	}
+	m := p.Media
+	if m == nil {
+		m = &Media{}
+	}
+	b = append(b, `{"type":`...)
+	b = appendString(b, p.Type)
+	b = append(b, ',')
+	b = appendString(b, p.Type)
+	b = append(b, ":{"...)
+	var o object
+	switch p.Type {
+	case PartImage:
+		url := m.URL
+		if m.Data != "" {
+			url = DataURL(m.MediaType, m.Data)
+		}
+		b = o.field(b, "url", url)
+		b = o.field(b, "detail", m.Detail)
+		b = o.field(b, "file_id", m.FileID)
+	case PartInputAudio:
+		b = o.field(b, "data", m.Data)
+		b = o.field(b, "format", m.Format)
+		b = o.field(b, "url", m.URL)
+	case PartFile:
+		b = o.field(b, "file_id", m.FileID)
+		b = o.field(b, "filename", m.Filename)
+		if m.Data != "" {
+			b = o.field(b, "file_data", DataURL(m.MediaType, m.Data))
+		}
+		b = o.field(b, "file_url", m.URL)
+	}
+	b = o.field(b, "sha256", m.SHA256)
+	if m.Data == "" || p.Type == PartInputAudio {
+		b = o.field(b, "media_type", m.MediaType)
+	}
+	return append(b, "}}"...)
+}
+
+// object writes the members of a JSON object, skipping empty values.
+type object struct{ n int }
+
+func (o *object) field(b []byte, key, v string) []byte {
+	if v == "" {
+		return b
+	}
+	if o.n > 0 {
+		b = append(b, ',')
+	}
+	o.n++
+	b = appendString(b, key)
+	b = append(b, ':')
+	return appendString(b, v)
+}
+
+// UnmarshalJSON reads an OpenAI content part (as MarshalJSON writes it).
+func (p *Part) UnmarshalJSON(data []byte) error {
+	type media struct {
+		URL       string `json:"url"`
+		Detail    string `json:"detail"`
+		FileID    string `json:"file_id"`
+		Data      string `json:"data"`
+		Format    string `json:"format"`
+		Filename  string `json:"filename"`
+		FileData  string `json:"file_data"`
+		FileURL   string `json:"file_url"`
+		SHA256    string `json:"sha256"`
+		MediaType string `json:"media_type"`
+	}
+	var w struct {
+		Type       string `json:"type"`
+		Text       string `json:"text"`
+		Refusal    string `json:"refusal"`
+		ImageURL   *media `json:"image_url"`
+		InputAudio *media `json:"input_audio"`
+		File       *media `json:"file"`
+	}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*p = Part{Type: w.Type}
+	var src *media
+	switch w.Type {
+	case PartText:
+		p.Text = w.Text
+		return nil
+	case PartRefusal:
+		p.Text = w.Refusal
+		return nil
+	case PartImage:
+		src = w.ImageURL
+	case PartInputAudio:
+		src = w.InputAudio
+	case PartFile:
+		src = w.File
+	default:
+		p.Raw = RawJSON(bytes.TrimSpace(data))
+		return nil
+	}
+	if src == nil {
+		src = &media{}
+	}
+	m := &Media{FileID: src.FileID, Detail: src.Detail, Format: src.Format, Filename: src.Filename,
+		SHA256: src.SHA256, MediaType: src.MediaType, Data: src.Data}
+	switch w.Type {
+	case PartImage:
+		m.URL = src.URL
+		if mt, data, ok := ParseDataURL(src.URL); ok {
+			m.URL, m.MediaType, m.Data = "", mt, data
+		}
+	case PartInputAudio:
+		m.URL = src.URL
+	case PartFile:
+		m.URL = src.FileURL
+		if mt, data, ok := ParseDataURL(src.FileData); ok {
+			m.MediaType, m.Data = mt, data
+		}
+	}
+	p.Media = m
+	return nil
+}
+
+// DataURL is the data URL of base64 bytes.
+func DataURL(mediaType, data string) string {
+	return "data:" + mediaType + ";base64," + data
+}
+
+// ParseDataURL splits a base64 data URL ("data:image/png;base64,…") into its media
+// type and its base64 bytes; ok is false for anything else.
+func ParseDataURL(u string) (mediaType, data string, ok bool) {
+	rest, found := strings.CutPrefix(u, "data:")
+	if !found {
+		return "", "", false
+	}
+	head, data, found := strings.Cut(rest, ",")
+	if !found {
+		return "", "", false
+	}
+	mediaType, found = strings.CutSuffix(head, ";base64")
+	if !found {
+		return "", "", false
+	}
+	if i := strings.IndexByte(mediaType, ';'); i >= 0 {
+		mediaType = mediaType[:i] // parameters (charset, name) are not the type
+	}
+	return mediaType, data, true
+}
+
+// StripMedia returns msgs with the bytes of every media part replaced by their
+// SHA-256 (of the decoded bytes; of the text when it is not base64): what the replay
+// buffer records unless it is told to keep media. msgs is not modified; messages
+// without media are shared, not copied.
+func StripMedia(msgs []Message) []Message {
+	out := msgs
+	copied := false
+	for i := range msgs {
+		m := &msgs[i]
+		if !hasMediaData(m.Parts) {
+			continue
+		}
+		if !copied {
+			out = append([]Message(nil), msgs...)
+			copied = true
+		}
+		parts := append([]Part(nil), m.Parts...)
+		for j := range parts {
+			if parts[j].Media == nil || parts[j].Media.Data == "" {
+				continue
+			}
+			md := *parts[j].Media
+			md.SHA256, md.Data = hashData(md.Data), ""
+			parts[j].Media = &md
+		}
+		out[i].Parts = parts
+	}
+	return out
+}
+
+// StripMessageMedia is StripMedia of one message.
+func StripMessageMedia(m Message) Message {
+	if !hasMediaData(m.Parts) {
+		return m
+	}
+	return StripMedia([]Message{m})[0]
+}
+
+func hasMediaData(parts []Part) bool {
+	for _, p := range parts {
+		if p.Media != nil && p.Media.Data != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// hashData is the hex SHA-256 of base64 bytes (padded or not, standard or URL
+// alphabet), or of the text itself when it is not base64.
+func hashData(data string) string {
+	raw, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		if raw, err = base64.RawStdEncoding.DecodeString(data); err != nil {
+			if raw, err = base64.URLEncoding.DecodeString(data); err != nil {
+				raw = []byte(data)
+			}
+		}
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])
+}
+
+// appendString appends s as a JSON string. Like encoding/json it writes invalid UTF-8
+// as U+FFFD and escapes U+2028 and U+2029; unlike it, it leaves <, > and & as they
+// are (an encoder that escapes HTML escapes them when it copies the output).
+func appendString(b []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
