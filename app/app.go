@@ -251,7 +251,8 @@ func openRecorder(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*re
 		}
 		sinks = append(sinks, replay.Named{Sink: s, URI: replay.Redact(uri)})
 	}
-	rec, err := replay.NewRecorder(sinks, replay.RecorderOptions{Queue: cfg.Replay.Queue, SpoolDir: cfg.Replay.SpoolDir, Logger: log, Metrics: m})
+	rec, err := replay.NewRecorder(sinks, replay.RecorderOptions{Queue: cfg.Replay.Queue, SpoolDir: cfg.Replay.SpoolDir, Logger: log, Metrics: m,
+		KeepMedia: cfg.Replay.KeepMedia})
 	if err != nil {
 		return nil, fmt.Errorf("replay.spool_dir: %w", err)
 	}

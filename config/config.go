@@ -228,6 +228,9 @@ type Replay struct {
 	Sinks    []string `yaml:"sinks"` // file://, redis:// or s3:// URIs
 	Queue    int      `yaml:"queue"`
 	SpoolDir string   `yaml:"spool_dir"`
+	// KeepMedia records the bytes of images, audio and files given inline in a
+	// conversation; by default a step keeps their SHA-256 and media type.
+	KeepMedia bool `yaml:"keep_media"`
 }
 
 // Values accepted by enumerated keys.
