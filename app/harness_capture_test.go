@@ -170,7 +170,9 @@ func captureClaudeCode(t *testing.T) {
 	an := testkit.NewAnthropic()
 	defer an.Close()
 	an.Configure(func(a *testkit.Anthropic) {
-		a.ReplyFn = func(body gjson.Result) testkit.Reply { return testkit.Reply{Content: "The repository has CLAUDE.md and README.md."} }
+		a.ReplyFn = func(body gjson.Result) testkit.Reply {
+			return testkit.Reply{Content: "The repository has CLAUDE.md and README.md."}
+		}
 	})
 	c := newClaudeCode(t, an.URL)
 	run := func(env []string, args ...string) [][]byte {

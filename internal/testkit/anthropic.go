@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 // Anthropic is a scripted Anthropic Messages API: POST /v1/messages (JSON, or SSE with
@@ -37,7 +39,8 @@ type Anthropic struct {
 	ErrorAfter int
 
 	mu                sync.Mutex
-	callLog[Captured] // Requests, Last, CancelledCount, Cancelled
+	answers           atomic.Int64 // numbers each answer's message id, unique as the API's are
+	callLog[Captured]              // Requests, Last, CancelledCount, Cancelled
 }
 
 // NewAnthropic starts a scripted Anthropic API on loopback.
@@ -168,11 +171,18 @@ func (a *Anthropic) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Anthropic-Ratelimit-Requests-Remaining", "99")
 	model := req.Get("model").String()
+	// Each answer has its own message id: clients key their transcripts by it (Claude
+	// Code merges the blocks of one id into one message).
+	msgID := fmt.Sprintf("msg_01FakeAnthropic%04d", a.answers.Add(1))
 	if req.Get("stream").Bool() {
-		a.stream(set, w, r, AnthropicStreamEvents(model, rep.Content, rep.ToolCalls, inTok))
+		ev := AnthropicStreamEvents(model, rep.Content, rep.ToolCalls, inTok)
+		ev[0].Data, _ = sjson.SetBytes(ev[0].Data, "message.id", msgID)
+		a.stream(set, w, r, ev)
 		return
 	}
-	out, _ := json.Marshal(AnthropicMessage(model, rep.Content, rep.ToolCalls, inTok))
+	m := AnthropicMessage(model, rep.Content, rep.ToolCalls, inTok)
+	m["id"] = msgID
+	out, _ := json.Marshal(m)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(out)
 }
