@@ -287,20 +287,26 @@ type chatCall struct {
 	claimed *uint64 // the stitching tip this call claimed, released if it fails
 
 	dec      protocol.Decoder
-	status   int // the upstream's status, once its headers arrived
+	body     bodyWriter // the relayed bytes on their way to dec, decoded of their Content-Encoding
+	status   int        // the upstream's status, once its headers arrived
 	advanced bool
 	answer   protocol.Message
 	usage    protocol.Usage
 	span     trace.Span // the call's span (a no-op with tracing off)
 }
 
-func (c *chatCall) begin(status int) { c.status = status }
+func (c *chatCall) begin(status int, contentEncoding string) {
+	c.status = status
+	if status/100 == 2 {
+		c.body = decodeBody(contentEncoding, c.dec)
+	}
+}
 
 func (c *chatCall) chunk(p []byte) {
-	if c.status/100 != 2 {
+	if c.body == nil {
 		return
 	}
-	_, _ = c.dec.Write(p)
+	_, _ = c.body.Write(p)
 	// Advance the episode before the final chunk reaches the agent: its next turn may
 	// arrive the moment it has read this one, and must find the new tip.
 	if !c.advanced && c.dec.Finished() {
@@ -310,6 +316,10 @@ func (c *chatCall) chunk(p []byte) {
 
 func (c *chatCall) done(status int, err error, ttfb time.Duration) {
 	s := c.s
+	var bodyErr error
+	if c.body != nil {
+		bodyErr = c.body.Close() // after it, the decoding goroutine (if any) has ended
+	}
 	c.usage = c.dec.Usage()
 	if errors.Is(err, errClientGone) {
 		status = 499
@@ -330,9 +340,12 @@ func (c *chatCall) done(status int, err error, ttfb time.Duration) {
 	}
 	t := &Turn{Episode: *c.ep, NewEpisode: c.isNew, Index: c.index, Messages: c.req.Messages[min(c.newFrom, len(c.req.Messages)):],
 		Response: c.answer, Usage: c.usage, Status: status, Augment: c.augment, TTFB: ttfb, Total: total, At: time.Now().UTC()}
-	if err != nil {
+	switch {
+	case err != nil:
 		t.Error = err.Error()
-	} else if !c.advanced && status/100 == 2 {
+	case !c.advanced && bodyErr != nil:
+		t.Error = "answer not recorded: " + bodyErr.Error()
+	case !c.advanced && status/100 == 2:
 		t.Error = "answer incomplete: the upstream's response ended before its final event"
 	}
 	s.rec.Record(t)

@@ -248,7 +248,7 @@ func (s *Server) forwardFast(fc *fasthttp.RequestCtx, up *Upstream, body []byte,
 	fc.SetStatusCode(status)
 	copyFastHeaders(fc, &resp.Header)
 	if t != nil {
-		t.begin(status)
+		t.begin(status, string(resp.Header.ContentEncoding()))
 	}
 	if !resp.StreamBody {
 		// The whole answer was read: hand its buffer to the client's response.

@@ -198,8 +198,9 @@ func (s *Server) passthrough(fc *fasthttp.RequestCtx, up *Upstream) {
 // tee receives a copy of each response chunk before the client does, so the answer can
 // be decoded (and the episode advanced) without holding the stream back.
 type tee interface {
-	begin(status int) // the upstream's status, before any chunk
-	chunk(p []byte)
+	// begin gives the upstream's status and Content-Encoding, before any chunk.
+	begin(status int, contentEncoding string)
+	chunk(p []byte) // the bytes as relayed, still encoded
 	// done is called once, after the last byte was relayed or the stream failed.
 	done(status int, err error, ttfb time.Duration)
 }
@@ -252,7 +253,7 @@ func (s *Server) forwardHTTP(fc *fasthttp.RequestCtx, up *Upstream, body []byte,
 	fc.SetStatusCode(resp.StatusCode)
 	copyResponseHeaders(fc, resp.Header)
 	if t != nil {
-		t.begin(resp.StatusCode)
+		t.begin(resp.StatusCode, strings.Join(resp.Header.Values("Content-Encoding"), ","))
 	}
 
 	if !isStream(resp) {
