@@ -134,10 +134,17 @@ type Task struct {
 	Rules []TaskRule `yaml:"rules"` // the first rule that matches wins
 }
 
-// TaskRule is one way of finding the task text; exactly one field is set.
+// TaskRule is one way of finding the task text: exactly one of Regex,
+// FirstUserMessage, LastUserMessage and JSONPath is set; Skip, Strip and Envelopes
+// change what it reads (protocol.TaskRule).
 type TaskRule struct {
-	Regex            string `yaml:"regex"`              // its single capture group is the task
-	FirstUserMessage bool   `yaml:"first_user_message"` // the whole first user message
+	Regex            string   `yaml:"regex"`              // its single capture group is the task
+	FirstUserMessage bool     `yaml:"first_user_message"` // the first user message with text
+	LastUserMessage  bool     `yaml:"last_user_message"`  // the last user message of the first turn
+	JSONPath         string   `yaml:"json_path"`          // a gjson path to a string of the body
+	Skip             []string `yaml:"skip"`               // texts matching one of these are not read
+	Strip            []string `yaml:"strip"`              // matches of these are removed from texts
+	Envelopes        *bool    `yaml:"envelopes"`          // remove the built-in envelopes (default true)
 }
 
 // Placement says where spliced context goes and how it is rendered.

@@ -337,6 +337,13 @@ func TestBadConfig(t *testing.T) {
 		{"regex no group", "task: {rules: [{first_user_message: true}, {regex: 'Task: .+'}]}", "task.rules[1].regex", "capture group"},
 		{"regex two groups", "task: {rules: [{regex: '(a)(b)'}]}", "task.rules[0].regex", "capture group"},
 		{"regex bad", "task: {rules: [{regex: '(unclosed'}]}", "task.rules[0].regex", "compile"},
+		{"rule last and first", "task: {rules: [{last_user_message: true, first_user_message: true}]}", "task.rules[0]", "exactly one"},
+		{"rule json_path and regex", "task: {rules: [{json_path: metadata.task, regex: '(x)'}]}", "task.rules[0]", "exactly one"},
+		{"rule only modifiers", "task: {rules: [{strip: ['x'], envelopes: false}]}", "task.rules[0]", "exactly one"},
+		{"json_path spaces", "task: {rules: [{json_path: ' metadata.task'}]}", "task.rules[0].json_path", "spaces"},
+		{"skip bad", "task: {rules: [{first_user_message: true, skip: ['ok', '(']}]}", "task.rules[0].skip[1]", "compile"},
+		{"strip bad", "task: {rules: [{last_user_message: true, strip: ['[']}]}", "task.rules[0].strip[0]", "compile"},
+		{"strip empty", "task: {rules: [{first_user_message: true, strip: ['']}]}", "task.rules[0].strip[0]", "empty"},
 		{"placement mode", "placement: {mode: prepend}", "placement.mode", "append_to_task"},
 		{"placement template", "placement: {template: 'ctx'}", "placement.template", "{{context}}"},
 		{"augmenter name", "augmenters: {Cam: {type: cam}}", "augmenters.Cam", "must match"},
@@ -565,6 +572,21 @@ func TestTaskCompile(t *testing.T) {
 	}
 	if len(rules) != 2 || rules[0].Regex == nil || rules[0].Regex.FindStringSubmatch("Task: fix it")[1] != "fix it" || !rules[1].FirstUserMessage {
 		t.Errorf("Compile = %+v", rules)
+	}
+	no := false
+	rules, err = Task{Rules: []TaskRule{
+		{LastUserMessage: true, Skip: []string{`^<recommended`}, Strip: []string{`\[ref:\d+\]`}, Envelopes: &no},
+		{JSONPath: "metadata.task"},
+	}}.Compile()
+	if err != nil {
+		t.Fatalf("Compile: %v", err)
+	}
+	if r := rules[0]; !r.LastUserMessage || len(r.Skip) != 1 || !r.Skip[0].MatchString("<recommended_plugins>") ||
+		len(r.Strip) != 1 || r.Strip[0].ReplaceAllString("a[ref:12]b", "") != "ab" || !r.NoEnvelopes {
+		t.Errorf("rule 0 = %+v", r)
+	}
+	if r := rules[1]; r.JSONPath != "metadata.task" || r.NoEnvelopes {
+		t.Errorf("rule 1 = %+v, want the json path with envelopes on by default", r)
 	}
 	_, err = Task{Rules: []TaskRule{{Regex: `(`}, {}}}.Compile()
 	if keys := fieldKeys(err); !slices.Equal(keys, []string{"task.rules[0].regex", "task.rules[1]"}) {

@@ -83,6 +83,14 @@ func redactURL(raw string) string {
 func (c *Config) clone() *Config {
 	out := *c
 	out.Task.Rules = slices.Clone(c.Task.Rules)
+	for i := range out.Task.Rules {
+		r := &out.Task.Rules[i]
+		r.Skip, r.Strip = slices.Clone(r.Skip), slices.Clone(r.Strip)
+		if r.Envelopes != nil {
+			e := *r.Envelopes
+			r.Envelopes = &e
+		}
+	}
 	if c.Augmenters != nil {
 		out.Augmenters = make(map[string]Augmenter, len(c.Augmenters))
 		for name, a := range c.Augmenters {

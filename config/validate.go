@@ -114,26 +114,69 @@ func (t Task) compile(p *problems) []protocol.TaskRule {
 	rules := make([]protocol.TaskRule, 0, len(t.Rules))
 	for i, r := range t.Rules {
 		key := fmt.Sprintf("task.rules[%d]", i)
-		if (r.Regex != "") == r.FirstUserMessage {
-			p.add(key, "set exactly one of regex and first_user_message")
-			continue
+		if rule, ok := r.compile(p, key); ok {
+			rules = append(rules, rule)
 		}
-		if r.FirstUserMessage {
-			rules = append(rules, protocol.TaskRule{FirstUserMessage: true})
-			continue
-		}
-		re, err := regexp.Compile(r.Regex)
-		if err != nil {
-			p.add(key+".regex", "does not compile: %v", err)
-			continue
-		}
-		if n := re.NumSubexp(); n != 1 {
-			p.add(key+".regex", "must have exactly one capture group (the task), has %d", n)
-			continue
-		}
-		rules = append(rules, protocol.TaskRule{Regex: re})
 	}
 	return rules
+}
+
+// compile checks one rule; ok is false when it has a problem (added to p).
+func (r TaskRule) compile(p *problems, key string) (protocol.TaskRule, bool) {
+	n0 := len(*p)
+	var rule protocol.TaskRule
+	set := 0
+	if r.Regex != "" {
+		set++
+	}
+	for _, b := range []bool{r.FirstUserMessage, r.LastUserMessage, r.JSONPath != ""} {
+		if b {
+			set++
+		}
+	}
+	if set != 1 {
+		p.add(key, "set exactly one of regex, first_user_message, last_user_message and json_path")
+	}
+	switch {
+	case r.Regex != "":
+		re, err := regexp.Compile(r.Regex)
+		switch {
+		case err != nil:
+			p.add(key+".regex", "does not compile: %v", err)
+		case re.NumSubexp() != 1:
+			p.add(key+".regex", "must have exactly one capture group (the task), has %d", re.NumSubexp())
+		default:
+			rule.Regex = re
+		}
+	case r.JSONPath != "":
+		if strings.TrimSpace(r.JSONPath) != r.JSONPath {
+			p.add(key+".json_path", "has spaces at its ends: %q", r.JSONPath)
+		}
+		rule.JSONPath = r.JSONPath
+	}
+	rule.FirstUserMessage, rule.LastUserMessage = r.FirstUserMessage, r.LastUserMessage
+	rule.Skip = compilePatterns(p, key+".skip", r.Skip)
+	rule.Strip = compilePatterns(p, key+".strip", r.Strip)
+	rule.NoEnvelopes = r.Envelopes != nil && !*r.Envelopes
+	return rule, len(*p) == n0
+}
+
+// compilePatterns compiles a list of regular expressions, naming each bad one.
+func compilePatterns(p *problems, key string, pats []string) []*regexp.Regexp {
+	var out []*regexp.Regexp
+	for j, pat := range pats {
+		if pat == "" {
+			p.add(fmt.Sprintf("%s[%d]", key, j), "is empty; give a pattern")
+			continue
+		}
+		re, err := regexp.Compile(pat)
+		if err != nil {
+			p.add(fmt.Sprintf("%s[%d]", key, j), "does not compile: %v", err)
+			continue
+		}
+		out = append(out, re)
+	}
+	return out
 }
 
 func (pl Placement) check(p *problems, key string) {

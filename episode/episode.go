@@ -77,41 +77,61 @@ func NewID() string {
 
 // Chain returns h where h[i] is the hash of the canonical form of msgs[0..i]. One pass:
 // each hash extends the previous one, so a conversation of n messages costs O(its bytes).
-func Chain(msgs []protocol.Message) []uint64 {
+func Chain(msgs []protocol.Message) []uint64 { return chain(msgs, false) }
+
+// LooseChain is Chain with the text of system and developer messages left out (only
+// their role and place count): the chain under which a conversation resumed with
+// another system prompt finds its episode. A call is stitched by Chain's tips first,
+// and by LooseChain's only when none of those is known (see canonicalText).
+func LooseChain(msgs []protocol.Message) []uint64 { return chain(msgs, true) }
+
+// HasSystem reports whether msgs hold a system or developer message: without one,
+// LooseChain is Chain.
+func HasSystem(msgs []protocol.Message) bool {
+	for i := range msgs {
+		if isSystem(msgs[i].Role) {
+			return true
+		}
+	}
+	return false
+}
+
+func chain(msgs []protocol.Message, loose bool) []uint64 {
 	out := make([]uint64, len(msgs))
 	var h uint64
 	var d xxhash.Digest
 	for i := range msgs {
-		h = extend(&d, h, &msgs[i])
+		h = extend(&d, h, &msgs[i], loose)
 		out[i] = h
 	}
 	return out
 }
 
-// Extend returns the chain hash of a history whose hash is prev followed by m.
+// Extend returns the chain hash of a history whose hash is prev followed by m (of
+// Chain, or of LooseChain: an assistant answer extends both alike).
 func Extend(prev uint64, m *protocol.Message) uint64 {
 	var d xxhash.Digest
-	return extend(&d, prev, m)
+	return extend(&d, prev, m, false)
 }
 
-func extend(d *xxhash.Digest, prev uint64, m *protocol.Message) uint64 {
+func extend(d *xxhash.Digest, prev uint64, m *protocol.Message, loose bool) uint64 {
 	d.Reset()
 	var b [8]byte
 	for i := range 8 {
 		b[i] = byte(prev >> (8 * i))
 	}
 	_, _ = d.Write(b[:])
-	writeCanonical(d, m)
+	writeCanonical(d, m, loose)
 	return d.Sum64()
 }
 
 // writeCanonical writes role, text, tool calls and tool-call id with whitespace
 // collapsed, so that an SDK re-serialising the history (spacing in arguments, content
-// null vs "") does not break the chain.
-func writeCanonical(d *xxhash.Digest, m *protocol.Message) {
+// null vs "") does not break the chain. The text is canonicalText's.
+func writeCanonical(d *xxhash.Digest, m *protocol.Message, loose bool) {
 	_, _ = d.WriteString(m.Role)
 	_, _ = d.Write([]byte{0})
-	writeCollapsed(d, m.Content, false)
+	writeCollapsed(d, canonicalText(m, loose), false)
 	_, _ = d.Write([]byte{0})
 	for i := range m.ToolCalls {
 		tc := &m.ToolCalls[i]
@@ -124,6 +144,39 @@ func writeCanonical(d *xxhash.Digest, m *protocol.Message) {
 	}
 	_, _ = d.WriteString(m.ToolCallID)
 }
+
+// canonicalText is the part of a message's text that identifies the conversation:
+//
+//   - user messages: the text without the built-in envelopes (protocol/envelope.go:
+//     Claude Code's <system-reminder> blocks, Codex's <environment_context> …) and
+//     with its volatile parts (dates, absolute paths, ids: protocol.Stable) replaced;
+//   - system and developer messages: the text with its volatile parts replaced, so
+//     that a conversation resumed on another day or in another folder continues; in
+//     the loose chain, nothing (only their role and place count): the harness
+//     rebuilds its system prompt on every start, and Claude Code's --continue changes
+//     a line of it that is not a date (the model's description);
+//   - assistant and tool messages: the text as sent; they are what happened.
+//
+// The cost is ambiguity. Two conversations that differ only in volatile parts hash
+// alike, and in the loose chain so do two whose system prompts differ entirely. A call
+// with no assistant message still starts a new episode, each answer's tip is claimed
+// once, and a loose tip is looked at only when no strict tip is known, so parallel
+// runs stay apart as before; only a later turn whose run answered exactly like another
+// run's, and whose own strict tip is gone, could continue the other run's episode.
+func canonicalText(m *protocol.Message, loose bool) string {
+	switch {
+	case isSystem(m.Role):
+		if loose {
+			return ""
+		}
+		return protocol.Stable(m.Content)
+	case m.Role == "user":
+		return protocol.Stable(protocol.StripEnvelopes(m.Content))
+	}
+	return m.Content
+}
+
+func isSystem(role string) bool { return role == "system" || role == "developer" }
 
 // writeArguments hashes tool-call arguments as JSON values: SDKs re-serialise them
 // (Bedrock and Anthropic clients send the input back as an object: keys reordered,
@@ -351,11 +404,13 @@ func Candidates(msgs []protocol.Message, chain []uint64) (tips []uint64, ends []
 	return tips, ends
 }
 
-// TaskID is the id of a task given no X-CAM-Task-Id: a hash of its normalised text, so
-// that every run of one task groups together.
+// TaskID is the id of a task given no X-CAM-Task-Id: a hash of its normalised text —
+// whitespace collapsed and volatile parts (dates, absolute paths, ids:
+// protocol.Stable) replaced — so that every run of one task groups together, in any
+// folder, on any day, in any session.
 func TaskID(task string) string {
 	d := xxhash.New()
-	writeCollapsed(d, task, false)
+	writeCollapsed(d, protocol.Stable(task), false)
 	var b [8]byte
 	h := d.Sum64()
 	for i := range 8 {

@@ -15,6 +15,7 @@ type segment struct {
 	raw    string // the raw JSON string, quotes included
 	text   string // its decoded value
 	msgEnd int    // raw offset right after the message object; unused for the system prompt
+	turn   int    // assistant messages before the text's message
 }
 
 // block holds the fields of one content block that the normalisation reads. On
@@ -125,6 +126,7 @@ func (r *Request) readSystem(system gjson.Result, open, closing int) []segment {
 // rules may read to segs.
 func (r *Request) readMessages(msgs gjson.Result, segs []segment) []segment {
 	r.arrOpen = msgs.Index
+	turn := 0 // assistant messages so far
 	msgs.ForEach(func(_, v gjson.Result) bool {
 		w := r.wireMessages
 		r.wireMessages++
@@ -146,8 +148,11 @@ func (r *Request) readMessages(msgs gjson.Result, segs []segment) []segment {
 		user := role.Str == "user"
 		visit := func(t gjson.Result) {
 			if user {
-				segs = append(segs, segment{msg: w, idx: t.Index, raw: t.Raw, text: t.Str, msgEnd: end})
+				segs = append(segs, segment{msg: w, idx: t.Index, raw: t.Raw, text: t.Str, msgEnd: end, turn: turn})
 			}
+		}
+		if role.Str == "assistant" {
+			turn++
 		}
 		if content.Type == gjson.String {
 			visit(content)

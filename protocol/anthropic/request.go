@@ -95,7 +95,7 @@ func parse(body []byte, rules []protocol.TaskRule, outside *protocol.View) (*Req
 	}
 	segs := r.readSystem(system, open, closing)
 	segs = r.readMessages(msgs, segs)
-	r.findTask(rules, segs)
+	r.findTask(rules, body, segs)
 	return r, nil
 }
 

@@ -91,7 +91,7 @@ func parseConverse(body []byte, rules []protocol.TaskRule, fam family, op Op) (*
 	}
 	segs := r.readSystem(sys)
 	segs = r.readMessages(msgs, segs)
-	r.findTask(rules, segs)
+	r.findTask(rules, body, segs)
 	return r, nil
 }
 
@@ -262,46 +262,30 @@ func readToolResult(v gjson.Result) protocol.Message {
 // array or object, the quote that closes a string.
 func closeOf(v gjson.Result) int { return v.Index + len(v.Raw) - 1 }
 
-// findTask applies rules in order; the first that matches sets r.Task and r.task.
-func (r *ConverseRequest) findTask(rules []protocol.TaskRule, segs []convSegment) {
-	for _, rule := range rules {
-		switch {
-		case rule.Regex != nil:
-			for _, s := range segs {
-				task, end, ok := jsontext.FindTask(rule.Regex, s.text)
-				if !ok {
-					continue
-				}
-				r.Task = task
-				r.task = convTask{inSystem: s.sys, at: s.idx + jsontext.QuotedOffset(s.raw, end), close: s.close}
-				return
-			}
-		case rule.FirstUserMessage:
-			if r.firstUser(segs) {
-				return
-			}
-		}
-	}
-}
-
-// firstUser takes the whole text of the first user message that has text; the
-// anchor is the end of its last text block.
-func (r *ConverseRequest) firstUser(segs []convSegment) bool {
-	for i := 0; i < len(segs); i++ {
-		s := segs[i]
-		if s.sys || r.Messages[s.msg].Content == "" {
+// findTask applies rules in order (protocol.FindTask); the first that matches sets
+// r.Task and r.task. The anchor is the end of the task in the text it was found in.
+func (r *ConverseRequest) findTask(rules []protocol.TaskRule, body []byte, segs []convSegment) {
+	ps := make([]protocol.Segment, len(segs))
+	turn, counted := 0, 0 // assistant messages in r.Messages[:counted]
+	for k, s := range segs {
+		if s.sys {
+			ps[k] = protocol.Segment{Msg: -1, Role: "system", Text: s.text, Offset: s.idx}
 			continue
 		}
-		last := i
-		for last+1 < len(segs) && segs[last+1].msg == s.msg {
-			last++
+		for ; counted < s.msg; counted++ {
+			if r.Messages[counted].Role == "assistant" {
+				turn++
+			}
 		}
-		l := segs[last]
-		r.Task = r.Messages[s.msg].Content
-		r.task = convTask{at: closeOf(gjson.Result{Index: l.idx, Raw: l.raw}), close: l.close}
-		return true
+		ps[k] = protocol.Segment{Msg: s.msg, Role: "user", Text: s.text, Turn: turn, Offset: s.idx}
 	}
-	return false
+	f, ok := protocol.FindTask(rules, body, ps)
+	if !ok {
+		return
+	}
+	s := segs[f.Seg]
+	r.Task, r.TaskRule = f.Task, f.Rule
+	r.task = convTask{inSystem: s.sys, at: s.idx + jsontext.QuotedOffset(s.raw, f.End), close: s.close}
 }
 
 // Parsed returns the call's view.

@@ -66,7 +66,7 @@ func parseLlama(body []byte, rules []protocol.TaskRule, op Op) (*LlamaRequest, e
 	r := &LlamaRequest{op: op, bodyLen: len(body), quoted: p.Raw, open: p.Index, prompt: p.Str, taskBlock: -1}
 	r.Stream = op.Stream()
 	r.readPrompt()
-	r.findTask(rules)
+	r.findTask(rules, body)
 	return r, nil
 }
 
@@ -135,43 +135,38 @@ func trimSpan(s string, from, to int) (int, int) {
 	return from, from + len(strings.TrimRightFunc(t, unicode.IsSpace))
 }
 
-// findTask applies rules in order to the texts of system and user blocks (or to the
-// whole plain prompt); the first that matches sets r.Task.
-func (r *LlamaRequest) findTask(rules []protocol.TaskRule) {
-	for _, rule := range rules {
-		if r.tmpl == nil {
-			switch {
-			case rule.Regex != nil:
-				if task, end, ok := jsontext.FindTask(rule.Regex, r.prompt); ok {
-					r.Task, r.taskAt = task, end
-					return
-				}
-			case rule.FirstUserMessage:
-				if r.prompt != "" {
-					r.Task, r.taskAt = r.prompt, len(r.prompt)
-					return
-				}
-			}
+// findTask applies rules in order (protocol.FindTask) to the texts of system and
+// user blocks (or to the whole plain prompt); the first that matches sets r.Task.
+func (r *LlamaRequest) findTask(rules []protocol.TaskRule, body []byte) {
+	if r.tmpl == nil {
+		segs := []protocol.Segment{{Msg: 0, Role: "user", Text: r.prompt, Offset: r.open}}
+		if f, ok := protocol.FindTask(rules, body, segs); ok {
+			r.Task, r.TaskRule, r.taskAt = f.Task, f.Rule, f.End
+		}
+		return
+	}
+	var segs []protocol.Segment
+	var blockOf []int // the block index of each segment
+	turn := 0
+	for i, b := range r.blocks {
+		if !b.isMessage {
 			continue
 		}
-		for i, b := range r.blocks {
-			if !b.isMessage || (b.role != "user" && b.role != "system") {
-				continue
-			}
-			text := r.prompt[b.textStart:b.text]
-			if rule.Regex != nil {
-				if task, end, ok := jsontext.FindTask(rule.Regex, text); ok {
-					r.Task, r.taskAt, r.taskBlock = task, b.textStart+end, i
-					return
-				}
-				continue
-			}
-			if rule.FirstUserMessage && b.role == "user" && text != "" {
-				r.Task, r.taskAt, r.taskBlock = text, b.text, i
-				return
-			}
+		if b.role == "assistant" {
+			turn++
 		}
+		if b.role != "user" && b.role != "system" {
+			continue
+		}
+		segs = append(segs, protocol.Segment{Msg: i, Role: b.role, Text: r.prompt[b.textStart:b.text], Turn: turn, Offset: -1})
+		blockOf = append(blockOf, i)
 	}
+	f, ok := protocol.FindTask(rules, body, segs)
+	if !ok {
+		return
+	}
+	i := blockOf[f.Seg]
+	r.Task, r.TaskRule, r.taskAt, r.taskBlock = f.Task, f.Rule, r.blocks[i].textStart+f.End, i
 }
 
 // Parsed returns the call's view.

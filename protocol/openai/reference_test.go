@@ -73,7 +73,7 @@ func parseReference(body []byte, rules []protocol.TaskRule) (*Request, error) {
 		r.Messages = append(r.Messages, m)
 		return true
 	})
-	r.findTask(rules, segs)
+	r.findTask(rules, body, segs)
 	return r, nil
 }
 

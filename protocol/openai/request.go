@@ -74,7 +74,7 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 	}
 	r.arrOpen = msgs
 	segs := r.readMessages(body, js, jsontext.NewArena(len(body)))
-	r.findTask(rules, segs)
+	r.findTask(rules, body, segs)
 	return r, nil
 }
 

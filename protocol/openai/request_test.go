@@ -172,9 +172,12 @@ func TestParse(t *testing.T) {
 			task: "#42",
 		},
 		{
-			name:  "first user message empty: no task",
+			// An empty user message (or one only of envelopes) is passed over, as in
+			// every adapter: the task is the first user text there is.
+			name:  "first user message empty: the next one",
 			body:  `{"messages":[{"role":"user","content":""},{"role":"user","content":"later"}]}`,
 			rules: firstUser,
+			task:  "later",
 			messages: []protocol.Message{
 				{Role: "user", Content: ""},
 				{Role: "user", Content: "later"},

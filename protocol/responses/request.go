@@ -22,7 +22,6 @@ package responses
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode"
 
@@ -78,6 +77,7 @@ type segment struct {
 	raw     string // the raw JSON string, quotes included
 	text    string // its decoded value
 	itemEnd int    // raw offset right after the item object; unused for -1 and -2
+	turn    int    // assistant messages before the item
 }
 
 // Parse reads a Responses API body. rules are tried in order; the first that matches
@@ -117,7 +117,7 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 	})
 	segs := r.readInstructions(instructions, open, closing, members)
 	segs = r.readInput(input, segs)
-	r.findTask(rules, segs)
+	r.findTask(rules, body, segs)
 	return r, nil
 }
 
@@ -177,13 +177,19 @@ func (r *Request) readInput(input gjson.Result, segs []segment) []segment {
 	r.arrOpen = input.Index
 	var a assembler
 	a.msgs = r.Messages
+	turn, seen := 0, len(a.msgs) // assistant messages in a.msgs[:seen]
 	input.ForEach(func(_, v gjson.Result) bool {
 		i := r.items
 		r.items++
 		end := v.Index + len(v.Raw)
+		for ; seen < len(a.msgs); seen++ {
+			if a.msgs[seen].Role == "assistant" {
+				turn++
+			}
+		}
 		a.item(v, func(role string, t gjson.Result) {
 			if isTaskRole(role) {
-				segs = append(segs, segment{item: i, user: role == "user", idx: t.Index, raw: t.Raw, text: t.Str, itemEnd: end})
+				segs = append(segs, segment{item: i, user: role == "user", idx: t.Index, raw: t.Raw, text: t.Str, itemEnd: end, turn: turn})
 			}
 		})
 		return true
@@ -200,54 +206,29 @@ func isTaskRole(role string) bool {
 // closingQuote is the raw offset of the quote that closes a string value.
 func closingQuote(s gjson.Result) int { return s.Index + len(s.Raw) - 1 }
 
-// findTask applies rules in order; the first that matches sets r.Task and r.task.
-func (r *Request) findTask(rules []protocol.TaskRule, segs []segment) {
-	protocol.FirstMatch(rules, func(re *regexp.Regexp) bool { return r.matchRegex(re, segs) },
-		func() bool { return r.matchFirstUser(segs) })
-}
-
-// matchRegex matches re against each text (instructions, then the input's system,
-// developer and user texts) in order; the task is its capture group (the whole match
-// when it has none), which must be non-empty.
-func (r *Request) matchRegex(re *regexp.Regexp, segs []segment) bool {
-	for _, s := range segs {
-		task, end, ok := jsontext.FindTask(re, s.text)
-		if !ok {
-			continue
+// findTask applies rules in order (protocol.FindTask); the first that matches sets
+// r.Task and r.task. The anchor is the end of the task in the text it was found in.
+func (r *Request) findTask(rules []protocol.TaskRule, body []byte, segs []segment) {
+	ps := make([]protocol.Segment, len(segs))
+	for k, s := range segs {
+		role := "system" // instructions, system and developer messages alike for the rules
+		if s.user {
+			role = "user"
 		}
-		at := s.idx + jsontext.QuotedOffset(s.raw, end)
-		r.Task = task
-		r.task = taskSpot{at: at, after: r.newMessageAnchor(s, at)}
-		return true
+		msg := s.item
+		if s.item == -2 {
+			msg = 0 // the input string: the one user message
+		}
+		ps[k] = protocol.Segment{Msg: msg, Role: role, Text: s.text, Turn: s.turn, Offset: s.idx}
 	}
-	return false
-}
-
-// matchFirstUser takes the text of the first user message that has any: its text
-// parts joined. The anchor is the end of its last text, so that appended context
-// follows everything the user wrote.
-func (r *Request) matchFirstUser(segs []segment) bool {
-	for i := 0; i < len(segs); {
-		j := i + 1
-		for j < len(segs) && segs[j].item == segs[i].item {
-			j++
-		}
-		if segs[i].user {
-			var text jsontext.Joiner
-			for _, s := range segs[i:j] {
-				text.Add(s.text)
-			}
-			if t := text.String(); t != "" {
-				last := segs[j-1]
-				at := closingQuote(gjson.Result{Index: last.idx, Raw: last.raw})
-				r.Task = t
-				r.task = taskSpot{at: at, after: r.newMessageAnchor(last, at)}
-				return true
-			}
-		}
-		i = j
+	f, ok := protocol.FindTask(rules, body, ps)
+	if !ok {
+		return
 	}
-	return false
+	s := segs[f.Seg]
+	at := s.idx + jsontext.QuotedOffset(s.raw, f.End)
+	r.Task, r.TaskRule = f.Task, f.Rule
+	r.task = taskSpot{at: at, after: r.newMessageAnchor(s, at)}
 }
 
 // newMessageAnchor says where NewMessage inserts for a task found in s (whose end is

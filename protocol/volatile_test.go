@@ -1,0 +1,93 @@
+package protocol
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestStable(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		// Dates.
+		{"Today's date is 2026-11-24.", "Today's date is <date>"},
+		{"<current_date>2026-11-24</current_date>", "<current_date><date></current_date>"},
+		{"at 2025-10-20T10:00:00Z ok", "at <date> ok"},
+		{"at 2025-10-20T10:00:00.123+02:00.", "at <date>."},
+		{"at 2025-10-20 10:00 then", "at <date> then"},
+		{"on 2025/1/2 and 20.10.2025 and 10-20-2025", "on <date> and <date> and <date>"},
+		{"Date: Mon, 20 Oct 2025 10:00:00 GMT\n", "Date: <date>\n"},
+		{"due 20 Oct 2025.", "due <date>."},
+		{"Monday, October 20, 2025 is a day", "<date> is a day"},
+		{"from Oct 2nd, 2025 on", "from <date> on"},
+		{"today's date: 24 November\nnext", "today's date: <date>\nnext"},
+		{"Current date: whatever it is", "Current date: <date>"},
+		// Times.
+		{"meet at 10:30 AM", "meet at <time>"},
+		{"ran 23:59:59.5 UTC", "ran <time>"},
+		// Paths.
+		{"<cwd>/tmp/TestX123/001/repo</cwd>", "<cwd><path></cwd>"},
+		{"Contents of /home/al/proj/CLAUDE.md (project)", "Contents of <path> (project)"},
+		{"see /etc/hosts.", "see <path>."},
+		{"memory at `~/.claude/memory`", "memory at `<path>`"},
+		{`open C:\Users\al\repo\main.go now`, "open <path> now"},
+		// Ids.
+		{"session fa511ccb-cbf7-4445-aa5f-bd8434a64f50 done", "session <id> done"},
+		{"commit 4099d6e7 and 4099d6e7c0ffee", "commit <id> and <id>"},
+		{"key toolu_01A09q90qw90lq917835lq9 x", "key <id> x"},
+		{"cc_version=2.1.197.6e2;", "cc_version=2.1.197.6e2;"},
+		// Kept: what tells two tasks apart.
+		{"List the files in this repository.", "List the files in this repository."},
+		{"fix main.go:10:20 and src/app/x.go", "fix main.go:10:20 and src/app/x.go"},
+		{"see https://example.com/a/b/c and and/or /review", "see https://example.com/a/b/c and and/or /review"},
+		{"book flight 12345678 for 3 people on May 5", "book flight 12345678 for 3 people on May 5"},
+		{"test_user_registration_flow_v2 deadbeef", "test_user_registration_flow_v2 deadbeef"},
+		{"version 1.2.3 at 192.168.1.1", "version 1.2.3 at 192.168.1.1"},
+		{"", ""},
+	} {
+		if got := Stable(tt.in); got != tt.want {
+			t.Errorf("Stable(%q)\n got %q\nwant %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestStableSameRequest: the same request on another day, in another folder, in
+// another session is one text; two requests stay two.
+func TestStableSameRequest(t *testing.T) {
+	a := "In /tmp/TestCaptureHarness1/001/repo on 2026-11-24 (session 77f2581b-dfde-45fc-9d96-61403ca4fceb): list the files."
+	b := "In /home/bob/work/repo on 2026-11-23 (session fa511ccb-cbf7-4445-aa5f-bd8434a64f50): list the files."
+	c := "In /home/bob/work/repo on 2026-11-23 (session fa511ccb-cbf7-4445-aa5f-bd8434a64f50): delete the files."
+	if Stable(a) != Stable(b) {
+		t.Errorf("one request, two texts:\n%q\n%q", Stable(a), Stable(b))
+	}
+	if Stable(b) == Stable(c) {
+		t.Errorf("two requests, one text: %q", Stable(c))
+	}
+}
+
+func TestStableNoCopy(t *testing.T) {
+	s := strings.Repeat("plain words only ", 100)
+	if got := Stable(s); got != s {
+		t.Fatal("changed a text with nothing volatile")
+	}
+	if n := testing.AllocsPerRun(100, func() { Stable(s) }); n != 0 {
+		t.Errorf("Stable allocates %v times for a text with nothing volatile", n)
+	}
+}
+
+func FuzzStable(f *testing.F) {
+	for _, s := range []string{"Today's date is 2026-11-24.", "/a/b 10:00 fa511ccb-cbf7-4445-aa5f-bd8434a64f50",
+		"Mon, 20 Oct 2025 10:00:00 GMT", `C:\a\b`, "~/x", "October 2, 2025", "\xff/a/b", "2025-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := Stable(s)
+		if again := Stable(s); again != got {
+			t.Fatalf("Stable(%q) is not deterministic: %q then %q", s, got, again)
+		}
+		if len(got) > len(s)+len(s)*len(VolatileDate) {
+			t.Fatalf("Stable(%q) = %q grew beyond its placeholders", s, got)
+		}
+		if !strings.ContainsAny(s, "0123456789/~\\") && !strings.Contains(strings.ToLower(s), "date") && got != s {
+			t.Fatalf("Stable(%q) = %q changed a text with no digit, path or date phrase", s, got)
+		}
+	})
+}
