@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"unicode/utf8"
 )
@@ -245,6 +246,9 @@ func (p Part) MarshalJSON() ([]byte, error) { return p.appendJSON(nil), nil }
 // bytes (a data URL, data, file_data), and "media_type", "file_url" where the shape has
 // no key of its own for them. A part of another type is written as it came.
 func (p Part) appendJSON(b []byte) []byte {
+	if p.Raw != "" {
+		return p.Raw.appendJSON(b) // a part kept as it came
+	}
 	switch p.Type {
 	case PartText, PartRefusal:
 		b = append(b, `{"type":`...)
@@ -256,9 +260,6 @@ func (p Part) appendJSON(b []byte) []byte {
 		return append(b, '}')
 	case PartImage, PartInputAudio, PartFile:
 	default:
-		if p.Raw != "" {
-			return p.Raw.appendJSON(b)
-		}
 		b = append(b, `{"type":`...)
 		b = appendString(b, p.Type)
 		return append(b, '}')
@@ -317,8 +318,20 @@ func (o *object) field(b []byte, key, v string) []byte {
 	return appendString(b, v)
 }
 
-// UnmarshalJSON reads an OpenAI content part (as MarshalJSON writes it).
+// UnmarshalJSON reads an OpenAI content part (as MarshalJSON writes it). A part it
+// cannot read as its type says is kept verbatim, as a part of an unknown type is.
 func (p *Part) UnmarshalJSON(data []byte) error {
+	if err := p.unmarshal(data); err != nil {
+		var head struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(data, &head)
+		*p = Part{Type: head.Type, Raw: RawJSON(bytes.TrimSpace(data))}
+	}
+	return nil
+}
+
+func (p *Part) unmarshal(data []byte) error {
 	type media struct {
 		URL       string `json:"url"`
 		Detail    string `json:"detail"`
@@ -389,8 +402,9 @@ func DataURL(mediaType, data string) string {
 	return "data:" + mediaType + ";base64," + data
 }
 
-// ParseDataURL splits a base64 data URL ("data:image/png;base64,…") into its media
-// type and its base64 bytes; ok is false for anything else.
+// ParseDataURL splits a data URL ("data:image/png;base64,…") into its media type and
+// its bytes, base64-encoded (a URL that is not base64 has its percent-decoded bytes
+// encoded); ok is false for anything but a data URL.
 func ParseDataURL(u string) (mediaType, data string, ok bool) {
 	rest, found := strings.CutPrefix(u, "data:")
 	if !found {
@@ -400,12 +414,16 @@ func ParseDataURL(u string) (mediaType, data string, ok bool) {
 	if !found {
 		return "", "", false
 	}
-	mediaType, found = strings.CutSuffix(head, ";base64")
-	if !found {
-		return "", "", false
-	}
+	mediaType, b64 := strings.CutSuffix(head, ";base64")
 	if i := strings.IndexByte(mediaType, ';'); i >= 0 {
 		mediaType = mediaType[:i] // parameters (charset, name) are not the type
+	}
+	if !b64 {
+		raw, err := url.PathUnescape(data)
+		if err != nil {
+			raw = data
+		}
+		data = base64.StdEncoding.EncodeToString([]byte(raw))
 	}
 	return mediaType, data, true
 }
@@ -522,4 +540,42 @@ func appendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// Clone returns m with every string copied, so that it no longer aliases the buffer
+// it was read from (a stream event, a request body).
+func (m Message) Clone() Message {
+	m.Role = strings.Clone(m.Role)
+	m.Content = strings.Clone(m.Content)
+	m.ToolCallID = strings.Clone(m.ToolCallID)
+	m.Name = strings.Clone(m.Name)
+	if m.ToolCalls != nil {
+		calls := make([]ToolCall, len(m.ToolCalls))
+		for i, c := range m.ToolCalls {
+			calls[i] = ToolCall{ID: strings.Clone(c.ID), Type: strings.Clone(c.Type), Name: strings.Clone(c.Name), Arguments: strings.Clone(c.Arguments)}
+		}
+		m.ToolCalls = calls
+	}
+	if m.Parts != nil {
+		parts := make([]Part, len(m.Parts))
+		for i, p := range m.Parts {
+			parts[i] = Part{Type: strings.Clone(p.Type), Text: strings.Clone(p.Text), Raw: RawJSON(strings.Clone(string(p.Raw)))}
+			if p.Media != nil {
+				md := *p.Media
+				md.URL, md.FileID, md.Data = strings.Clone(md.URL), strings.Clone(md.FileID), strings.Clone(md.Data)
+				md.SHA256, md.MediaType, md.Filename = strings.Clone(md.SHA256), strings.Clone(md.MediaType), strings.Clone(md.Filename)
+				md.Format, md.Detail = strings.Clone(md.Format), strings.Clone(md.Detail)
+				parts[i].Media = &md
+			}
+		}
+		m.Parts = parts
+	}
+	if m.Raw != nil {
+		raw := make([]RawJSON, len(m.Raw))
+		for i, r := range m.Raw {
+			raw[i] = RawJSON(strings.Clone(string(r)))
+		}
+		m.Raw = raw
+	}
+	return m
 }

@@ -162,7 +162,8 @@ func TestParseDataURL(t *testing.T) {
 	}{
 		{"data:image/png;base64,AAA", "image/png", "AAA", true},
 		{"data:application/pdf;name=a.pdf;base64,JV", "application/pdf", "JV", true},
-		{"data:text/plain,hello", "", "", false},
+		{"data:text/plain;charset=utf-8,hello%20you", "text/plain", "aGVsbG8geW91", true},
+		{"data:,", "", "", true},
 		{"https://x/y.png", "", "", false},
 		{"data:image/png;base64", "", "", false},
 	}

@@ -56,20 +56,8 @@ func decodeResponse(resp gjson.Result) (id string, msg protocol.Message, usage p
 	if !output.IsArray() {
 		return id, protocol.Message{}, usage, false
 	}
-	return id, cloneMessage(answer(output)), usage, true
-}
-
-// cloneMessage copies the strings of m, which may alias an event's buffer.
-func cloneMessage(m protocol.Message) protocol.Message {
-	m.Content = strings.Clone(m.Content)
-	if m.ToolCalls != nil {
-		calls := make([]protocol.ToolCall, len(m.ToolCalls))
-		for i, c := range m.ToolCalls {
-			calls[i] = protocol.ToolCall{ID: strings.Clone(c.ID), Type: c.Type, Name: strings.Clone(c.Name), Arguments: strings.Clone(c.Arguments)}
-		}
-		m.ToolCalls = calls
-	}
-	return m
+	// Clone: the strings may alias an event's buffer.
+	return id, answer(output).Clone(), usage, true
 }
 
 // readUsage reads {input_tokens, output_tokens}.
@@ -135,16 +123,17 @@ func (d *JSONDecoder) ResponseID() string { return d.id }
 // StreamDecoder consumes the raw SSE bytes of a streamed response in arbitrary chunk
 // boundaries (a tee of what goes to the client). The final event — response.completed,
 // response.incomplete or response.failed — carries the whole response: its output and
-// usage are the answer. Until then the answer is assembled from the output_item.*,
-// output_text.delta and function_call_arguments.delta events, so that a stream cut
-// short still records what arrived. The zero value is ready to use; it is not safe for
-// concurrent use.
+// usage are the answer. Until then (and when the final event's output is empty, as
+// some backends send it) the answer is assembled from the output_item.done items and,
+// for items not done yet, from the output_text, function_call_arguments and
+// custom_tool_call_input deltas, so that a stream cut short still records what
+// arrived. The zero value is ready to use; it is not safe for concurrent use.
 type StreamDecoder struct {
 	sse  sse.Reader
 	done bool
 
 	id    string
-	final *protocol.Message // the final event's answer
+	final *protocol.Message // the final event's answer, when its output has items
 	usage protocol.Usage
 	items []outItem // output items so far, by output_index
 	spare outItem   // where events past maxItems go
@@ -159,7 +148,8 @@ type outItem struct {
 	typ          string
 	text         []byte // message: its output_text deltas, or its final text
 	callID, name string
-	args         []byte
+	args         []byte // function_call arguments, custom_tool_call input
+	done         string // the item of output_item.done, whole: it replaces the rest
 }
 
 // Write feeds the next bytes of the stream. It never fails.
@@ -189,17 +179,23 @@ func (d *StreamDecoder) Message() protocol.Message {
 	slices.SortStableFunc(items, func(a, b outItem) int { return cmp.Compare(a.index, b.index) })
 	var a assembler
 	for _, it := range items {
-		switch it.typ {
-		case "message":
-			a.assistantText(string(it.text))
-		case "function_call":
-			a.call(protocol.ToolCall{ID: it.callID, Type: "function", Name: it.name, Arguments: string(it.args)})
+		switch {
+		case it.done != "":
+			a.item(gjson.Parse(it.done), nil)
+		case it.typ == typeMessage:
+			a.assistantText(string(it.text), nil)
+		case it.typ == typeFunctionCall:
+			a.call(protocol.ToolCall{ID: it.callID, Type: protocol.ToolFunction, Name: it.name, Arguments: string(it.args)})
+		case it.typ == typeCustomCall:
+			a.call(protocol.ToolCall{ID: it.callID, Type: protocol.ToolCustom, Name: it.name, Arguments: string(it.args)})
 		}
 	}
-	if len(a.msgs) == 0 {
-		return protocol.Message{Role: "assistant"}
+	for i := len(a.msgs) - 1; i >= 0; i-- {
+		if a.msgs[i].Role == "assistant" {
+			return a.msgs[i]
+		}
 	}
-	return a.msgs[0]
+	return protocol.Message{Role: "assistant"}
 }
 
 // onEvent applies one event; malformed ones are skipped so that one bad event does
@@ -212,7 +208,7 @@ func (d *StreamDecoder) onEvent(name, data []byte) {
 	if !ev.IsObject() {
 		return
 	}
-	var typ, resp, item, delta, index, text, args gjson.Result
+	var typ, resp, item, delta, index, text, args, input gjson.Result
 	ev.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "type":
@@ -229,6 +225,8 @@ func (d *StreamDecoder) onEvent(name, data []byte) {
 			text = v
 		case "arguments":
 			args = v
+		case "input":
+			input = v
 		}
 		return true
 	})
@@ -247,7 +245,7 @@ func (d *StreamDecoder) onEvent(name, data []byte) {
 			d.id = id
 		}
 		d.usage = usage
-		if ok {
+		if ok && (hasElements(jsontext.ObjectKey(resp, "output")) || len(d.items) == 0) {
 			d.final = &msg
 		}
 		d.done = true
@@ -272,6 +270,15 @@ func (d *StreamDecoder) onEvent(name, data []byte) {
 			it.typ = "function_call"
 			it.args = append(it.args[:0], args.Str...)
 		}
+	case "response.custom_tool_call_input.delta":
+		it := d.item(index.Int())
+		it.typ = typeCustomCall
+		it.args = append(it.args, delta.Str...)
+	case "response.custom_tool_call_input.done":
+		if it := d.item(index.Int()); input.Type == gjson.String {
+			it.typ = typeCustomCall
+			it.args = append(it.args[:0], input.Str...)
+		}
 	}
 }
 
@@ -280,22 +287,23 @@ func (d *StreamDecoder) onEvent(name, data []byte) {
 func (d *StreamDecoder) readItem(index int64, v gjson.Result, done bool) {
 	f := readItem(v)
 	it := d.item(index)
+	if done && v.IsObject() {
+		// Whole: read like an item of the final output (any type, kept verbatim
+		// when the chat shape has no place for it).
+		it.typ = f.typ.Str
+		it.done = strings.Clone(v.Raw)
+		return
+	}
 	switch f.typ.Str {
-	case "message":
-		it.typ = "message"
-		if done && f.content.IsArray() {
-			it.text = append(it.text[:0], contentText(f.content, nil)...)
-		}
-	case "function_call":
-		it.typ = "function_call"
+	case typeMessage:
+		it.typ = typeMessage
+	case typeFunctionCall, typeCustomCall:
+		it.typ = f.typ.Str
 		if f.callID.Str != "" {
 			it.callID = strings.Clone(f.callID.Str)
 		}
 		if f.name.Str != "" {
 			it.name = strings.Clone(f.name.Str)
-		}
-		if done {
-			it.args = append(it.args[:0], arguments(f.arguments)...)
 		}
 	default:
 		it.typ = "other"
@@ -316,4 +324,14 @@ func (d *StreamDecoder) item(index int64) *outItem {
 	}
 	d.items = append(d.items, outItem{index: index})
 	return &d.items[len(d.items)-1]
+}
+
+// hasElements reports whether v is an array with at least one element.
+func hasElements(v gjson.Result) bool {
+	any := false
+	v.ForEach(func(_, _ gjson.Result) bool {
+		any = true
+		return false
+	})
+	return any && v.IsArray()
 }

@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"encoding/json"
 	"reflect"
 	"regexp"
 	"strings"
@@ -19,6 +20,10 @@ var seedBodies = []string{
 	bodyInstructionsTask, bodyEmptyList, `{}`,
 	`{"model":"gpt-4.1","input":"Task: refund order #1\u00e9","tools":[{"type":"function","name":"f"}]}`,
 	`{"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":""}]},{"role":"user","content":"Task: b"}]}`,
+	`{"input":[{"role":"user","content":[{"type":"input_text","text":"Task: x"},{"type":"input_image","image_url":"data:image/png;base64,AA=="}]},` +
+		`{"type":"reasoning","id":"rs","summary":[]},{"type":"custom_tool_call","call_id":"c","name":"apply_patch","input":"*** Begin"},` +
+		`{"type":"custom_tool_call_output","call_id":"c","output":"ok"},{"type":"web_search_call","id":"ws"},{"type":"x_output","call_id":"c2"},` +
+		`{"type":"computer_call_output","call_id":"c3","output":{"type":"computer_screenshot","file_id":"f"}}]}`,
 }
 
 // FuzzParse: Parse never panics; when it accepts a body, every placement inserts one
@@ -33,6 +38,15 @@ func FuzzParse(f *testing.F) {
 		r, err := Parse(body, rules)
 		if err != nil {
 			return
+		}
+		// Whatever the items, the messages encode (raw items are valid JSON) and read back.
+		line, err := json.Marshal(r.Messages)
+		if err != nil {
+			t.Fatalf("messages do not encode: %v", err)
+		}
+		var back []protocol.Message
+		if err := json.Unmarshal(line, &back); err != nil || len(back) != len(r.Messages) {
+			t.Fatalf("messages do not read back: %v\n%s", err, line)
 		}
 		for _, p := range []protocol.Placement{protocol.AppendToTask, protocol.System, protocol.NewMessage} {
 			out := r.Splice(body, p, fuzzText)
@@ -56,6 +70,9 @@ func FuzzStreamDecoder(f *testing.F) {
 	f.Add([]byte(strings.ReplaceAll(realisticStream, "\n", "\r\n")), []byte{2})
 	f.Add([]byte(strings.ReplaceAll(realisticStream, "\n", "\r")), []byte{3, 1})
 	f.Add([]byte(dropEventLines(realisticStream)), []byte{5})
+	call := `{"type":"custom_tool_call","id":"ctc_1","status":"completed","call_id":"call_p","name":"apply_patch","input":"*** Begin Patch\n*** End Patch\n"}`
+	f.Add([]byte(customCallStream(call, "["+call+"]")), []byte{9, 3})
+	f.Add([]byte(customCallStream(call, "[]")), []byte{4})
 	f.Add([]byte("data: {\"type\":\"response.output_text.delta\",\"output_index\":0,\r\ndata:\"delta\":\"a\"}\r\r"), []byte{1})
 	f.Fuzz(func(t *testing.T, stream, sizes []byte) {
 		var whole StreamDecoder

@@ -69,10 +69,13 @@ func TestParse(t *testing.T) {
 			msgs: []protocol.Message{
 				{Role: "system", Content: "Rules."},
 				{Role: "developer", Content: "Be terse."},
-				{Role: "user", Content: "Policy / règles\nTask: réserver \"A/B\" now\nEnd."},
+				{Role: "user", Content: "Policy / règles\nTask: réserver \"A/B\" now\nEnd.", Parts: []protocol.Part{
+					{Type: "image_url", Media: &protocol.Media{}},
+					{Type: "text", Text: "Policy / règles"}, {Type: "text", Text: "Task: réserver \"A/B\" now\nEnd."}}},
 				{Role: "assistant", Content: "Let me look.", ToolCalls: []protocol.ToolCall{
 					{ID: "call_1", Type: "function", Name: "lookup", Arguments: `{"q": "UA12"}`},
-					{ID: "call_2", Type: "function", Name: "seat", Arguments: `{}`}}},
+					{ID: "call_2", Type: "function", Name: "seat", Arguments: `{}`}},
+					Raw: []protocol.RawJSON{`{"type":"reasoning","id":"rs_1","summary":[]}`}},
 				{Role: "tool", Content: `{"status":"on time"}`, ToolCallID: "call_1"},
 				{Role: "tool", Content: "12A", ToolCallID: "call_2"},
 			}},
