@@ -123,11 +123,14 @@ func (run *Runtime) placementFor(arm string) Placement {
 func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, run *Runtime, r protocol.Request, start time.Time, sctx context.Context) (*chatCall, *Error) {
 	req := r.Parsed()
 	c := &chatCall{s: s, proto: rt.proto, req: req, dec: r.Decoder(), start: start, chain: episode.Chain(req.Messages)}
+	if episode.HasSystem(req.Messages) {
+		c.loose = episode.LooseChain(req.Messages)
+	}
 	id := string(fc.Request.Header.Peek(hdrEpisode))
 	if id != "" && !episode.ValidID(id) {
 		return nil, badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrEpisode, len(id))
 	}
-	if ep, from, tip, ok := s.findEpisode(id, req, c.chain); ok {
+	if ep, from, tip, ok := s.findEpisode(id, req, c.chain, c.loose); ok {
 		c.ep, c.newFrom, c.index, c.claimed = ep, from, ep.Turns, tip
 		c.source = "none"
 		if ep.Context != "" {
@@ -184,7 +187,7 @@ func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, run *Runtime, r p
 // A stitched call also returns the tip it claimed (nil for the header path).
 // A call that continues a provider-side conversation (req.Continues) claims the tip of
 // that response id instead of stitching by messages: all its messages are new.
-func (s *Server) findEpisode(id string, req *protocol.View, chain []uint64) (*episode.Episode, int, *uint64, bool) {
+func (s *Server) findEpisode(id string, req *protocol.View, chain, loose []uint64) (*episode.Episode, int, *uint64, bool) {
 	ctx, cancel := context.WithTimeout(s.base, storeTimeout)
 	defer cancel()
 	msgs := req.Messages
@@ -192,6 +195,12 @@ func (s *Server) findEpisode(id string, req *protocol.View, chain []uint64) (*ep
 	var claimed *uint64
 	if id == "" {
 		tips, ends := episode.Candidates(msgs, chain)
+		if loose != nil {
+			// A resumed conversation whose system prompt changed: its loose tips,
+			// looked at only when none of the strict ones is known.
+			lt, le := episode.Candidates(msgs, loose)
+			tips, ends = append(tips, lt...), append(ends, le...)
+		}
 		if req.Continues != "" {
 			tips, ends = []uint64{episode.ResponseTip(req.Continues)}, []int{0}
 		}
@@ -278,6 +287,7 @@ type chatCall struct {
 	req     *protocol.View
 	start   time.Time
 	chain   []uint64
+	loose   []uint64 // episode.LooseChain of the messages; nil when they have no system message
 	ep      *episode.Episode
 	isNew   bool
 	newFrom int
@@ -381,6 +391,11 @@ func (c *chatCall) advance(answer protocol.Message) {
 	if c.req.Continues == "" {
 		if err := c.s.episodes.SetTip(ctx, tip, ep.ID); err != nil {
 			c.s.log.Warn("episode tip not stored; the next turn may start a new episode", "episode", ep.ID, "err", err)
+		}
+		if n := len(c.loose); n > 0 {
+			if err := c.s.episodes.SetTip(ctx, episode.Extend(c.loose[n-1], &answer), ep.ID); err != nil {
+				c.s.log.Warn("loose episode tip not stored; a resumed session may start a new episode", "episode", ep.ID, "err", err)
+			}
 		}
 	}
 	// A provider-side response id: a later call with previous_response_id claims it.
