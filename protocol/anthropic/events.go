@@ -8,6 +8,7 @@ import (
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 // mapBlocks is the number of content blocks past which they are found by a map.
@@ -35,7 +36,7 @@ type EventDecoder struct {
 type blockKind uint8
 
 const (
-	kindOther blockKind = iota // thinking, server tool blocks…: nothing the answer keeps
+	kindOther blockKind = iota // thinking, server tool blocks…: kept raw
 	kindText
 	kindTool
 )
@@ -48,6 +49,12 @@ type blockAcc struct {
 	id, name string
 	input    string // the input of content_block_start, used when no delta comes
 	args     []byte // the input_json_delta fragments joined
+
+	// A block of another kind is its content_block_start, verbatim, with what its
+	// deltas add: thinking and signature (thinking), input (server_tool_use).
+	start               string
+	thinking, signature []byte
+	sawThinking, sawSig bool
 }
 
 // Event applies one event, a JSON object.
@@ -129,7 +136,9 @@ func (d *EventDecoder) startBlock(index int64, cb gjson.Result) {
 			acc.input = strings.Clone(b.input.Raw)
 		}
 	default:
-		d.block(index, kindOther)
+		if acc := d.block(index, kindOther); acc != nil {
+			acc.start = strings.Clone(cb.Raw)
+		}
 	}
 }
 
@@ -138,7 +147,7 @@ func (d *EventDecoder) applyDelta(index int64, delta gjson.Result) {
 	if !delta.IsObject() {
 		return
 	}
-	var typ, text, partial gjson.Result
+	var typ, text, partial, thinking, signature gjson.Result
 	delta.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "type":
@@ -147,6 +156,10 @@ func (d *EventDecoder) applyDelta(index int64, delta gjson.Result) {
 			text = v
 		case "partial_json":
 			partial = v
+		case "thinking":
+			thinking = v
+		case "signature":
+			signature = v
 		}
 		return true
 	})
@@ -156,8 +169,22 @@ func (d *EventDecoder) applyDelta(index int64, delta gjson.Result) {
 			acc.text = append(acc.text, text.Str...)
 		}
 	case "input_json_delta":
-		if acc := d.block(index, kindTool); acc != nil {
+		acc := d.block(index, kindTool)
+		if acc == nil {
+			acc = d.block(index, kindOther) // server_tool_use, mcp_tool_use
+		}
+		if acc != nil {
 			acc.args = append(acc.args, partial.Str...)
+		}
+	case "thinking_delta":
+		if acc := d.block(index, kindOther); acc != nil {
+			acc.thinking = append(acc.thinking, thinking.Str...)
+			acc.sawThinking = true
+		}
+	case "signature_delta":
+		if acc := d.block(index, kindOther); acc != nil {
+			acc.signature = append(acc.signature, signature.Str...)
+			acc.sawSig = true
 		}
 	}
 }
@@ -199,6 +226,35 @@ func (d *EventDecoder) block(index int64, kind blockKind) *blockAcc {
 	return &d.blocks[len(d.blocks)-1]
 }
 
+// raw is a block of another kind as the answer holds it, compact: its start with
+// what the deltas added; "" when nothing of it arrived.
+func (b *blockAcc) raw() string {
+	raw := b.start
+	if !gjson.Valid(raw) || !strings.HasPrefix(strings.TrimSpace(raw), "{") {
+		if !b.sawThinking && !b.sawSig {
+			return ""
+		}
+		raw = `{"type":"thinking"}` // deltas of a block whose start was lost
+	}
+	var err error
+	if b.sawThinking {
+		if raw, err = sjson.Set(raw, "thinking", string(b.thinking)); err != nil {
+			return ""
+		}
+	}
+	if b.sawSig {
+		if raw, err = sjson.Set(raw, "signature", string(b.signature)); err != nil {
+			return ""
+		}
+	}
+	if len(b.args) > 0 && gjson.ValidBytes(b.args) {
+		if raw, err = sjson.SetRaw(raw, "input", string(b.args)); err != nil {
+			return ""
+		}
+	}
+	return jsontext.Compact(raw)
+}
+
 // indexOf returns the integer index v, or 0 when it is absent or not a number.
 func indexOf(v gjson.Result) int64 {
 	if v.Type != gjson.Number {
@@ -229,6 +285,10 @@ func (d *EventDecoder) Message() protocol.Message {
 				args = string(b.args)
 			}
 			m.ToolCalls = append(m.ToolCalls, protocol.ToolCall{ID: b.id, Type: "function", Name: b.name, Arguments: jsontext.Compact(args)})
+		case kindOther:
+			if raw := b.raw(); raw != "" {
+				m.Raw = append(m.Raw, protocol.RawJSON(raw))
+			}
 		}
 	}
 	m.Content = text.String()

@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"encoding/json"
 	"os"
 	"reflect"
 	"regexp"
@@ -26,6 +27,10 @@ func seedBodies(f *testing.F) []string {
 		string(airline),
 		`{"model":"claude-sonnet-4-5","stream":true,"max_tokens":100,"system":"Be terse.","messages":[{"role":"user","content":"Task: refund order #1\u00e9"}]}`,
 		`{"anthropic_version":"bedrock-2023-05-31","messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"ok"}]}]}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}},{"type":"document","title":"t","source":{"type":"text","data":"x"}},{"type":"text","text":"Task: see"}]},` +
+			`{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking","data":"d"},{"type":"server_tool_use","id":"s1","name":"web_search","input":{}},` +
+			`{"type":"web_search_tool_result","tool_use_id":"s1","content":[]},{"type":"tool_use","id":"t","name":"f","input":{}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"url","url":"https://x"}}]},{"type":"future"}]}]}`,
 	}
 }
 
@@ -41,6 +46,15 @@ func FuzzParse(f *testing.F) {
 		r, err := Parse(body, rules)
 		if err != nil {
 			return
+		}
+		// Whatever the blocks, the messages encode (raw blocks are valid JSON) and read back.
+		line, err := json.Marshal(r.Messages)
+		if err != nil {
+			t.Fatalf("messages do not encode: %v", err)
+		}
+		var back []protocol.Message
+		if err := json.Unmarshal(line, &back); err != nil || len(back) != len(r.Messages) {
+			t.Fatalf("messages do not read back: %v\n%s", err, line)
 		}
 		for _, p := range []protocol.Placement{protocol.AppendToTask, protocol.System, protocol.NewMessage} {
 			out := r.Splice(body, p, fuzzText)

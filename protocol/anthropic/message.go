@@ -21,7 +21,7 @@ type segment struct {
 // block holds the fields of one content block that the normalisation reads. On
 // duplicate keys the last one wins, as in the decoders upstream.
 type block struct {
-	typ, text, id, name, input, toolUseID, content gjson.Result
+	typ, text, id, name, input, toolUseID, content, source, title gjson.Result
 }
 
 // readBlock walks the keys of one content block once.
@@ -46,6 +46,10 @@ func readBlock(b gjson.Result) block {
 			f.toolUseID = v
 		case "content":
 			f.content = v
+		case "source":
+			f.source = v
+		case "title":
+			f.title = v
 		}
 		return true
 	})
@@ -165,40 +169,22 @@ func (r *Request) readMessages(msgs gjson.Result, segs []segment) []segment {
 	return segs
 }
 
-// readBlocks normalises one message whose content is not a string: its text blocks
-// joined and its tool_use blocks as tool calls; for a user message, each tool_result
-// block first as a message of role "tool", and its text (if any) after them.
+// readBlocks normalises one message whose content is not a string (blockMessage):
+// for a user message, each tool_result block first as a message of role "tool", and
+// the rest of the message (if anything) after them.
 func (r *Request) readBlocks(role string, content gjson.Result, visit func(gjson.Result)) {
-	m := protocol.Message{Role: role}
 	var (
-		text    jsontext.Joiner
-		results int
+		results  int
+		onResult func(protocol.Message)
 	)
-	if content.IsArray() {
-		content.ForEach(func(_, v gjson.Result) bool {
-			b := readBlock(v)
-			switch b.typ.Str {
-			case "text":
-				if b.isText() {
-					visit(b.text)
-					text.Add(b.text.Str)
-				}
-			case "tool_use":
-				m.ToolCalls = append(m.ToolCalls, b.toolCall())
-			case "tool_result":
-				if role != "user" {
-					break
-				}
-				// is_error has no place in the chat shape: the content says what failed.
-				c, _ := blocksText(b.content, nil)
-				r.Messages = append(r.Messages, protocol.Message{Role: "tool", Content: c, ToolCallID: b.toolUseID.Str})
-				results++
-			}
-			return true
-		})
+	if role == "user" {
+		onResult = func(m protocol.Message) {
+			r.Messages = append(r.Messages, m)
+			results++
+		}
 	}
-	m.Content = text.String()
-	if results > 0 && text.Len() == 0 && m.ToolCalls == nil {
+	m, held := blockMessage(role, content, visit, onResult)
+	if results > 0 && !held {
 		return // the tool results were all the message held
 	}
 	r.Messages = append(r.Messages, m)

@@ -37,14 +37,20 @@ func TestParse(t *testing.T) {
 			task: "Book a flight",
 		},
 		{
-			name:  "system blocks joined, images, documents and thinking ignored",
+			name:  "system blocks joined, images and documents as parts, thinking raw",
 			body:  `{"model":"m","system":[{"type":"text","text":"Policy A."},{"type":"text","text":"Policy B.","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}},{"type":"text","text":"Look:"},{"type":"document","source":{"type":"text","media_type":"text/plain","data":"doc"}},{"type":"text","text":"what is it?"}]},{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"redacted_thinking","data":"x"},{"type":"text","text":"A cat."}]}]}`,
 			rules: firstUser,
 			model: "m",
 			messages: []protocol.Message{
 				{Role: "system", Content: "Policy A.\nPolicy B."},
-				{Role: "user", Content: "Look:\nwhat is it?"},
-				{Role: "assistant", Content: "A cat."},
+				{Role: "user", Content: "Look:\nwhat is it?", Parts: []protocol.Part{
+					{Type: "image_url", Media: &protocol.Media{MediaType: "image/png", Data: "AAAA"}},
+					{Type: "text", Text: "Look:"},
+					{Type: "file", Media: &protocol.Media{MediaType: "text/plain", Data: "ZG9j"}}, // "doc"
+					{Type: "text", Text: "what is it?"},
+				}},
+				{Role: "assistant", Content: "A cat.", Raw: []protocol.RawJSON{
+					`{"type":"thinking","thinking":"hmm","signature":"sig"}`, `{"type":"redacted_thinking","data":"x"}`}},
 			},
 			task: "Look:\nwhat is it?",
 		},
@@ -62,7 +68,8 @@ func TestParse(t *testing.T) {
 					{ID: "toolu_2", Type: "function", Name: "noop", Arguments: `{}`},
 				}},
 				{Role: "tool", Content: `{"name":"Mia"}`, ToolCallID: "toolu_1"},
-				{Role: "tool", Content: "boom\nagain", ToolCallID: "toolu_2"},
+				{Role: "tool", Content: "boom\nagain", ToolCallID: "toolu_2", Parts: []protocol.Part{
+					{Type: "text", Text: "boom"}, {Type: "image", Raw: `{"type":"image","source":{}}`}, {Type: "text", Text: "again"}}},
 				{Role: "user", Content: "and also\nthanks"},
 				{Role: "tool", ToolCallID: "toolu_3"},
 			},
@@ -73,7 +80,7 @@ func TestParse(t *testing.T) {
 			body:  `{"messages":[{"role":"user","content":[{"type":"image","source":{}}]},{"role":"user","content":""},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"Task: not here"},{"type":"text","text":"real task"}]}]}`,
 			rules: firstUser,
 			messages: []protocol.Message{
-				{Role: "user"},
+				{Role: "user", Parts: []protocol.Part{{Type: "image", Raw: `{"type":"image","source":{}}`}}},
 				{Role: "user"},
 				{Role: "tool", Content: "Task: not here", ToolCallID: "t"},
 				{Role: "user", Content: "real task"},
@@ -124,13 +131,13 @@ func TestParse(t *testing.T) {
 		},
 		{
 			name:  "null system, non-object message, odd content and block types",
-			body:  `{"system":null,"messages":["x",{"role":"user","content":7},{"role":"user","content":{"text":"no"}},{"role":"user","content":[7,{"type":"text","text":3},{"text":"untyped"}]}]}`,
+			body:  `{"system":null,"messages":["x",{"role":"user","content":7},{"role":"user","content":{"text":"no","b":{"type":"text","text":"not a block"}}},{"role":"user","content":[7,{"type":"text","text":3},{"text":"untyped"}]}]}`,
 			rules: firstUser,
 			messages: []protocol.Message{
 				{},
 				{Role: "user"},
 				{Role: "user"},
-				{Role: "user"},
+				{Role: "user", Raw: []protocol.RawJSON{`{"type":"text","text":3}`, `{"text":"untyped"}`}},
 			},
 		},
 		{

@@ -65,24 +65,15 @@ func DecodeResponse(body []byte) (protocol.Message, protocol.Usage, error) {
 	if !content.IsArray() {
 		return protocol.Message{}, u.usage(), errNoMessage
 	}
-	m := protocol.Message{Role: role.Str}
-	if m.Role == "" {
-		m.Role = "assistant"
+	r := role.Str
+	if r == "" {
+		r = "assistant"
 	}
-	var text jsontext.Joiner
-	content.ForEach(func(_, v gjson.Result) bool {
-		b := readBlock(v)
-		switch b.typ.Str {
-		case "text":
-			if b.isText() {
-				text.Add(b.text.Str)
-			}
-		case "tool_use":
-			m.ToolCalls = append(m.ToolCalls, b.toolCall())
-		}
-		return true
-	})
-	m.Content = text.String()
+	m, _ := blockMessage(r, content, nil, nil)
+	for i, raw := range m.Raw {
+		// Compact, as the stream's blocks are assembled: one answer, one record.
+		m.Raw[i] = protocol.RawJSON(jsontext.Compact(string(raw)))
+	}
 	return m, u.usage(), nil
 }
 

@@ -17,7 +17,7 @@ const realisticResponse = `{
   "role": "assistant",
   "model": "claude-sonnet-4-5-20250929",
   "content": [
-    {"type": "thinking", "thinking": "The user wants…", "signature": "EqQB"},
+    {"type": "thinking", "thinking": "The user wants", "signature": "EqQB"},
     {"type": "text", "text": "Let me check \"that\" — é."},
     {"type": "tool_use", "id": "toolu_a", "name": "get_user_details", "input": {"user_id": "mia_li_3668"}},
     {"type": "text", "text": "And flights."},
@@ -39,6 +39,7 @@ var realisticMessage = protocol.Message{
 		{ID: "toolu_a", Type: "function", Name: "get_user_details", Arguments: `{"user_id":"mia_li_3668"}`},
 		{ID: "toolu_b", Type: "function", Name: "search_direct_flight", Arguments: `{"origin":"JFK","destination":"SEA"}`},
 	},
+	Raw: []protocol.RawJSON{`{"type":"thinking","thinking":"The user wants","signature":"EqQB"}`},
 }
 
 var realisticUsage = protocol.Usage{InputTokens: 1234, OutputTokens: 56}
@@ -65,9 +66,10 @@ func TestDecodeResponse(t *testing.T) {
 			usage: protocol.Usage{InputTokens: 3},
 		},
 		{
-			name:  "odd blocks skipped, odd usage values ignored",
-			body:  `{"content":[7,{"type":"text","text":null},{"type":"server_tool_use","id":"s","name":"web_search","input":{}},{"type":"tool_use","id":"t","name":"f"}],"usage":{"input_tokens":"x","output_tokens":2}}`,
-			msg:   protocol.Message{Role: "assistant", ToolCalls: []protocol.ToolCall{{ID: "t", Type: "function", Name: "f"}}},
+			name: "odd blocks kept raw, odd usage values ignored",
+			body: `{"content":[7,{"type":"text","text":null},{"type":"server_tool_use","id":"s","name":"web_search","input":{}},{"type":"tool_use","id":"t","name":"f"}],"usage":{"input_tokens":"x","output_tokens":2}}`,
+			msg: protocol.Message{Role: "assistant", ToolCalls: []protocol.ToolCall{{ID: "t", Type: "function", Name: "f"}},
+				Raw: []protocol.RawJSON{`{"type":"text","text":null}`, `{"type":"server_tool_use","id":"s","name":"web_search","input":{}}`}},
 			usage: protocol.Usage{OutputTokens: 2},
 		},
 		{name: "error body", body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, err: true},

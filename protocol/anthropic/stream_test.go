@@ -213,7 +213,7 @@ func TestStreamDecoderOddBlocks(t *testing.T) {
 		{ID: "t2", Type: "function", Name: "g", Arguments: `{"k":[1,2]}`},
 		{ID: "t3", Type: "function", Name: "h", Arguments: `{"cut`},
 		{ID: "t5", Type: "function", Name: "f", Arguments: `{"a":1}`},
-	}}
+	}, Raw: []protocol.RawJSON{`{"type":"server_tool_use","id":"s","name":"web_search","input":{}}`}}
 	checkDecoded(t, decodeChunks([]byte(stream), func() int { return 5 }), want, protocol.Usage{}, false)
 }
 
