@@ -159,6 +159,9 @@ func (c *claudeCode) run(t *testing.T, extraEnv []string, args ...string) (strin
 // codingAgentPatch is the patch the scripted model asks Codex to apply.
 const codingAgentPatch = "*** Begin Patch\n*** Add File: NOTES.md\n+# Notes\n+\n+Rate limits: 60 requests a minute.\n*** End Patch\n"
 
+// codingAgentExec is the script the scripted model runs through Codex's code-mode exec.
+const codingAgentExec = "text(\"two files: AGENTS.md, README.md\")\n"
+
 // codexScript answers Codex: a custom_tool_call of apply_patch to a prompt that asks
 // for an edit (when the request offers the tool), text otherwise, and text once a
 // tool's output is in.
@@ -181,6 +184,15 @@ func codexScript(body gjson.Result, conv []gjson.Result) testkit.Reply {
 	}
 	if hasPatch && strings.Contains(last, "NOTES.md") {
 		return testkit.Reply{ToolCalls: []testkit.ToolCall{{ID: "call_patch_1", Name: "apply_patch", Arguments: codingAgentPatch, Custom: true}}}
+	}
+	// Code mode (Codex's default model): one freeform `exec` tool, JavaScript in, offered
+	// in an additional_tools item rather than in tools.
+	if strings.Contains(last, "with exec") {
+		for _, it := range conv {
+			if it.Get("type").String() == "additional_tools" && strings.Contains(it.Raw, `"name":"exec"`) {
+				return testkit.Reply{ToolCalls: []testkit.ToolCall{{ID: "call_exec_1", Name: "exec", Arguments: codingAgentExec, Custom: true}}}
+			}
+		}
 	}
 	return testkit.Reply{Content: "The repository has AGENTS.md and README.md."}
 }

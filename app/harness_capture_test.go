@@ -150,9 +150,19 @@ func captureCodex(t *testing.T) {
 		{"second-task.json", run(east, "-s", "read-only", "Explain what AGENTS.md asks of contributors.")},
 		{"first-other-day.json", run(west, "-s", "read-only", "List the files in this repository.")},
 	}
+	// Code mode: the model calls the freeform exec tool; Codex runs the script and
+	// answers with a custom_tool_call_output.
 	before := len(up.Requests())
-	out, _ := c.exec(t, east, "-m", "gpt-5.5", "--dangerously-bypass-approvals-and-sandbox", "Add a NOTES.md that records the rate limits.")
+	c.exec(t, east, "-s", "read-only", "Count the files with exec.")
 	calls := modelCalls(up.Requests()[before:], "/v1/responses")
+	if len(calls) != 2 {
+		t.Fatalf("exec run: %d model calls, want 2", len(calls))
+	}
+	caps = append(caps, captured{"code-mode-exec-1.json", calls[0]}, captured{"code-mode-exec-2.json", calls[1]})
+
+	before = len(up.Requests())
+	out, _ := c.exec(t, east, "-m", "gpt-5.5", "--dangerously-bypass-approvals-and-sandbox", "Add a NOTES.md that records the rate limits.")
+	calls = modelCalls(up.Requests()[before:], "/v1/responses")
 	if len(calls) != 2 {
 		t.Fatalf("apply_patch run: %d model calls, want 2; stdout %s", len(calls), out)
 	}
