@@ -30,6 +30,7 @@ var commands = map[string][]string{
 	"train":      {"reflect", "sft", "grpo", "dpo"},
 	"inject":     {"serve"},
 	"config":     {"check"},
+	"task":       {"explain"},
 	"completion": nil,
 	"version":    nil,
 	"help":       nil,
@@ -39,27 +40,29 @@ var commands = map[string][]string{
 // a file or directory.
 var (
 	flagChoices = map[string][]string{
-		"replay import --format": {"tau-bench", "jsonl"},
-		"replay export --format": {"jsonl", "parquet"},
-		"replay stats --format":  {"text", "json"},
-		"report --format":        {"text", "json", "html"},
-		"train sft --launch":     {"local"},
-		"train dpo --launch":     {"local"},
-		"train grpo --launch":    {"local", "ray"},
-		"--log-level":            {"debug", "info", "warn", "error"},
-		"--log-format":           {"json", "text"},
-		"--progress":             {"auto", "bar", "lines", "off"},
-		"--finetuning":           {"full", "lora", "freeze"},
-		"--deepspeed":            {"z3", "z2", "none"},
-		"--report-to":            {"none", "wandb", "tensorboard"},
-		"--reward-manager":       {"loop", "batch"},
-		"--pref-loss":            {"sigmoid", "orpo", "simpo", "hinge", "ipo"},
-		"--image-pull-policy":    {"Always", "IfNotPresent", "Never"},
+		"replay import --format":  {"tau-bench", "jsonl"},
+		"replay export --format":  {"jsonl", "parquet"},
+		"replay stats --format":   {"text", "json"},
+		"report --format":         {"text", "json", "html"},
+		"task explain --format":   {"text", "json"},
+		"task explain --protocol": {"openai", "responses", "anthropic", "bedrock"},
+		"train sft --launch":      {"local"},
+		"train dpo --launch":      {"local"},
+		"train grpo --launch":     {"local", "ray"},
+		"--log-level":             {"debug", "info", "warn", "error"},
+		"--log-format":            {"json", "text"},
+		"--progress":              {"auto", "bar", "lines", "off"},
+		"--finetuning":            {"full", "lora", "freeze"},
+		"--deepspeed":             {"z3", "z2", "none"},
+		"--report-to":             {"none", "wandb", "tensorboard"},
+		"--reward-manager":        {"loop", "batch"},
+		"--pref-loss":             {"sigmoid", "orpo", "simpo", "hinge", "ipo"},
+		"--image-pull-policy":     {"Always", "IfNotPresent", "Never"},
 	}
 	fileFlags = []string{"--config", "--out", "--data", "--system-prompt", "--user-prompt", "--tls-cert", "--tls-key"}
 	dirFlags  = []string{"--work-dir"}
 	// Leaves that take files as arguments.
-	fileArgs = []string{"replay import", "config check"}
+	fileArgs = []string{"replay import", "config check", "task explain"}
 )
 
 // Completion directives: instead of words, the shell completes paths.

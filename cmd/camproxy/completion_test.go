@@ -29,7 +29,7 @@ func TestCompletionCandidates(t *testing.T) {
 		want  []string // exactly, sorted
 		has   []string // at least these
 	}{
-		{name: "commands", words: []string{""}, want: []string{"completion", "config", "help", "inject", "replay", "report", "serve", "train", "version"}},
+		{name: "commands", words: []string{""}, want: []string{"completion", "config", "help", "inject", "replay", "report", "serve", "task", "train", "version"}},
 		{name: "nothing typed yet", words: nil, has: []string{"serve", "config"}},
 		{name: "command prefix", words: []string{"re"}, want: []string{"replay", "report"}},
 		{name: "subcommands", words: []string{"replay", ""}, want: []string{"export", "import", "stats"}},
@@ -54,6 +54,10 @@ func TestCompletionCandidates(t *testing.T) {
 		{name: "shells", words: []string{"completion", ""}, want: []string{"bash", "fish", "zsh"}},
 		{name: "version flags", words: []string{"version", "--"}, want: []string{"--json"}},
 		{name: "the stages' own flags", words: []string{"train", "dpo", "--"}, has: []string{"--from", "--out", "--min-margin", "--pref-beta", "--launch"}},
+		{name: "task explain", words: []string{"task", ""}, want: []string{"explain"}},
+		{name: "task explain flags", words: []string{"task", "explain", "--"}, want: []string{"--config", "--format", "--protocol"}},
+		{name: "task explain protocols", words: []string{"task", "explain", "--protocol", ""}, want: []string{"anthropic", "bedrock", "openai", "responses"}},
+		{name: "task explain body", words: []string{"task", "explain", ""}, want: []string{completeFiles}},
 		{name: "injector flags", words: []string{"inject", "serve", "--tls-"}, want: []string{"--tls-cert", "--tls-key"}},
 	}
 	for _, c := range cases {

@@ -84,6 +84,9 @@ Usage:
   camproxy config check [FILE] [--quiet]
                                    validate a config as serve would and print the effective config,
                                    secrets masked (FILE defaults to $CAMPROXY_CONFIG, else built-in defaults)
+  camproxy task explain FILE [--protocol openai|responses|anthropic|bedrock] [--format text|json]
+                                   the task rule that matches a request body, its task text and the
+                                   task id the proxy records for it (protocol told from the body)
   camproxy completion bash|zsh|fish
                                    print the shell completion script (source <(camproxy completion bash))
   camproxy version [--json]        the version, commit, Go version and platform (--version: one line)
@@ -111,6 +114,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return injectCmd(ctx, args[1:], stderr, getenv)
 	case "config":
 		return configCmd(args[1:], stdout, stderr, getenv)
+	case "task":
+		return taskCmd(args[1:], os.Stdin, stdout, stderr, getenv)
 	case "completion":
 		return completionCmd(args[1:], stdout, stderr)
 	case "__complete": // for the completion scripts
