@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -245,5 +246,77 @@ func TestValidID(t *testing.T) {
 		if ValidID(id) != want {
 			t.Errorf("ValidID(%q) = %v", id, !want)
 		}
+	}
+}
+
+// TestChainVolatile: a conversation resumed on another day, in another folder or with
+// a rebuilt system prompt hashes as before where stitching needs it to, and a changed
+// request or answer still changes the hash.
+func TestChainVolatile(t *testing.T) {
+	base := []protocol.Message{
+		{Role: "system", Content: "You are an agent.\nWorking directory: /tmp/run1/repo\nToday's date: 2026-11-24\nModel: opus (1M context)"},
+		{Role: "user", Content: "<system-reminder>\nToday's date is 2026-11-24.\n</system-reminder>\nList the files."},
+		{Role: "assistant", Content: "README.md and main.go, updated 2026-11-24."},
+		{Role: "tool", ToolCallID: "c1", Content: "ok /tmp/run1/repo"},
+	}
+	strict, loose := Chain(base), LooseChain(base)
+	if strict[0] == loose[0] {
+		t.Fatal("the loose chain hashes the system text")
+	}
+	same := map[string]func(m []protocol.Message){
+		"another day and folder in the system prompt": func(m []protocol.Message) {
+			m[0].Content = "You are an agent.\nWorking directory: /home/ann/repo\nToday's date: 2027-01-02\nModel: opus (1M context)"
+		},
+		"another reminder": func(m []protocol.Message) {
+			m[1].Content = "List the files.\n<system-reminder>todo: empty</system-reminder>"
+		},
+		"another date in the ask": func(m []protocol.Message) { m[1].Content = "List the files." },
+	}
+	for name, mutate := range same {
+		m := slices.Clone(base)
+		mutate(m)
+		if Chain(m)[3] != strict[3] {
+			t.Errorf("%s: the strict chain changed", name)
+		}
+		if LooseChain(m)[3] != loose[3] {
+			t.Errorf("%s: the loose chain changed", name)
+		}
+	}
+	// A rebuilt system prompt: the loose chain alone keeps the episode.
+	m := slices.Clone(base)
+	m[0].Content = "You are an agent.\nModel: opus"
+	if Chain(m)[3] == strict[3] || LooseChain(m)[3] != loose[3] {
+		t.Error("a rebuilt system prompt: want the strict chain changed and the loose one kept")
+	}
+	differ := map[string]func(m []protocol.Message){
+		"request":           func(m []protocol.Message) { m[1].Content = "Delete the files." },
+		"answer's date":     func(m []protocol.Message) { m[2].Content = "README.md and main.go, updated 2026-11-25." },
+		"tool output's dir": func(m []protocol.Message) { m[3].Content = "ok /tmp/run2/repo" },
+		"system dropped":    func(m []protocol.Message) { m[0].Role = "user" },
+	}
+	for name, mutate := range differ {
+		m := slices.Clone(base)
+		mutate(m)
+		if Chain(m)[3] == strict[3] || LooseChain(m)[3] == loose[3] {
+			t.Errorf("changing the %s did not change both chains", name)
+		}
+	}
+	if HasSystem(base[1:]) || !HasSystem(base) {
+		t.Error("HasSystem")
+	}
+	if Extend(loose[2], &base[3]) != loose[3] || Extend(strict[2], &base[3]) != strict[3] {
+		t.Error("Extend does not extend both chains as they hash")
+	}
+}
+
+func TestTaskIDStable(t *testing.T) {
+	a := TaskID("Summarise /tmp/TestX1/001/repo/README.md as of 2026-11-24 for session fa511ccb-cbf7-4445-aa5f-bd8434a64f50.")
+	b := TaskID("Summarise  /home/ann/repo/README.md as of 2027-03-09 for session 0b7e9d3c-1f55-4c1e-9a39-58f1e0d6c2aa.")
+	c := TaskID("Translate /home/ann/repo/README.md as of 2027-03-09 for session 0b7e9d3c-1f55-4c1e-9a39-58f1e0d6c2aa.")
+	if a != b {
+		t.Errorf("one request in two runs: %s and %s", a, b)
+	}
+	if b == c {
+		t.Errorf("two requests, one id %s", b)
 	}
 }
