@@ -490,6 +490,10 @@ func hashData(data string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// AppendString appends s as a JSON string, with <, > and & as they are (as the
+// replay buffer writes them).
+func AppendString(b []byte, s string) []byte { return appendString(b, s) }
+
 // appendString appends s as a JSON string. Like encoding/json it writes invalid UTF-8
 // as U+FFFD and escapes U+2028 and U+2029; unlike it, it leaves <, > and & as they
 // are (an encoder that escapes HTML escapes them when it copies the output).

@@ -146,42 +146,20 @@ func (r *ConverseRequest) readMessages(msgs gjson.Result, segs []convSegment) []
 				return true
 			})
 		}
-		out := protocol.Message{Role: role.Str}
 		var (
-			j       jsontext.Joiner
 			results int
 			texts   []convSegment
-			blocks  int
 		)
-		if content.IsArray() {
-			content.ForEach(func(_, b gjson.Result) bool {
-				blocks++
-				if !b.IsObject() {
-					return true
-				}
-				b.ForEach(func(k, v gjson.Result) bool {
-					switch k.Str {
-					case "text":
-						if v.Type == gjson.String {
-							j.Add(v.Str)
-							texts = append(texts, convSegment{idx: v.Index, raw: v.Raw, text: v.Str, close: closeOf(content)})
-						}
-					case "toolUse":
-						out.ToolCalls = append(out.ToolCalls, readToolUse(v))
-					case "toolResult":
-						r.Messages = append(r.Messages, readToolResult(v))
-						results++
-					}
-					return true
-				})
-				return true
-			})
-		}
+		out, held, blocks := convMessage(role.Str, content, func(v gjson.Result) {
+			texts = append(texts, convSegment{idx: v.Index, raw: v.Raw, text: v.Str, close: closeOf(content)})
+		}, func(m protocol.Message) {
+			r.Messages = append(r.Messages, m)
+			results++
+		})
 		if n == 0 && role.Str == "user" && content.IsArray() {
 			r.first.ok, r.first.open, r.first.blocks = true, content.Index, blocks
 		}
-		out.Content = j.String()
-		if role.Str == "user" && results > 0 && j.Len() == 0 && len(out.ToolCalls) == 0 {
+		if role.Str == "user" && results > 0 && !held {
 			return true // only tool results: they are the messages
 		}
 		i := len(r.Messages)
@@ -218,8 +196,9 @@ func readToolUse(v gjson.Result) protocol.ToolCall {
 	return tc
 }
 
-// readToolResult reads {toolUseId, content:[{text}|{json}|…], status} into a tool
-// message whose content is its texts and JSON values (compact) joined with "\n".
+// readToolResult reads {toolUseId, content:[{text}|{json}|{image}|{document}|…],
+// status} into a tool message whose content is its texts and JSON values (compact)
+// joined with "\n", and its parts when it holds media.
 func readToolResult(v gjson.Result) protocol.Message {
 	m := protocol.Message{Role: "tool"}
 	if !v.IsObject() {
@@ -234,6 +213,7 @@ func readToolResult(v gjson.Result) protocol.Message {
 			if !f.IsArray() {
 				return true
 			}
+			media := false
 			f.ForEach(func(_, b gjson.Result) bool {
 				if !b.IsObject() {
 					return true
@@ -246,11 +226,16 @@ func readToolResult(v gjson.Result) protocol.Message {
 						}
 					case "json":
 						j.Add(jsontext.Compact(bv.Raw))
+					case "image", "document", "video":
+						media = true
 					}
 					return true
 				})
 				return true
 			})
+			if media {
+				m.Parts = convParts(f)
+			}
 		}
 		return true
 	})

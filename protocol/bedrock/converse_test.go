@@ -36,13 +36,15 @@ func TestConverseNormalise(t *testing.T) {
 	v := r.Parsed()
 	want := []protocol.Message{
 		{Role: "system", Content: "You are an airline agent.\nBe terse."},
-		{Role: "user", Content: "Hi.\nTask: change my flight é"},
+		{Role: "user", Content: "Hi.\nTask: change my flight é", Parts: []protocol.Part{
+			{Type: "text", Text: "Hi.\nTask: change my flight é"},
+			{Type: "image_url", Media: &protocol.Media{MediaType: "image/png", Data: "iVBORw0KGgo="}}}},
 		{Role: "assistant", Content: "Let me look.", ToolCalls: []protocol.ToolCall{{ID: "tu_1", Type: "function", Name: "get_reservation", Arguments: `{"id":"ABC","opts":[1,2]}`}}},
 		{Role: "tool", ToolCallID: "tu_1", Content: "found\n{\"seat\":\"12A\",\"ok\":true}"},
-		{Role: "tool", ToolCallID: "tu_2"},
+		{Role: "tool", ToolCallID: "tu_2", Parts: []protocol.Part{{Type: "image", Raw: `{"image": {}}`}}},
 		{Role: "user", Content: "Thanks"},
-		{Role: "assistant", Content: "Done.\nBye."},
-		{Role: "user"},
+		{Role: "assistant", Content: "Done.\nBye.", Raw: []protocol.RawJSON{`{"reasoningContent": {"reasoningText": {"text": "hmm"}}}`}},
+		{Role: "user", Parts: []protocol.Part{{Type: "file", Media: &protocol.Media{MediaType: "text/plain", Filename: "d", Data: "aGk="}}}},
 	}
 	if !reflect.DeepEqual(v.Messages, want) {
 		t.Errorf("messages:\n got %#v\nwant %#v", v.Messages, want)

@@ -75,38 +75,26 @@ func decodeConverseResponse(body []byte) (protocol.Message, protocol.Usage, bool
 	if !msg.IsObject() {
 		return protocol.Message{}, protocol.Usage{}, false
 	}
-	m := protocol.Message{Role: "assistant"}
-	var j jsontext.Joiner
+	role, content := "assistant", gjson.Result{}
 	msg.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "role":
 			if v.Str != "" {
-				m.Role = v.Str
+				role = v.Str
 			}
 		case "content":
-			v.ForEach(func(_, b gjson.Result) bool {
-				if !b.IsObject() {
-					return true
-				}
-				b.ForEach(func(bk, bv gjson.Result) bool {
-					switch bk.Str {
-					case "text":
-						if bv.Type == gjson.String {
-							j.Add(bv.Str)
-						}
-					case "toolUse":
-						m.ToolCalls = append(m.ToolCalls, readToolUse(bv))
-					}
-					return true
-				})
-				return true
-			})
+			content = v
 		}
 		return true
 	})
-	m.Content = j.String()
-	m = clone(m)
-	return m, converseUsage(jsontext.ObjectKey(root, "usage")), true
+	// A toolResult has no place in an answer: it stays raw, like any block the
+	// answer's message cannot hold.
+	m, _, _ := convMessage(role, content, nil, nil)
+	for i, raw := range m.Raw {
+		// Compact, as the stream's blocks are assembled: one answer, one record.
+		m.Raw[i] = protocol.RawJSON(jsontext.Compact(string(raw)))
+	}
+	return m.Clone(), converseUsage(jsontext.ObjectKey(root, "usage")), true
 }
 
 // converseUsage reads {"inputTokens","outputTokens"}.
@@ -331,9 +319,54 @@ type converseAcc struct {
 	hasText  bool
 	tools    []toolAcc
 	toolAt   map[int64]int // content block index → position in tools
+	reasons  []reasonAcc   // reasoningContent blocks, kept raw
 	usage    protocol.Usage
 	done     bool
 }
+
+// reasonAcc assembles one reasoningContent block from its deltas.
+type reasonAcc struct {
+	index           int64
+	text, signature []byte
+	redacted        []byte // base64, as the deltas carry it
+	sawSig          bool
+}
+
+// raw is the block as a whole answer holds it:
+// {"reasoningContent":{"reasoningText":{"text","signature"}}} or
+// {"reasoningContent":{"redactedContent":"…"}}.
+func (r *reasonAcc) raw() string {
+	var b []byte
+	if len(r.redacted) > 0 {
+		b = append(b, `{"reasoningContent":{"redactedContent":`...)
+		b = protocol.AppendString(b, string(r.redacted))
+		return string(append(b, "}}"...))
+	}
+	b = append(b, `{"reasoningContent":{"reasoningText":{"text":`...)
+	b = protocol.AppendString(b, string(r.text))
+	if r.sawSig {
+		b = append(b, `,"signature":`...)
+		b = protocol.AppendString(b, string(r.signature))
+	}
+	return string(append(b, "}}}"...))
+}
+
+// reason returns the accumulator of the reasoningContent block at index.
+func (c *converseAcc) reason(index int64) *reasonAcc {
+	for i := range c.reasons {
+		if c.reasons[i].index == index {
+			return &c.reasons[i]
+		}
+	}
+	if len(c.reasons) >= maxReasons {
+		return &reasonAcc{} // past the bound: dropped rather than unbounded
+	}
+	c.reasons = append(c.reasons, reasonAcc{index: index})
+	return &c.reasons[len(c.reasons)-1]
+}
+
+// maxReasons bounds the reasoning blocks a stream assembles; an answer has one or two.
+const maxReasons = 256
 
 // toolAcc assembles one toolUse block.
 type toolAcc struct {
@@ -386,6 +419,20 @@ func (c *converseAcc) event(name string, v gjson.Result) {
 					t := c.tool(index)
 					t.input = append(t.input, in.Str...)
 				}
+			case "reasoningContent":
+				r := c.reason(index)
+				f.ForEach(func(rk, rv gjson.Result) bool {
+					switch rk.Str {
+					case "text":
+						r.text = append(r.text, rv.Str...)
+					case "signature":
+						r.signature = append(r.signature, rv.Str...)
+						r.sawSig = true
+					case "redactedContent":
+						r.redacted = append(r.redacted, rv.Str...)
+					}
+					return true
+				})
 			}
 			return true
 		})
@@ -416,6 +463,13 @@ func (c *converseAcc) message() protocol.Message {
 	m := protocol.Message{Role: c.role, Content: string(c.content)}
 	if m.Role == "" {
 		m.Role = "assistant"
+	}
+	if len(c.reasons) > 0 {
+		reasons := slices.Clone(c.reasons)
+		slices.SortFunc(reasons, func(a, b reasonAcc) int { return cmp.Compare(a.index, b.index) })
+		for i := range reasons {
+			m.Raw = append(m.Raw, protocol.RawJSON(reasons[i].raw()))
+		}
 	}
 	if len(c.tools) == 0 {
 		return m

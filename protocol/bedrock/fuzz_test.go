@@ -1,6 +1,7 @@
 package bedrock
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"reflect"
 	"regexp"
@@ -59,6 +60,20 @@ func checkTaskAppended(t *testing.T, r protocol.Request, body []byte, parse func
 	t.Fatalf("no message holds task+text %q\n%s", task+fuzzText, out)
 }
 
+// checkEncodes: whatever the blocks, the messages encode (raw blocks are valid
+// JSON) and read back.
+func checkEncodes(t *testing.T, msgs []protocol.Message) {
+	t.Helper()
+	line, err := json.Marshal(msgs)
+	if err != nil {
+		t.Fatalf("messages do not encode: %v", err)
+	}
+	var back []protocol.Message
+	if err := json.Unmarshal(line, &back); err != nil || len(back) != len(msgs) {
+		t.Fatalf("messages do not read back: %v\n%s", err, line)
+	}
+}
+
 func FuzzParseConverse(f *testing.F) {
 	for _, b := range []string{
 		converseBody, novaBody,
@@ -66,6 +81,9 @@ func FuzzParseConverse(f *testing.F) {
 		`{"system":[],"messages":[{"role":"user","content":[]}]}`,
 		`{"system":null,"messages":[{"role":"user","content":[{"text":"Task: a\ud800"}]}]}`,
 		`{"messages":[{"role":"assistant","content":[{"toolUse":{"toolUseId":"x","name":"y","input":{"a":[1,{"b":"c"}]}}}]},{"role":"user","content":[{"toolResult":{"toolUseId":"x","content":[{"json":{"k": 1}},{"text":"t"}]}},{"text":"\u00e9 Task: go"}]}]}`,
+		`{"messages":[{"role":"user","content":[{"text":"Task: see"},{"image":{"format":"png","source":{"bytes":"AA=="}}},{"document":{"format":"md","name":"n","source":{"text":"x"}}},{"cachePoint":{"type":"default"}}]},` +
+			`{"role":"assistant","content":[{"reasoningContent":{"reasoningText":{"text":"t","signature":"s"}}},{"toolUse":{"toolUseId":"x","name":"y","input":{}}}]},` +
+			`{"role":"user","content":[{"toolResult":{"toolUseId":"x","content":[{"image":{"format":"jpeg","source":{"s3Location":{"uri":"s3://b/k"}}}}]}},{"future":{}}]}]}`,
 	} {
 		f.Add([]byte(b))
 	}
@@ -75,6 +93,7 @@ func FuzzParseConverse(f *testing.F) {
 		if err != nil {
 			return
 		}
+		checkEncodes(t, r.Parsed().Messages)
 		checkSplices(t, r, body, parse)
 		checkTaskAppended(t, r, body, parse)
 	})
@@ -103,6 +122,7 @@ func FuzzParseInvoke(f *testing.F) {
 		if err != nil {
 			return
 		}
+		checkEncodes(t, r.Parsed().Messages)
 		checkSplices(t, r, body, parse)
 		l, ok := r.(*LlamaRequest)
 		if !ok {
@@ -169,6 +189,7 @@ func FuzzStreamPayload(f *testing.F) {
 	f.Add("contentBlockDelta", []byte(`{"contentBlockIndex":1,"delta":{"toolUse":{"input":"{\"a\": 1}"}}}`))
 	f.Add("contentBlockStart", []byte(`{"contentBlockIndex":9223372036854775807,"start":{"toolUse":{"toolUseId":"x","name":"y"}}}`))
 	f.Add("metadata", []byte(`{"usage":{"inputTokens":1e30,"outputTokens":-1}}`))
+	f.Add("contentBlockDelta", []byte(`{"contentBlockIndex":0,"delta":{"reasoningContent":{"text":"a\u003c","signature":"s","redactedContent":"r"}}}`))
 	for _, c := range claudeChunks {
 		f.Add("chunk", []byte(c))
 	}
@@ -194,6 +215,7 @@ func FuzzStreamPayload(f *testing.F) {
 			if !reflect.DeepEqual(d.Message(), whole.Message()) || d.Usage() != whole.Usage() || d.Finished() != whole.Finished() {
 				t.Fatalf("kind %d: chunked and whole differ", kind)
 			}
+			checkEncodes(t, []protocol.Message{whole.Message()})
 		}
 		for _, dec := range []func([]byte) (protocol.Message, protocol.Usage, bool){decodeConverseResponse, decodeLlamaResponse, decodeClaudeResponse} {
 			dec(payload)
