@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"encoding/json"
 	"os"
 	"reflect"
 	"regexp"
@@ -41,6 +42,15 @@ func FuzzParse(f *testing.F) {
 		r, err := Parse(body, rules)
 		if err != nil {
 			return
+		}
+		// Whatever the messages hold, they encode (raw items are valid JSON) and read back.
+		line, err := json.Marshal(r.Messages)
+		if err != nil {
+			t.Fatalf("messages do not encode: %v", err)
+		}
+		var back []protocol.Message
+		if err := json.Unmarshal(line, &back); err != nil || len(back) != len(r.Messages) {
+			t.Fatalf("messages do not read back: %v\n%s", err, line)
 		}
 		for _, p := range []protocol.Placement{protocol.AppendToTask, protocol.System, protocol.NewMessage} {
 			out := r.Splice(body, p, fuzzText)

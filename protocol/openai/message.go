@@ -23,6 +23,7 @@ type segment struct {
 // one wins, as in the decoders upstream.
 type fields struct {
 	role, content, toolCalls, functionCall, toolCallID, name gjson.Result
+	refusal, reasoningContent, reasoning                     gjson.Result
 }
 
 // readFields walks the keys of one message object once.
@@ -45,6 +46,12 @@ func readFields(obj gjson.Result) fields {
 			f.toolCallID = v
 		case "name":
 			f.name = v
+		case "refusal":
+			f.refusal = v
+		case "reasoning_content":
+			f.reasoningContent = v
+		case "reasoning":
+			f.reasoning = v
 		}
 		return true
 	})
@@ -112,6 +119,8 @@ func readToolCall(c gjson.Result) protocol.ToolCall {
 			tc.Type = v.Str
 		case "function":
 			readFunction(v, &tc)
+		case "custom":
+			readCustom(v, &tc)
 		}
 		return true
 	})
@@ -132,6 +141,22 @@ func readFunction(fn gjson.Result, tc *protocol.ToolCall) {
 			tc.Name = v.Str
 		case "arguments":
 			tc.Arguments = arguments(v)
+		}
+		return true
+	})
+}
+
+// readCustom reads a custom (freeform) call's {name, input} into tc.
+func readCustom(c gjson.Result, tc *protocol.ToolCall) {
+	if !c.IsObject() {
+		return
+	}
+	c.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "name":
+			tc.Name = v.Str
+		case "input":
+			tc.Arguments = v.Str
 		}
 		return true
 	})
@@ -242,6 +267,7 @@ func (r *Request) readMessages(body []byte, js string, a *jsontext.Arena) []segm
 			}
 			last = t
 		})
+		f.extras(&m, parts)
 		if i == 0 {
 			r.sys = systemAnchor(r.arrOpen, m.Role, f.content, last, parts)
 		}
@@ -270,6 +296,12 @@ func scanFields(b []byte, js string, i int, a *jsontext.Arena) (fields, int) {
 			dst = &f.toolCallID
 		case "name":
 			dst = &f.name
+		case "refusal":
+			dst = &f.refusal
+		case "reasoning_content":
+			dst = &f.reasoningContent
+		case "reasoning":
+			dst = &f.reasoning
 		default:
 			return -1
 		}
@@ -320,9 +352,13 @@ func toolCallsFast(raw string) []protocol.ToolCall {
 				var end int
 				tc.Type, end = stringAt(b, raw, v)
 				return end
-			case "function":
+			case "function", "custom":
 				if b[v] != '{' {
 					return -1
+				}
+				argKey := "arguments"
+				if key == "custom" {
+					argKey = "input" // a custom (freeform) call's text
 				}
 				return jsontext.Members(b, raw, v, func(key string, v int) int {
 					switch key {
@@ -330,9 +366,13 @@ func toolCallsFast(raw string) []protocol.ToolCall {
 						var end int
 						tc.Name, end = stringAt(b, raw, v)
 						return end
-					case "arguments":
+					case argKey:
 						r, end := jsontext.ResultAt(b, raw, v)
-						tc.Arguments = arguments(r)
+						if argKey == "input" {
+							tc.Arguments = r.Str
+						} else {
+							tc.Arguments = arguments(r)
+						}
 						return end
 					}
 					return -1

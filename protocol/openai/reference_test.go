@@ -67,6 +67,7 @@ func parseReference(body []byte, rules []protocol.TaskRule) (*Request, error) {
 			}
 			last = t
 		})
+		f.extras(&m, parts)
 		if i == 0 {
 			r.sys = systemAnchor(r.arrOpen, m.Role, f.content, last, parts)
 		}
@@ -107,6 +108,8 @@ func FuzzParseMatchesReference(f *testing.F) {
 	for _, b := range referenceBodies(f) {
 		f.Add([]byte(b))
 	}
+	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"Task: a"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA=="}},{"type":"file","file":{"file_id":"f"}},{"type":"x"}]},` +
+		`{"role":"assistant","content":null,"refusal":"no","reasoning_content":"r","reasoning":{"a":1},"tool_calls":[{"id":"c","type":"custom","custom":{"name":"p","input":"*** x"}},{"id":"d","function":{"name":"f","arguments":{"a":1}}}]}]}`))
 	rules := []protocol.TaskRule{{Regex: regexp.MustCompile(`Task: (.+)`)}, {FirstUserMessage: true}}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, gerr := Parse(body, rules)

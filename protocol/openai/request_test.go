@@ -35,12 +35,17 @@ func TestParse(t *testing.T) {
 			task: "Book a flight",
 		},
 		{
-			name:  "content parts: text joined, images ignored",
+			name:  "content parts: text joined, media kept as parts",
 			body:  `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"Look:"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}},{"type":"text","text":"what is it?"},{"type":"input_audio","input_audio":{"data":"x","format":"wav"}}]}]}`,
 			rules: firstUser,
 			model: "m",
 			messages: []protocol.Message{
-				{Role: "user", Content: "Look:\nwhat is it?"},
+				{Role: "user", Content: "Look:\nwhat is it?", Parts: []protocol.Part{
+					{Type: "text", Text: "Look:"},
+					{Type: "image_url", Media: &protocol.Media{MediaType: "image/png", Data: "AAAA"}},
+					{Type: "text", Text: "what is it?"},
+					{Type: "input_audio", Media: &protocol.Media{Data: "x", Format: "wav", MediaType: "audio/wav"}},
+				}},
 			},
 			task: "Look:\nwhat is it?",
 		},
@@ -188,7 +193,7 @@ func TestParse(t *testing.T) {
 			body:  `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"u"}}]}]}`,
 			rules: firstUser,
 			messages: []protocol.Message{
-				{Role: "user"},
+				{Role: "user", Parts: []protocol.Part{{Type: "image_url", Media: &protocol.Media{URL: "u"}}}},
 			},
 		},
 	}

@@ -48,7 +48,9 @@ func decodeValid(body []byte) (protocol.Message, protocol.Usage, error) {
 	}
 	f := readFields(msg)
 	m := f.message()
-	m.Content, _ = contentText(f.content, nil)
+	var parts int
+	m.Content, parts = contentText(f.content, nil)
+	f.extras(&m, parts)
 	if m.Role == "" {
 		m.Role = "assistant"
 	}

@@ -24,9 +24,12 @@ type StreamDecoder struct {
 	done bool // saw a finish_reason or [DONE]
 
 	content []byte
-	calls   []callAcc
-	callAt  map[int64]int // index → position in calls, once there are many
-	usage   protocol.Usage
+	refusal []byte
+	// reasoning_content and reasoning deltas, as servers of open models send them
+	reasoningContent, reasoning []byte
+	calls                       []callAcc
+	callAt                      map[int64]int // index → position in calls, once there are many
+	usage                       protocol.Usage
 }
 
 // callAcc assembles one tool call from its deltas.
@@ -48,6 +51,18 @@ func (d *StreamDecoder) Write(p []byte) (int, error) {
 // joined, and the tool calls in index order with their argument fragments joined.
 func (d *StreamDecoder) Message() protocol.Message {
 	m := protocol.Message{Role: "assistant", Content: string(d.content)}
+	if len(d.refusal) > 0 {
+		if m.Content != "" {
+			m.Parts = []protocol.Part{{Type: protocol.PartText, Text: m.Content}}
+		}
+		m.Parts = append(m.Parts, protocol.Part{Type: protocol.PartRefusal, Text: string(d.refusal)})
+	}
+	if len(d.reasoningContent) > 0 {
+		m.Raw = append(m.Raw, reasoningRaw("reasoning_content", string(protocol.AppendString(nil, string(d.reasoningContent)))))
+	}
+	if len(d.reasoning) > 0 {
+		m.Raw = append(m.Raw, reasoningRaw("reasoning", string(protocol.AppendString(nil, string(d.reasoning)))))
+	}
 	if len(d.calls) == 0 {
 		return m
 	}
@@ -150,6 +165,12 @@ func (d *StreamDecoder) readDelta(delta gjson.Result) {
 		switch k.Str {
 		case "content":
 			d.content = append(d.content, v.Str...)
+		case "refusal":
+			d.refusal = append(d.refusal, v.Str...)
+		case "reasoning_content":
+			d.reasoningContent = append(d.reasoningContent, v.Str...)
+		case "reasoning":
+			d.reasoning = append(d.reasoning, v.Str...)
 		case "tool_calls":
 			if v.IsArray() {
 				pos := int64(-1)
@@ -172,7 +193,7 @@ func (d *StreamDecoder) readCallDelta(c gjson.Result, pos int64) {
 	if !c.IsObject() {
 		return
 	}
-	var index, id, typ, fn gjson.Result
+	var index, id, typ, fn, custom gjson.Result
 	c.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "index":
@@ -183,6 +204,8 @@ func (d *StreamDecoder) readCallDelta(c gjson.Result, pos int64) {
 			typ = v
 		case "function":
 			fn = v
+		case "custom":
+			custom = v
 		}
 		return true
 	})
@@ -196,6 +219,23 @@ func (d *StreamDecoder) readCallDelta(c gjson.Result, pos int64) {
 		acc.typ = strings.Clone(typ.Str)
 	}
 	d.readFunctionDelta(acc, fn)
+	if custom.IsObject() {
+		// A custom (freeform) call: its input text arrives like arguments.
+		if acc.typ == "" {
+			acc.typ = protocol.ToolCustom
+		}
+		custom.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "name":
+				if v.Str != "" {
+					acc.name = strings.Clone(v.Str)
+				}
+			case "input":
+				acc.args = append(acc.args, v.Str...)
+			}
+			return true
+		})
+	}
 }
 
 // readFunctionDelta applies {name, arguments} to acc: the name is set, the
