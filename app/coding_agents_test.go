@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/camproxy/camproxy/internal/testkit"
 )
 
@@ -154,4 +156,30 @@ func TestClaudeCode(t *testing.T) {
 	if !strings.Contains(row.Get("messages").Raw, jsonText(followup)) {
 		t.Errorf("the --continue prompt is not in the first session's trajectory")
 	}
+}
+
+// TestFrameworkLangGraph: a LangGraph prebuilt ReAct agent (createReactAgent over
+// ChatOpenAI, a system prompt, one tool, a MemorySaver thread) doing a task then a
+// follow-up in the same thread: four calls, one episode, one context.
+func TestFrameworkLangGraph(t *testing.T) {
+	e := newEnv(t, nil)
+	out := gjson.ParseBytes(nodeScript(t, "langgraph-agent.mjs", "CAMPROXY_BASE_URL="+e.base+"/v1",
+		"CAMPROXY_TASK="+frameworkTask, "CAMPROXY_FOLLOWUP="+frameworkFollowup))
+	if out.Get("toolCalls").Int() != 2 || len(out.Get("calls").Array()) != 4 {
+		t.Fatalf("langgraph run: %s", out.Raw)
+	}
+	for i, c := range out.Get("calls").Array() {
+		if c.Get("status").Int() != 200 || c.Get("episode").String() != out.Get("calls.0.episode").String() {
+			t.Fatalf("call %d: %s", i, c.Raw)
+		}
+	}
+	if got := out.Get("calls.#.context").Raw; got != `["miss","episode","episode","episode"]` {
+		t.Fatalf("X-CAM-Context per call: %s", got)
+	}
+	for i, r := range e.up.Requests() {
+		if n := strings.Count(string(r.Body), jsonText(guidance(frameworkTask))); n != 1 {
+			t.Fatalf("call %d: the context appears %d times", i, n)
+		}
+	}
+	checkGoClientEpisode(t, e, frameworkTask, "openai")
 }

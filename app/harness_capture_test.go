@@ -109,6 +109,7 @@ func captureFrameworks(t *testing.T) {
 		{"langchain", "langchain-agent.mjs", "/v1/chat/completions"},
 		{"ai-sdk", "ai-sdk-agent.mjs", "/v1/chat/completions"},
 		{"strands", "strands-agent.mjs", "/v1/chat/completions"},
+		{"langgraph", "langgraph-agent.mjs", "/v1/chat/completions"},
 	} {
 		t.Run(f.client, func(t *testing.T) {
 			up := testkit.NewUpstream()

@@ -70,7 +70,8 @@ type Upstream struct {
 	mu                sync.Mutex
 	stored            map[string][]json.RawMessage // response id → its conversation, output included
 	responseSeq       int
-	callLog[Captured] // Requests, Last, CancelledCount, Cancelled
+	chatSeq           int // numbers each chat completion's id, unique as OpenAI's are
+	callLog[Captured]     // Requests, Last, CancelledCount, Cancelled
 }
 
 // NewUpstream starts a scripted upstream on loopback.
@@ -144,6 +145,10 @@ func (u *Upstream) chat(w http.ResponseWriter, r *http.Request, body []byte) {
 	req := gjson.ParseBytes(body)
 	u.mu.Lock()
 	replyFn, replyFor := u.Reply, u.ReplyFor
+	u.chatSeq++
+	// Each completion has its own id: frameworks key messages by it (LangGraph's
+	// message reducer replaces a message whose id it has seen).
+	id := fmt.Sprintf("chatcmpl-%d", u.chatSeq)
 	u.mu.Unlock()
 	var rep Reply
 	switch {
@@ -167,7 +172,7 @@ func (u *Upstream) chat(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	model := req.Get("model").String()
 	if req.Get("stream").Bool() {
-		u.stream(w, r, model, rep, req.Get("stream_options.include_usage").Bool())
+		u.stream(w, r, id, model, rep, req.Get("stream_options.include_usage").Bool())
 		return
 	}
 	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
@@ -184,7 +189,7 @@ func (u *Upstream) chat(w http.ResponseWriter, r *http.Request, body []byte) {
 		finish = "tool_calls"
 	}
 	out, _ := json.Marshal(map[string]any{
-		"id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": model,
+		"id": id, "object": "chat.completion", "created": 1700000000, "model": model,
 		"choices": []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
 		"usage":   map[string]any{"prompt_tokens": len(body) / 4, "completion_tokens": 7, "total_tokens": len(body)/4 + 7},
 	})
@@ -260,10 +265,13 @@ func splitKeep(s string) []string {
 	return out
 }
 
-func (u *Upstream) stream(w http.ResponseWriter, r *http.Request, model string, rep Reply, usage bool) {
+func (u *Upstream) stream(w http.ResponseWriter, r *http.Request, id, model string, rep Reply, usage bool) {
 	events := StreamEvents(model, rep, usage, 42)
 	frames := make([][]byte, len(events))
 	for i, data := range events {
+		if id != "chatcmpl-1" { // StreamEvents' chunks carry chatcmpl-1
+			data = strings.Replace(data, `"id":"chatcmpl-1"`, `"id":"`+id+`"`, 1)
+		}
 		frames[i] = []byte("data: " + data + "\n\n")
 	}
 	u.writeSSE(w, r, frames)
