@@ -59,10 +59,12 @@ const (
 // clientSide reports whether an item type comes from the client rather than the
 // model: the output of a call (function_call_output, local_shell_call_output…) or an
 // answer to the model's request (mcp_approval_response). Such an item ends an
-// assistant run. Every other item that is not a message — reasoning, web_search_call,
-// file_search_call, computer_call, image_generation_call, mcp_call, item_reference,
-// types not known yet — is the model's: it joins the assistant run it sits in, so
-// that the output items of an answer and the same items sent back normalise alike.
+// assistant run. An item of another type with a role other than assistant (Codex's
+// additional_tools, role developer) is a message of that role. Every other item that
+// is not a message — reasoning, web_search_call, file_search_call, computer_call,
+// image_generation_call, mcp_call, item_reference, types not known yet — is the
+// model's: it joins the assistant run it sits in, so that the output items of an
+// answer and the same items sent back normalise alike.
 func clientSide(typ string) bool {
 	return strings.HasSuffix(typ, "_output") || strings.HasSuffix(typ, "_response")
 }
@@ -110,6 +112,12 @@ func (a *assembler) item(v gjson.Result, visit func(role string, text gjson.Resu
 		// as every image), not the item verbatim with its bytes.
 		a.other(protocol.Message{Role: "tool", Parts: screenshot(it.output), ToolCallID: it.callID.Str})
 	default:
+		if role := it.role.Str; role != "" && role != "assistant" {
+			// An item of another type that says whose it is (Codex's
+			// additional_tools, role developer): a message of that role.
+			a.other(protocol.Message{Role: role, Raw: []protocol.RawJSON{protocol.RawJSON(v.Raw)}})
+			return
+		}
 		if clientSide(typ) {
 			id := it.callID.Str
 			if id == "" {

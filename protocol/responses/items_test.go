@@ -77,6 +77,12 @@ func TestItemTypes(t *testing.T) {
 				{Role: "assistant", Raw: raw(computer)},
 				{Role: "tool", ToolCallID: "call_c", Parts: []protocol.Part{{Type: "image_url", Media: &protocol.Media{MediaType: "image/png", Data: "aGVsbG8="}}}},
 			}},
+		{"an item of another type with a role is a message of that role",
+			`{"type":"additional_tools","id":"at_1","role":"developer","tools":[]},{"role":"user","content":"go"}`,
+			[]protocol.Message{
+				{Role: "developer", Raw: raw(`{"type":"additional_tools","id":"at_1","role":"developer","tools":[]}`)},
+				{Role: "user", Content: "go"},
+			}},
 		{"client-side items of other tools end the run", `{"type":"local_shell_call","id":"ls_1","call_id":"call_sh","action":{"type":"exec","command":["ls"]}},` +
 			shellOut + `,` + approval,
 			[]protocol.Message{
