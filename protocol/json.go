@@ -8,8 +8,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 // MarshalJSON writes the OpenAI chat message: role, content (the string Content, or
@@ -430,49 +434,99 @@ func ParseDataURL(u string) (mediaType, data string, ok bool) {
 
 // StripMedia returns msgs with the bytes of every media part replaced by their
 // SHA-256 (of the decoded bytes; of the text when it is not base64): what the replay
-// buffer records unless it is told to keep media. msgs is not modified; messages
-// without media are shared, not copied.
+// buffer records unless it is told to keep media. In items kept verbatim (Raw, and
+// parts of unknown types) a base64 data URL becomes "data:TYPE;sha256,HEX", and the
+// base64 image of an image_generation_call's result "sha256:HEX". msgs is not
+// modified; messages without media are shared, not copied.
 func StripMedia(msgs []Message) []Message {
 	out := msgs
 	copied := false
 	for i := range msgs {
 		m := &msgs[i]
-		if !hasMediaData(m.Parts) {
+		if !hasMedia(m) {
 			continue
 		}
 		if !copied {
 			out = append([]Message(nil), msgs...)
 			copied = true
 		}
-		parts := append([]Part(nil), m.Parts...)
-		for j := range parts {
-			if parts[j].Media == nil || parts[j].Media.Data == "" {
-				continue
+		if m.Parts != nil {
+			parts := append([]Part(nil), m.Parts...)
+			for j := range parts {
+				if parts[j].Raw != "" {
+					parts[j].Raw = stripRaw(parts[j].Raw)
+				}
+				if parts[j].Media == nil || parts[j].Media.Data == "" {
+					continue
+				}
+				md := *parts[j].Media
+				md.SHA256, md.Data = hashData(md.Data), ""
+				parts[j].Media = &md
 			}
-			md := *parts[j].Media
-			md.SHA256, md.Data = hashData(md.Data), ""
-			parts[j].Media = &md
+			out[i].Parts = parts
 		}
-		out[i].Parts = parts
+		if m.Raw != nil {
+			raw := make([]RawJSON, len(m.Raw))
+			for j, r := range m.Raw {
+				raw[j] = stripRaw(r)
+			}
+			out[i].Raw = raw
+		}
 	}
 	return out
 }
 
 // StripMessageMedia is StripMedia of one message.
 func StripMessageMedia(m Message) Message {
-	if !hasMediaData(m.Parts) {
+	if !hasMedia(&m) {
 		return m
 	}
 	return StripMedia([]Message{m})[0]
 }
 
-func hasMediaData(parts []Part) bool {
-	for _, p := range parts {
-		if p.Media != nil && p.Media.Data != "" {
+// hasMedia reports whether m holds media bytes: a part's data, or what may be bytes
+// in a verbatim item.
+func hasMedia(m *Message) bool {
+	for _, p := range m.Parts {
+		if p.Media != nil && p.Media.Data != "" || rawMayHoldMedia(p.Raw) {
+			return true
+		}
+	}
+	for _, r := range m.Raw {
+		if rawMayHoldMedia(r) {
 			return true
 		}
 	}
 	return false
+}
+
+func rawMayHoldMedia(r RawJSON) bool {
+	return strings.Contains(string(r), ";base64,") || strings.Contains(string(r), `"image_generation_call"`)
+}
+
+// dataURLRE is a JSON string that is a base64 data URL: its media type, its bytes.
+var dataURLRE = regexp.MustCompile(`"data:([^";,\\]*)(?:;[^";,\\]*)*;base64,([A-Za-z0-9+/=_-]*)"`)
+
+// stripRaw replaces the media bytes of a verbatim item by their hash.
+func stripRaw(r RawJSON) RawJSON {
+	if !rawMayHoldMedia(r) {
+		return r
+	}
+	s := string(r)
+	if strings.Contains(s, ";base64,") {
+		s = dataURLRE.ReplaceAllStringFunc(s, func(m string) string {
+			sub := dataURLRE.FindStringSubmatch(m)
+			return `"data:` + sub[1] + `;sha256,` + hashData(sub[2]) + `"`
+		})
+	}
+	if gjson.Get(s, "type").Str == "image_generation_call" {
+		if res := gjson.Get(s, "result"); res.Type == gjson.String && res.Str != "" && !strings.HasPrefix(res.Str, "sha256:") {
+			if out, err := sjson.Set(s, "result", "sha256:"+hashData(res.Str)); err == nil {
+				s = out
+			}
+		}
+	}
+	return RawJSON(s)
 }
 
 // hashData is the hex SHA-256 of base64 bytes (padded or not, standard or URL

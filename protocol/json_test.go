@@ -198,3 +198,30 @@ func FuzzMessageJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestStripMediaInRaw: bytes inside items kept verbatim — a computer call's
+// screenshot data URL, an image generation's result — are hashed too, the rest of
+// the item left as it was.
+func TestStripMediaInRaw(t *testing.T) {
+	const sum = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824" // sha256("hello")
+	msgs := []Message{{Role: "assistant", Raw: []RawJSON{
+		`{"type":"x","shot":{"image_url":"data:image/png;name=a.png;base64,aGVsbG8="},"keep":"data:text/plain,hi"}`,
+		`{"type":"image_generation_call","id":"ig_1","status":"completed","result":"aGVsbG8="}`,
+		`{"type":"reasoning","summary":[]}`,
+	}, Parts: []Part{{Type: "input_video", Raw: `{"type":"input_video","video_url":"data:video/mp4;base64,aGVsbG8="}`}}}}
+	got := StripMedia(msgs)
+	want := []RawJSON{
+		`{"type":"x","shot":{"image_url":"data:image/png;sha256,` + sum + `"},"keep":"data:text/plain,hi"}`,
+		`{"type":"image_generation_call","id":"ig_1","status":"completed","result":"sha256:` + sum + `"}`,
+		`{"type":"reasoning","summary":[]}`,
+	}
+	if !reflect.DeepEqual(got[0].Raw, want) {
+		t.Errorf("raw\n got %q\nwant %q", got[0].Raw, want)
+	}
+	if p := got[0].Parts[0].Raw; p != `{"type":"input_video","video_url":"data:video/mp4;sha256,`+sum+`"}` {
+		t.Errorf("part %s", p)
+	}
+	if !strings.Contains(string(msgs[0].Raw[0]), "aGVsbG8=") {
+		t.Error("StripMedia modified its input")
+	}
+}
