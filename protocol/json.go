@@ -21,7 +21,11 @@ import (
 // (the items the shape cannot hold, verbatim). HTML is not escaped here: an encoder
 // that escapes it does so when it copies this output.
 func (m Message) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 64+len(m.Content))
+	return m.AppendJSON(make([]byte, 0, 64+len(m.Content))), nil
+}
+
+// AppendJSON appends the message's JSON (MarshalJSON) to b.
+func (m *Message) AppendJSON(b []byte) []byte {
 	b = append(b, `{"role":`...)
 	b = appendString(b, m.Role)
 	b = append(b, `,"content":`...)
@@ -65,7 +69,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 		}
 		b = append(b, ']')
 	}
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // UnmarshalJSON reads an OpenAI chat message. It also reads the messages of replay
@@ -572,6 +576,10 @@ func appendString(b []byte, s string) []byte {
 				b = append(b, '\\', 'r')
 			case '\t':
 				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
 			default:
 				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}

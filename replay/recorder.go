@@ -211,6 +211,9 @@ func (r *Recorder) encode(ev any) ([]byte, error) {
 			s.Response = &resp
 		}
 	}
+	if s, ok := ev.(*StepEvent); ok {
+		return appendStep(make([]byte, 0, 512), s), nil
+	}
 	return json.Marshal(ev)
 }
 

@@ -1,0 +1,81 @@
+package replay
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/camproxy/camproxy/protocol"
+)
+
+// marshalStep is a step as encoding/json writes it, HTML left as it is.
+func marshalStep(t testing.TB, s *StepEvent) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// TestAppendStepIsJSONMarshal: the recorder's hand-written step line is byte for
+// byte what encoding/json writes (HTML unescaped), and decodes to the same event.
+func TestAppendStepIsJSONMarshal(t *testing.T) {
+	at := time.Date(2026, 11, 23, 10, 0, 0, 123456789, time.FixedZone("X", 3600))
+	resp := protocol.Message{Role: "assistant", Content: "ok <b>&</b> \u2028 é", ToolCalls: []protocol.ToolCall{
+		{ID: "c1", Type: "custom", Name: "apply_patch", Arguments: "*** Begin Patch\n"},
+		{ID: "c2", Type: "function", Name: "f", Arguments: `{"a":"<x>"}`}},
+		Raw: []protocol.RawJSON{`{"type":"reasoning","summary":[]}`}}
+	steps := []*StepEvent{
+		{V: 1, Type: TypeStep, ID: "s1", EpisodeID: "ep", Turn: 3, Messages: []protocol.Message{
+			{Role: "user", Content: "look", Parts: []protocol.Part{{Type: "text", Text: "look"},
+				{Type: "image_url", Media: &protocol.Media{SHA256: "ab", MediaType: "image/png"}}}},
+			{Role: "tool", Content: "\x01\"\\", ToolCallID: "c0", Name: "n"}},
+			Response: &resp, Usage: protocol.Usage{InputTokens: 4000, OutputTokens: 60},
+			Timing: Timing{Augment: 0.01, UpstreamTTFB: 1234.567, Total: 1e-7}, Status: 200, At: at},
+		{V: 1, Type: TypeStep, ID: "s2", EpisodeID: "ep", Messages: []protocol.Message{}, Status: 502,
+			Error: "upstream <down>", Timing: Timing{Total: 1e21}, At: at.UTC()},
+		{V: 1, Type: TypeStep, ID: "s3", EpisodeID: "ep", Timing: Timing{Augment: 3e-9, Total: 123456789.125}},
+	}
+	for _, s := range steps {
+		got := appendStep(nil, s)
+		if want := marshalStep(t, s); !bytes.Equal(got, want) {
+			t.Errorf("\n got %s\nwant %s", got, want)
+		}
+		ev, err := Decode(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := ev.(*StepEvent)
+		if back.ID != s.ID || len(back.Messages) != len(s.Messages) || back.Error != s.Error || !back.At.Equal(s.At) {
+			t.Errorf("decoded %+v", back)
+		}
+		if s.Response != nil && !reflect.DeepEqual(back.Response.ToolCalls, s.Response.ToolCalls) {
+			t.Errorf("response %+v", back.Response)
+		}
+	}
+	if string(appendFloat(nil, math.NaN())) != "0" {
+		t.Error("NaN")
+	}
+}
+
+func FuzzAppendStep(f *testing.F) {
+	f.Add("user", "hé <x> \u2028", "c", "apply_patch", "*** x", 0.5, 12.25, int64(3))
+	f.Add("", "\xff\x00", "", "", "{}", 1e-7, 1e22, int64(-1))
+	f.Fuzz(func(t *testing.T, role, content, id, name, args string, a, b float64, n int64) {
+		if math.IsNaN(a) || math.IsInf(a, 0) || math.IsNaN(b) || math.IsInf(b, 0) {
+			return // encoding/json refuses them; appendStep writes 0
+		}
+		s := &StepEvent{V: 1, Type: TypeStep, ID: id, EpisodeID: "ep", Turn: int(n % 1000),
+			Messages: []protocol.Message{{Role: role, Content: content, ToolCalls: []protocol.ToolCall{{ID: id, Type: "custom", Name: name, Arguments: args}}}},
+			Usage:    protocol.Usage{InputTokens: n}, Timing: Timing{Augment: a, Total: b}, Error: content, At: time.Unix(n%1e9, 0).UTC()}
+		if got, want := appendStep(nil, s), marshalStep(t, s); !bytes.Equal(got, want) {
+			t.Fatalf("\n got %s\nwant %s", got, want)
+		}
+	})
+}
