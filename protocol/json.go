@@ -552,60 +552,65 @@ func hashData(data string) string {
 // replay buffer writes them).
 func AppendString(b []byte, s string) []byte { return appendString(b, s) }
 
-// appendString appends s as a JSON string. Like encoding/json it writes invalid UTF-8
-// as U+FFFD and escapes U+2028 and U+2029; unlike it, it leaves <, > and & as they
-// are (an encoder that escapes HTML escapes them when it copies the output).
+// appendString appends s as a JSON string (AppendEscaped between quotes).
 func appendString(b []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
 	b = append(b, '"')
+	b = AppendEscaped(b, s)
+	return append(b, '"')
+}
+
+// AppendEscaped appends s as the inside of a JSON string, escaped as encoding/json
+// does with SetEscapeHTML(false): quote, backslash and control characters escaped,
+// U+2028 and U+2029 escaped for JavaScript, invalid UTF-8 replaced by U+FFFD; <, >
+// and & as they are (an encoder that escapes HTML escapes them when it copies the
+// output).
+func AppendEscaped(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
 	start := 0
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= ' ' && b != '"' && b != '\\' {
 				i++
 				continue
 			}
-			b = append(b, s[start:i]...)
-			switch c {
+			dst = append(dst, s[start:i]...)
+			switch b {
 			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
+				dst = append(dst, '\\', b)
 			case '\b':
-				b = append(b, '\\', 'b')
+				dst = append(dst, '\\', 'b')
 			case '\f':
-				b = append(b, '\\', 'f')
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
 			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xf])
 			}
 			i++
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
+		c, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case c == '\u2028' || c == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xf])
+		default:
 			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
 			continue
 		}
 		i += size
+		start = i
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return append(dst, s[start:]...)
 }
 
 // Clone returns m with every string copied, so that it no longer aliases the buffer

@@ -122,7 +122,7 @@ func (r *TaskRule) find(body []byte, segs []Segment) (Found, bool) {
 			if !ok {
 				continue
 			}
-			if task, end, ok := findRegex(r.Regex, e.text); ok {
+			if task, end, ok := RegexTask(r.Regex, e.text); ok {
 				return Found{Task: task, Seg: k, End: e.origOffset(end)}, true
 			}
 		}
@@ -222,10 +222,10 @@ func (r *TaskRule) jsonPath(body []byte, segs []Segment) (Found, bool) {
 	return f, true
 }
 
-// findRegex matches re against text; the task is its first capture group, or the
-// whole match when it has none, and must be non-empty. end is the offset in text
-// right after the task.
-func findRegex(re *regexp.Regexp, text string) (task string, end int, ok bool) {
+// RegexTask matches re against text; the task is its first capture group, or the
+// whole match when it has none, and must be non-empty (ok is false otherwise). end
+// is the offset in text right after the task.
+func RegexTask(re *regexp.Regexp, text string) (task string, end int, ok bool) {
 	g := 0
 	if re.NumSubexp() > 0 {
 		g = 1

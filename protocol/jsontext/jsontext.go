@@ -102,20 +102,10 @@ func FirstByte(s string) byte {
 	return 0
 }
 
-// FindTask matches re against text, the decoded value of a JSON string. The task is
-// re's first capture group, or the whole match when re has none; ok is false when
-// re does not match or the task is empty. end is the offset in text right after the
-// task: map it to the raw string with RawOffset.
+// FindTask matches re against text, the decoded value of a JSON string (see
+// protocol.RegexTask); end maps to the raw string with RawOffset.
 func FindTask(re *regexp.Regexp, text string) (task string, end int, ok bool) {
-	g := 0
-	if re.NumSubexp() > 0 {
-		g = 1
-	}
-	loc := re.FindStringSubmatchIndex(text)
-	if loc == nil || loc[2*g] < 0 || loc[2*g+1] <= loc[2*g] {
-		return "", 0, false
-	}
-	return text[loc[2*g]:loc[2*g+1]], loc[2*g+1], true
+	return protocol.RegexTask(re, text)
 }
 
 // RawOffset maps an offset into the decoded value of a JSON string to the offset in
@@ -210,57 +200,9 @@ func Insert(body []byte, at int, prefix, text, suffix string) []byte {
 	return append(out, body[at:]...)
 }
 
-// AppendEscaped appends s as the inside of a JSON string, escaped as encoding/json
-// does with SetEscapeHTML(false): quote, backslash and control characters escaped,
-// U+2028 and U+2029 escaped for JavaScript, invalid UTF-8 replaced by U+FFFD.
-func AppendEscaped(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= ' ' && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case c == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case c == '\u2028' || c == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	return append(dst, s[start:]...)
-}
+// AppendEscaped appends s as the inside of a JSON string (protocol.AppendEscaped:
+// encoding/json's escaping with SetEscapeHTML(false)).
+func AppendEscaped(dst []byte, s string) []byte { return protocol.AppendEscaped(dst, s) }
 
 // ObjectKey returns the value of key in obj; the last one on duplicate keys, as the
 // decoders upstream read them.
