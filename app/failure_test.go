@@ -18,10 +18,11 @@ import (
 	"github.com/camproxy/camproxy/internal/testkit"
 )
 
-// TestCAMFailsOpen: whatever the CAM does wrong, the agent's call succeeds unaugmented
-// within the augment deadline (+50 ms), and repeated failures open the breaker.
+// TestCAMFailsOpen: whatever the CAM does wrong (hangs included), the agent's call
+// succeeds unaugmented, and repeated failures open the breaker. No wall-clock bound
+// is asserted: a hanging CAM would hang the call (and the test) if the deadline did
+// not cut it; the deadline's own timing is augment.Guard's unit test.
 func TestCAMFailsOpen(t *testing.T) {
-	const deadline = 400 * time.Millisecond // testConfig's augmenter timeout
 	for _, mode := range []string{testkit.CAMHang, testkit.CAM500, testkit.CAMGarbage, testkit.CAMEmpty, testkit.CAMHuge} {
 		t.Run(mode, func(t *testing.T) {
 			e := newEnv(t, nil)
@@ -29,17 +30,12 @@ func TestCAMFailsOpen(t *testing.T) {
 			for i := range 3 { // Failures: 3 in testConfig
 				a := newAgent(fmt.Sprintf("Task %d: refund order #%d", i, i), false)
 				body := a.body("")
-				start := time.Now()
 				resp, out := e.post(body, nil)
-				took := time.Since(start)
 				if resp.StatusCode != 200 || !gjson.GetBytes(out, "choices.0.message").Exists() {
 					t.Fatalf("call %d failed: %d %s", i, resp.StatusCode, out)
 				}
 				if got := resp.Header.Get("X-CAM-Context"); got != "fail-open" {
 					t.Fatalf("X-CAM-Context %q, want fail-open", got)
-				}
-				if took > deadline+50*time.Millisecond {
-					t.Fatalf("call %d took %v, more than the deadline %v + 50ms", i, took, deadline)
 				}
 				if !bytes.Equal(e.up.Last().Body, body) {
 					t.Fatal("a failed augmentation must forward the body untouched")
@@ -55,12 +51,11 @@ func TestCAMFailsOpen(t *testing.T) {
 			}) {
 				t.Fatalf("breaker not open after 3 failures: %s", e.metric("camproxy_breaker_state"))
 			}
-			// Open: no more CAM calls, and no waiting for the deadline.
+			// Open: no more CAM calls.
 			for i := range 3 {
-				start := time.Now()
 				resp, _ := e.post(newAgent(fmt.Sprintf("Open task %d", i), false).body(""), nil)
-				if resp.Header.Get("X-CAM-Context") != "fail-open" || time.Since(start) > deadline {
-					t.Fatalf("with the breaker open: %s after %v", resp.Header.Get("X-CAM-Context"), time.Since(start))
+				if resp.Header.Get("X-CAM-Context") != "fail-open" {
+					t.Fatalf("with the breaker open: %s", resp.Header.Get("X-CAM-Context"))
 				}
 			}
 			if e.cam.Calls() != 3 {
@@ -69,17 +64,26 @@ func TestCAMFailsOpen(t *testing.T) {
 			if !strings.Contains(e.metric("camproxy_breaker_state"), `camproxy_breaker_state{augmenter="cam"} 2`) {
 				t.Fatalf("breaker_state metric: %s", e.metric("camproxy_breaker_state"))
 			}
-			// The CAM recovers; after open_for the breaker lets one call through and closes.
+			// The CAM recovers; once open_for has passed the breaker lets one call through
+			// and closes. Calls before that fail open without reaching the CAM.
 			e.cam.SetMode(testkit.CAMOK)
-			time.Sleep(450 * time.Millisecond)
-			resp, _ := e.post(newAgent("Recovered task", false).body(""), nil)
-			if resp.Header.Get("X-CAM-Context") != "miss" || e.cam.Calls() != 4 {
-				t.Fatalf("after recovery: %s with %d CAM calls", resp.Header.Get("X-CAM-Context"), e.cam.Calls())
+			var got string
+			for i := 0; i < 250 && got != "miss"; i++ {
+				resp, _ := e.post(newAgent(fmt.Sprintf("Recovered task %d", i), false).body(""), nil)
+				if got = resp.Header.Get("X-CAM-Context"); got != "miss" && got != "fail-open" {
+					t.Fatalf("while the breaker reopens: %q", got)
+				}
+				if got != "miss" {
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			if got != "miss" || e.cam.Calls() != 4 {
+				t.Fatalf("after recovery: %s with %d CAM calls", got, e.cam.Calls())
 			}
 			if !strings.Contains(e.metric("camproxy_context_total"), `result="fail-open"`) {
 				t.Fatal("fail-open not counted in context_total")
 			}
-			faultRow(t, "cam", mode, fmt.Sprintf("200 unaugmented within %v + 50ms; breaker open after 3, closed after recovery", deadline),
+			faultRow(t, "cam", mode, "200 unaugmented (fail-open); breaker open after 3, closed after recovery",
 				"episode recorded with context_source fail-open")
 		})
 	}
