@@ -52,10 +52,10 @@ func (f *fakeStep) snapshot() []fakeCall {
 	return slices.Clone(f.calls)
 }
 
-// eventually polls cond for up to 15 s (slow under -race), failing with what.
+// eventually polls cond for up to 45 s (slow under -race on a loaded machine), failing with what.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(45 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
