@@ -105,7 +105,7 @@ func (r *Request) readSystem(system gjson.Result, open, closing int) []segment {
 		visit(system)
 		r.Messages = append(r.Messages, protocol.Message{Role: "system", Content: system.Str})
 		// Into the string; an empty one gets no leading blank lines.
-		r.sys = anchor{at: closingQuote(system), trim: system.Str == ""}
+		r.sys = anchor{at: closingQuote(system), Wrap: jsontext.Wrap{Trim: system.Str == ""}}
 	case system.IsArray():
 		text, n := blocksText(system, visit)
 		r.Messages = append(r.Messages, protocol.Message{Role: "system", Content: text})
@@ -114,14 +114,14 @@ func (r *Request) readSystem(system gjson.Result, open, closing int) []segment {
 		if n > 0 {
 			prefix = "," + prefix
 		}
-		r.sys = anchor{at: system.Index + len(system.Raw) - 1, prefix: prefix, suffix: `"}`, trim: true}
+		r.sys = anchor{at: system.Index + len(system.Raw) - 1, Wrap: jsontext.Wrap{Prefix: prefix, Suffix: `"}`, Trim: true}}
 	case !system.Exists():
 		// The first member; the body has at least "messages" after it.
-		r.sys = anchor{at: open + 1, prefix: `"system":"`, suffix: `",`, trim: true}
+		r.sys = anchor{at: open + 1, Wrap: jsontext.Wrap{Prefix: `"system":"`, Suffix: `",`, Trim: true}}
 	default:
 		// null or a wrong type: a second "system" member, last, so that it is the
 		// one a last-key-wins decoder keeps.
-		r.sys = anchor{at: closing, prefix: `,"system":"`, suffix: `"`, trim: true}
+		r.sys = anchor{at: closing, Wrap: jsontext.Wrap{Prefix: `,"system":"`, Suffix: `"`, Trim: true}}
 	}
 	return segs
 }

@@ -66,7 +66,7 @@ func parse(body []byte, rules []protocol.TaskRule, outside *protocol.View) (*Req
 	// One copy of the body: every string of the view aliases it, so the view stays
 	// valid after the caller reuses its buffer, at the cost of one allocation.
 	js := string(body)
-	open, closing := objectBounds(js)
+	open, closing := jsontext.ObjectBounds(js)
 	if open < 0 {
 		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrMissingMessages)
 	}
@@ -101,19 +101,3 @@ func parse(body []byte, rules []protocol.TaskRule, outside *protocol.View) (*Req
 
 // Parsed returns the call's view.
 func (r *Request) Parsed() *protocol.View { return &r.View }
-
-// objectBounds returns the offsets of the '{' and '}' that open and close the valid
-// JSON document js, or -1, -1 when it is not an object.
-func objectBounds(js string) (open, closing int) {
-	if jsontext.FirstByte(js) != '{' {
-		return -1, -1
-	}
-	open, closing = 0, len(js)-1
-	for js[open] != '{' {
-		open++
-	}
-	for js[closing] != '}' {
-		closing--
-	}
-	return open, closing
-}

@@ -1,21 +1,14 @@
 package anthropic
 
 import (
-	"strings"
-	"unicode"
-
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
 )
 
 // anchor is one place to insert at and the JSON that goes around the escaped text.
 type anchor struct {
-	at             int    // raw offset of the insertion
-	prefix, suffix string // written as they are around the escaped text
-	// trim drops the text's leading whitespace: a new block, member or message holds
-	// the context alone, and a template's leading blank lines only separate it from
-	// the text it would follow.
-	trim bool
+	at int // raw offset of the insertion
+	jsontext.Wrap
 }
 
 // Splice returns a new body with text inserted per placement; body is not modified.
@@ -33,27 +26,10 @@ type anchor struct {
 // placement or an empty text come back unchanged (the same slice).
 func (r *Request) Splice(body []byte, p protocol.Placement, text string) []byte {
 	a, ok := r.anchorFor(p)
-	if !ok || len(body) != r.bodyLen || a.at > len(body) {
-		return body
-	}
-	if a.trim {
-		text = strings.TrimLeftFunc(text, unicode.IsSpace)
-	}
-	if text == "" {
-		return body
-	}
-	return jsontext.Insert(body, a.at, a.prefix, text, a.suffix)
+	return jsontext.Splice(body, r.bodyLen, a.at, ok, a.Wrap, text)
 }
 
 // anchorFor resolves a placement to an anchor; false when there is none.
 func (r *Request) anchorFor(p protocol.Placement) (anchor, bool) {
-	switch p {
-	case protocol.System:
-		return r.sys, true
-	case protocol.AppendToTask:
-		return anchor{at: r.task.at}, r.Task != ""
-	case protocol.NewMessage:
-		return r.task.after, r.Task != ""
-	}
-	return anchor{}, false
+	return protocol.ByPlacement(p, r.Task != "", r.sys, anchor{at: r.task.at}, r.task.after)
 }

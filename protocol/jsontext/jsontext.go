@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -198,6 +199,50 @@ func Insert(body []byte, at int, prefix, text, suffix string) []byte {
 	out = AppendEscaped(out, text)
 	out = append(out, suffix...)
 	return append(out, body[at:]...)
+}
+
+// Wrap is what an insertion writes around the escaped text: Prefix and Suffix as
+// they are, and Trim drops the text's leading whitespace — a new block, member, part
+// or message holds the context alone, and a template's leading blank lines only
+// separate it from the text it would follow.
+type Wrap struct {
+	Prefix, Suffix string
+	Trim           bool
+}
+
+// Splice is the splice every byte-inserting adapter does once it has resolved a
+// placement: text, wrapped by w, inserted at offset at of body (Insert). at was
+// found in a parsed body of bodyLen bytes; ok false (the placement has no anchor),
+// another body, an offset past its end or an empty text (once trimmed) return body
+// itself, unmodified.
+func Splice(body []byte, bodyLen, at int, ok bool, w Wrap, text string) []byte {
+	if !ok || len(body) != bodyLen || at > len(body) {
+		return body
+	}
+	if w.Trim {
+		text = strings.TrimLeftFunc(text, unicode.IsSpace)
+	}
+	if text == "" {
+		return body
+	}
+	return Insert(body, at, w.Prefix, text, w.Suffix)
+}
+
+// ObjectBounds returns the offsets of the '{' and '}' that open and close the valid
+// JSON document js, or -1, -1 when it is not an object: where an adapter adds a
+// first or a last member.
+func ObjectBounds(js string) (open, closing int) {
+	if FirstByte(js) != '{' {
+		return -1, -1
+	}
+	open, closing = 0, len(js)-1
+	for js[open] != '{' {
+		open++
+	}
+	for js[closing] != '}' {
+		closing--
+	}
+	return open, closing
 }
 
 // AppendEscaped appends s as the inside of a JSON string (protocol.AppendEscaped:

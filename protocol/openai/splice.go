@@ -1,9 +1,6 @@
 package openai
 
 import (
-	"strings"
-	"unicode"
-
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
 )
@@ -36,49 +33,33 @@ type anchor struct {
 // unchanged (the same slice).
 func (r *Request) Splice(body []byte, p protocol.Placement, text string) []byte {
 	a, ok := r.anchorFor(p)
-	if !ok || len(body) != r.bodyLen || a.at > len(body) {
-		return body
-	}
-	if a.kind != insText {
-		// A new message or part holds the context alone: a template's leading
-		// blank lines only separate it from the text it would follow.
-		text = strings.TrimLeftFunc(text, unicode.IsSpace)
-	}
-	if text == "" {
-		return body
-	}
-	prefix, suffix := a.wrap()
-	return jsontext.Insert(body, a.at, prefix, text, suffix)
+	return jsontext.Splice(body, r.bodyLen, a.at, ok, a.wrap(), text)
 }
 
 // anchorFor resolves a placement to an anchor; false when there is none.
 func (r *Request) anchorFor(p protocol.Placement) (anchor, bool) {
-	switch p {
-	case protocol.System:
-		return r.sys, true
-	case protocol.AppendToTask:
-		return anchor{at: r.task.at, kind: insText}, r.Task != ""
-	case protocol.NewMessage:
-		return anchor{at: r.task.msgEnd, kind: insUserMessage, comma: true}, r.Task != ""
-	}
-	return anchor{}, false
+	return protocol.ByPlacement(p, r.Task != "", r.sys,
+		anchor{at: r.task.at, kind: insText},
+		anchor{at: r.task.msgEnd, kind: insUserMessage, comma: true})
 }
 
-// wrap returns the JSON that anchor a writes around the escaped text.
-func (a anchor) wrap() (prefix, suffix string) {
+// wrap returns the JSON that anchor a writes around the escaped text. A new message
+// or part holds the context alone: a template's leading blank lines only separate
+// it from the text it would follow.
+func (a anchor) wrap() jsontext.Wrap {
 	switch a.kind {
 	case insPart:
 		if a.comma {
-			return `,{"type":"text","text":"`, `"}`
+			return jsontext.Wrap{Prefix: `,{"type":"text","text":"`, Suffix: `"}`, Trim: true}
 		}
-		return `{"type":"text","text":"`, `"}`
+		return jsontext.Wrap{Prefix: `{"type":"text","text":"`, Suffix: `"}`, Trim: true}
 	case insSystemMessage:
 		if a.comma {
-			return `{"role":"system","content":"`, `"},`
+			return jsontext.Wrap{Prefix: `{"role":"system","content":"`, Suffix: `"},`, Trim: true}
 		}
-		return `{"role":"system","content":"`, `"}`
+		return jsontext.Wrap{Prefix: `{"role":"system","content":"`, Suffix: `"}`, Trim: true}
 	case insUserMessage:
-		return `,{"role":"user","content":"`, `"}`
+		return jsontext.Wrap{Prefix: `,{"role":"user","content":"`, Suffix: `"}`, Trim: true}
 	}
-	return "", ""
+	return jsontext.Wrap{}
 }

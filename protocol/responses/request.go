@@ -22,8 +22,6 @@ package responses
 
 import (
 	"fmt"
-	"strings"
-	"unicode"
 
 	"github.com/tidwall/gjson"
 
@@ -54,12 +52,8 @@ var _ protocol.Request = (*Request)(nil)
 
 // anchor is one place to insert at and the JSON that goes around the escaped text.
 type anchor struct {
-	at             int    // raw offset of the insertion
-	prefix, suffix string // written as they are around the escaped text
-	// trim drops the text's leading whitespace: a new member or item holds the
-	// context alone, and a template's leading blank lines only separate it from the
-	// text it would follow.
-	trim bool
+	at int // raw offset of the insertion
+	jsontext.Wrap
 }
 
 // taskSpot locates the task inside the raw body.
@@ -90,7 +84,7 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 	// One copy of the body: every string of the view aliases it, so the view stays
 	// valid after the caller reuses its buffer, at the cost of one allocation.
 	js := string(body)
-	open, closing := objectBounds(js)
+	open, closing := jsontext.ObjectBounds(js)
 	if open < 0 {
 		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrInvalidJSON)
 	}
@@ -124,22 +118,6 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 // Parsed returns the call's view.
 func (r *Request) Parsed() *protocol.View { return &r.View }
 
-// objectBounds returns the offsets of the '{' and '}' that open and close the valid
-// JSON document js, or -1, -1 when it is not an object.
-func objectBounds(js string) (open, closing int) {
-	if jsontext.FirstByte(js) != '{' {
-		return -1, -1
-	}
-	open, closing = 0, len(js)-1
-	for js[open] != '{' {
-		open++
-	}
-	for js[closing] != '}' {
-		closing--
-	}
-	return open, closing
-}
-
 // readInstructions normalises instructions into messages[0], returns its text for the
 // task rules and sets where System inserts.
 func (r *Request) readInstructions(ins gjson.Result, open, closing, members int) []segment {
@@ -147,7 +125,7 @@ func (r *Request) readInstructions(ins gjson.Result, open, closing, members int)
 	case ins.Type == gjson.String:
 		r.Messages = append(r.Messages, protocol.Message{Role: "system", Content: ins.Str})
 		// Into the string; an empty one gets no leading blank lines.
-		r.sys = anchor{at: closingQuote(ins), trim: ins.Str == ""}
+		r.sys = anchor{at: closingQuote(ins), Wrap: jsontext.Wrap{Trim: ins.Str == ""}}
 		return []segment{{item: -1, idx: ins.Index, raw: ins.Raw, text: ins.Str}}
 	case !ins.Exists():
 		// A new first member.
@@ -155,11 +133,11 @@ func (r *Request) readInstructions(ins gjson.Result, open, closing, members int)
 		if members == 0 {
 			suffix = `"`
 		}
-		r.sys = anchor{at: open + 1, prefix: `"instructions":"`, suffix: suffix, trim: true}
+		r.sys = anchor{at: open + 1, Wrap: jsontext.Wrap{Prefix: `"instructions":"`, Suffix: suffix, Trim: true}}
 	default:
 		// null or a wrong type: a second "instructions" member, last, so that it is
 		// the one a last-key-wins decoder keeps.
-		r.sys = anchor{at: closing, prefix: `,"instructions":"`, suffix: `"`, trim: true}
+		r.sys = anchor{at: closing, Wrap: jsontext.Wrap{Prefix: `,"instructions":"`, Suffix: `"`, Trim: true}}
 	}
 	return nil
 }
@@ -238,13 +216,13 @@ func (r *Request) findTask(rules []protocol.TaskRule, body []byte, segs []segmen
 func (r *Request) newMessageAnchor(s segment, at int) anchor {
 	switch {
 	case s.item >= 0:
-		return anchor{at: s.itemEnd, prefix: `,{"role":"user","content":"`, suffix: `"}`, trim: true}
+		return anchor{at: s.itemEnd, Wrap: jsontext.Wrap{Prefix: `,{"role":"user","content":"`, Suffix: `"}`, Trim: true}}
 	case r.arrOpen >= 0:
 		suffix := `"}`
 		if r.items > 0 {
 			suffix = `"},`
 		}
-		return anchor{at: r.arrOpen + 1, prefix: `{"role":"user","content":"`, suffix: suffix, trim: true}
+		return anchor{at: r.arrOpen + 1, Wrap: jsontext.Wrap{Prefix: `{"role":"user","content":"`, Suffix: suffix, Trim: true}}
 	}
 	return anchor{at: at}
 }
@@ -265,27 +243,10 @@ func (r *Request) newMessageAnchor(s segment, at int) anchor {
 // placement or an empty text come back unchanged (the same slice).
 func (r *Request) Splice(body []byte, p protocol.Placement, text string) []byte {
 	a, ok := r.anchorFor(p)
-	if !ok || len(body) != r.bodyLen || a.at > len(body) {
-		return body
-	}
-	if a.trim {
-		text = strings.TrimLeftFunc(text, unicode.IsSpace)
-	}
-	if text == "" {
-		return body
-	}
-	return jsontext.Insert(body, a.at, a.prefix, text, a.suffix)
+	return jsontext.Splice(body, r.bodyLen, a.at, ok, a.Wrap, text)
 }
 
 // anchorFor resolves a placement to an anchor; false when there is none.
 func (r *Request) anchorFor(p protocol.Placement) (anchor, bool) {
-	switch p {
-	case protocol.System:
-		return r.sys, true
-	case protocol.AppendToTask:
-		return anchor{at: r.task.at}, r.Task != ""
-	case protocol.NewMessage:
-		return r.task.after, r.Task != ""
-	}
-	return anchor{}, false
+	return protocol.ByPlacement(p, r.Task != "", r.sys, anchor{at: r.task.at}, r.task.after)
 }
