@@ -1,0 +1,161 @@
+package proxy
+
+import (
+	"net"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// The whole-pipeline cost per call, for issue 17's targets: at most 30 allocations
+// and at most 2× the body's bytes allocated per call, and turn 60 of an episode within
+// 1.5× of turn 1. Run with
+//
+//	go test -run '^$' -bench . -benchmem ./proxy/
+//
+// allocs/op and B/op count the whole process: the agent's fasthttp client and the
+// fake upstream too. Each benchmark first measures that floor — the same calls sent
+// straight to the upstream — and reports what camproxy adds on top of it:
+// proxy-allocs/op, proxy-B/op and body-x (proxy-B/op ÷ the body's length).
+
+// floorCost is the allocations and bytes per call of the agent and the fake upstream
+// alone: body sent straight to the upstream's listener, n times.
+func floorCost(tb testing.TB, p *inmemProxy, body []byte, n int) (allocs, bytes float64) {
+	tb.Helper()
+	direct := &fasthttp.HostClient{Addr: "upstream.test", Dial: p.client.Dial, MaxConns: 64,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
+	defer direct.CloseIdleConnections()
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	direct.Dial = func(string) (c net.Conn, err error) { return p.upLn.Dial() }
+	call := func() {
+		req.Reset()
+		req.Header.SetMethod(fasthttp.MethodPost)
+		req.SetRequestURI("http://upstream.test/v1/chat/completions")
+		req.Header.SetContentType("application/json")
+		req.SetBodyRaw(body)
+		if err := direct.Do(req, resp); err != nil || resp.StatusCode() != 200 {
+			tb.Fatalf("direct call: %v (status %d)", err, resp.StatusCode())
+		}
+	}
+	for range 50 { // warm the pools
+		call()
+	}
+	return measure(n, call)
+}
+
+// measure runs call n times and returns the allocations and bytes per call.
+func measure(n int, call func()) (allocs, bytes float64) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		call()
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.Mallocs-before.Mallocs) / float64(n), float64(after.TotalAlloc-before.TotalAlloc) / float64(n)
+}
+
+// benchCalls runs body through the proxy b.N times and reports what the proxy adds to
+// the floor's allocations, and its bytes relative to the body.
+func benchCalls(b *testing.B, p *inmemProxy, body []byte, hdr ...string) {
+	floorAllocs, floorBytes := floorCost(b, p, body, 200)
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	call := func() {
+		if err := p.do(req, resp, body, hdr...); err != nil || resp.StatusCode() != 200 {
+			b.Fatalf("call: %v (status %d)", err, resp.StatusCode())
+		}
+		if string(resp.Header.Peek(hdrContext)) == "none" {
+			b.Fatal("no context spliced: the benchmark would measure a call without augmentation")
+		}
+	}
+	for range 20 { // warm the cache, the pools and the connections
+		call()
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	allocs, bytes := measure(b.N, call)
+	b.StopTimer()
+	b.ReportMetric(allocs-floorAllocs, "proxy-allocs/op")
+	b.ReportMetric(bytes-floorBytes, "proxy-B/op")
+	b.ReportMetric((bytes-floorBytes)/float64(len(body)), "body-x")
+}
+
+// BenchmarkPipeline is one non-streamed chat call through the whole pipeline with the
+// real tau-bench bodies: turn 1 of a trajectory (a new episode each call: context from
+// the warm cache, an episode created), and turn 20 (a call of a known episode, named by
+// X-CAM-Episode-Id as a harness does: its context spliced again).
+func BenchmarkPipeline(b *testing.B) {
+	trajs := tauTrajectories(b)
+	turn1, _ := chatBody(trajs[0], 1)
+	var turn20 []byte
+	for _, tr := range trajs {
+		if body, ok := chatBody(tr, 20); ok {
+			turn20 = body
+			break
+		}
+	}
+	if turn20 == nil {
+		b.Fatal("no trajectory has 20 turns")
+	}
+	b.Run("turn=1/new-episode", func(b *testing.B) {
+		benchCalls(b, newInmemProxy(b, answerCompletion, true), turn1)
+	})
+	b.Run("turn=20/known-episode", func(b *testing.B) {
+		benchCalls(b, newInmemProxy(b, answerCompletion, true), turn20, hdrEpisode, "bench-turn20")
+	})
+}
+
+// BenchmarkEpisodeTurns is turn 1 and turn 60 of one long episode of real messages,
+// each call of a known episode; the issue's target is turn 60 within 1.5× of turn 1
+// (compare their ns/op, and see BenchmarkEpisodeTurnRatio).
+func BenchmarkEpisodeTurns(b *testing.B) {
+	trajs := tauTrajectories(b)
+	for _, t := range []int{1, 60} {
+		body := longEpisode(b, trajs, t)
+		b.Run("turn="+strconv.Itoa(t), func(b *testing.B) {
+			benchCalls(b, newInmemProxy(b, answerCompletion, true), body, hdrEpisode, "bench-long-"+strconv.Itoa(t))
+		})
+	}
+}
+
+// BenchmarkEpisodeTurnRatio sends turn 1 and turn 60 alternately through the same
+// proxy, so that both see the same machine at the same moment, and reports their time
+// ratio (t60/t1) beside each one's mean time.
+func BenchmarkEpisodeTurnRatio(b *testing.B) {
+	trajs := tauTrajectories(b)
+	p := newInmemProxy(b, answerCompletion, true)
+	bodies := [2][]byte{longEpisode(b, trajs, 1), longEpisode(b, trajs, 60)}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	var spent [2]time.Duration
+	call := func(k int) {
+		start := time.Now()
+		if err := p.do(req, resp, bodies[k], hdrEpisode, "bench-ratio-"+strconv.Itoa(k)); err != nil || resp.StatusCode() != 200 {
+			b.Fatalf("call: %v (status %d)", err, resp.StatusCode())
+		}
+		spent[k] += time.Since(start)
+	}
+	for range 20 {
+		call(0)
+		call(1)
+	}
+	spent = [2]time.Duration{}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		call(0)
+		call(1)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(spent[0].Nanoseconds())/float64(b.N), "t1-ns")
+	b.ReportMetric(float64(spent[1].Nanoseconds())/float64(b.N), "t60-ns")
+	b.ReportMetric(float64(spent[1])/float64(spent[0]), "t60/t1")
+}
