@@ -2,22 +2,59 @@ package episode
 
 import (
 	"context"
+	"hash/maphash"
+	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
+// memShards is how many locks Memory spreads its episodes over, and its tips over
+// (64: Claim tracks the tip shards it has looked at in one uint64).
+const memShards = 64
+
+// claimTries is how many times Claim looks without locking more than one shard before
+// it locks every shard its tips fall in.
+const claimTries = 4
+
 // Memory is the in-process Store: one camproxy, a laptop. Entries idle out after the
 // idle timeout; a sweeper bounds memory on long runs.
+//
+// Every call takes the store, so it is not one lock: episodes are sharded by a hash of
+// their id, tips by the tip, each shard with its own lock, and the sweeper expires one
+// shard at a time. Claim looks at several tips and must answer as if at one instant
+// (see claim).
 type Memory struct {
 	idle time.Duration
 	now  func() time.Time
+	seed maphash.Seed
 
-	mu       sync.Mutex
-	episodes map[string]*memEpisode
-	tips     map[uint64]*memTip
+	episodes [memShards]episodeShard
+	tips     [memShards]tipShard
+
+	// tries is claimTries; tests set 0 to take the all-shards path, and afterLook
+	// to act between Claim's looks at two tips.
+	tries     int
+	afterLook func(pos int)
 
 	stop chan struct{}
 	once sync.Once
+}
+
+type episodeShard struct {
+	mu sync.Mutex
+	m  map[string]*memEpisode
+	_  [48]byte // one shard to a cache line: neighbours' locks do not contend
+}
+
+type tipShard struct {
+	mu sync.Mutex
+	// gen counts the SetTips and Releases in this shard, the only writes that can make
+	// a tip claimable (add it, or refresh an expired one). Bumped under mu, before the
+	// write; read without mu by Claim to learn that a tip it found absent still is.
+	gen atomic.Uint64
+	m   map[uint64]*memTip
+	_   [40]byte
 }
 
 type memEpisode struct {
@@ -37,10 +74,22 @@ func NewMemory(idle time.Duration, now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	m := &Memory{idle: idle, now: now, episodes: map[string]*memEpisode{}, tips: map[uint64]*memTip{}, stop: make(chan struct{})}
+	m := &Memory{idle: idle, now: now, seed: maphash.MakeSeed(), tries: claimTries, stop: make(chan struct{})}
+	for i := range memShards {
+		m.episodes[i].m = map[string]*memEpisode{}
+		m.tips[i].m = map[uint64]*memTip{}
+	}
 	go m.sweep()
 	return m
 }
+
+func (m *Memory) episodeShard(id string) *episodeShard {
+	return &m.episodes[maphash.String(m.seed, id)%memShards]
+}
+
+// tipShardOf is the shard of a tip: its top bits after a multiplicative mix (a tip is
+// already a hash, the mix only guards against a caller's regular values).
+func tipShardOf(tip uint64) int { return int((tip * 0x9E3779B97F4A7C15) >> (64 - 6)) }
 
 func (m *Memory) sweep() {
 	period := max(m.idle/4, time.Second)
@@ -56,34 +105,50 @@ func (m *Memory) sweep() {
 	}
 }
 
+// expire drops idle entries, one shard locked at a time.
 func (m *Memory) expire() {
 	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for id, e := range m.episodes {
-		if now.After(e.expires) {
-			delete(m.episodes, id)
+	for i := range m.episodes {
+		s := &m.episodes[i]
+		s.mu.Lock()
+		for id, e := range s.m {
+			if now.After(e.expires) {
+				delete(s.m, id)
+			}
 		}
+		s.mu.Unlock()
 	}
-	for h, t := range m.tips {
-		if now.After(t.expires) {
-			delete(m.tips, h)
+	for i := range m.tips {
+		s := &m.tips[i]
+		s.mu.Lock()
+		for h, t := range s.m {
+			if now.After(t.expires) {
+				delete(s.m, h)
+			}
 		}
+		s.mu.Unlock()
 	}
 }
 
 // Len reports the live episodes and tips (for tests and leak checks).
 func (m *Memory) Len() (episodes, tips int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.episodes), len(m.tips)
+	for i := range memShards {
+		m.episodes[i].mu.Lock()
+		episodes += len(m.episodes[i].m)
+		m.episodes[i].mu.Unlock()
+		m.tips[i].mu.Lock()
+		tips += len(m.tips[i].m)
+		m.tips[i].mu.Unlock()
+	}
+	return episodes, tips
 }
 
 func (m *Memory) Get(_ context.Context, id string) (*Episode, error) {
 	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.episodes[id]
+	s := m.episodeShard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.m[id]
 	if !ok || now.After(e.expires) {
 		return nil, ErrNotFound
 	}
@@ -94,33 +159,41 @@ func (m *Memory) Get(_ context.Context, id string) (*Episode, error) {
 
 func (m *Memory) Create(_ context.Context, ep *Episode) (*Episode, bool, error) {
 	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if e, ok := m.episodes[ep.ID]; ok && !now.After(e.expires) {
+	s := m.episodeShard(ep.ID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.m[ep.ID]; ok && !now.After(e.expires) {
 		cp := e.ep
 		return &cp, false, nil
 	}
-	m.episodes[ep.ID] = &memEpisode{ep: *ep, expires: now.Add(m.idle)}
+	s.m[ep.ID] = &memEpisode{ep: *ep, expires: now.Add(m.idle)}
 	cp := *ep
 	return &cp, true, nil
 }
 
 func (m *Memory) Update(_ context.Context, ep *Episode) error {
 	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.episodes[ep.ID] = &memEpisode{ep: *ep, expires: now.Add(m.idle)}
+	s := m.episodeShard(ep.ID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.m[ep.ID]; ok {
+		e.ep, e.expires = *ep, now.Add(m.idle) // in place: Get and Create hand out copies
+		return nil
+	}
+	s.m[ep.ID] = &memEpisode{ep: *ep, expires: now.Add(m.idle)}
 	return nil
 }
 
 func (m *Memory) SetTip(_ context.Context, tip uint64, id string) error {
 	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t, ok := m.tips[tip]
+	s := &m.tips[tipShardOf(tip)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen.Add(1)
+	t, ok := s.m[tip]
 	if !ok || now.After(t.expires) {
 		t = &memTip{}
-		m.tips[tip] = t
+		s.m[tip] = t
 	}
 	t.queue = append(t.queue, id)
 	t.last = id
@@ -130,31 +203,112 @@ func (m *Memory) SetTip(_ context.Context, tip uint64, id string) error {
 
 func (m *Memory) Claim(_ context.Context, tips []uint64) (string, int, bool, error) {
 	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i, h := range tips {
-		t, ok := m.tips[h]
-		if !ok || now.After(t.expires) {
-			continue
+	for range m.tries {
+		if id, pos, ok, sure := m.claimLooking(now, tips); sure {
+			return id, pos, ok, nil
 		}
-		if len(t.queue) > 0 {
-			id := t.queue[0]
-			t.queue = t.queue[1:]
-			return id, i, true, nil
-		}
-		return t.last, i, true, nil
 	}
-	return "", 0, false, nil
+	id, pos, ok := m.claimLocked(now, tips)
+	return id, pos, ok, nil
+}
+
+// claimLooking is Claim as the one-lock store answered it — the first of tips known,
+// its queue's head taken — while holding one shard at a time. It looks at the tips in
+// order, noting each shard's gen as it finds a tip absent. The first tip it finds is
+// claimed, still under its shard's lock, only if no gen noted has moved since: then
+// every earlier tip is still absent (only SetTip and Release make one claimable), and
+// the answer is the one-lock store's at that instant. Likewise for "none known". sure
+// is false when a gen moved: the caller looks again.
+func (m *Memory) claimLooking(now time.Time, tips []uint64) (id string, pos int, ok, sure bool) {
+	var (
+		looked uint64 // bit i: shard i noted in gens
+		gens   [memShards]uint64
+	)
+	unmoved := func() bool {
+		for l := looked; l != 0; l &= l - 1 {
+			i := bits.TrailingZeros64(l)
+			if m.tips[i].gen.Load() != gens[i] {
+				return false
+			}
+		}
+		return true
+	}
+	for i, h := range tips {
+		si := tipShardOf(h)
+		s := &m.tips[si]
+		s.mu.Lock()
+		g := s.gen.Load()
+		if looked&(1<<si) != 0 && gens[si] != g {
+			s.mu.Unlock()
+			return "", 0, false, false
+		}
+		if t, found := s.m[h]; found && !now.After(t.expires) {
+			if !unmoved() {
+				s.mu.Unlock()
+				return "", 0, false, false
+			}
+			id = t.take()
+			s.mu.Unlock()
+			return id, i, true, true
+		}
+		s.mu.Unlock()
+		looked |= 1 << si
+		gens[si] = g
+		if m.afterLook != nil {
+			m.afterLook(i)
+		}
+	}
+	return "", 0, false, unmoved()
+}
+
+// claimLocked is Claim holding every shard its tips fall in (locked in shard order,
+// the only place more than one tip shard is held), for when claimLooking keeps
+// seeing them move.
+func (m *Memory) claimLocked(now time.Time, tips []uint64) (string, int, bool) {
+	var held uint64
+	for _, h := range tips {
+		held |= 1 << tipShardOf(h)
+	}
+	for l := held; l != 0; l &= l - 1 {
+		m.tips[bits.TrailingZeros64(l)].mu.Lock()
+	}
+	defer func() {
+		for l := held; l != 0; l &= l - 1 {
+			m.tips[bits.TrailingZeros64(l)].mu.Unlock()
+		}
+	}()
+	for i, h := range tips {
+		if t, ok := m.tips[tipShardOf(h)].m[h]; ok && !now.After(t.expires) {
+			return t.take(), i, true
+		}
+	}
+	return "", 0, false
+}
+
+// take claims the oldest unclaimed SetTip, or the latest once all are claimed.
+func (t *memTip) take() string {
+	if len(t.queue) == 0 {
+		return t.last
+	}
+	id := t.queue[0]
+	if len(t.queue) == 1 {
+		t.queue = t.queue[:0] // the next SetTip reuses the array
+	} else {
+		t.queue = t.queue[1:]
+	}
+	return id
 }
 
 func (m *Memory) Release(_ context.Context, tip uint64, id string) error {
 	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t, ok := m.tips[tip]
+	s := &m.tips[tipShardOf(tip)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen.Add(1)
+	t, ok := s.m[tip]
 	if !ok || now.After(t.expires) {
 		t = &memTip{last: id}
-		m.tips[tip] = t
+		s.m[tip] = t
 	}
 	t.queue = append([]string{id}, t.queue...)
 	t.expires = now.Add(m.idle)
