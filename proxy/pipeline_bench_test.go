@@ -19,11 +19,12 @@ import (
 // allocs/op and B/op count the whole process: the agent's fasthttp client and the
 // fake upstream too. Each benchmark first measures that floor — the same calls sent
 // straight to the upstream — and reports what camproxy adds on top of it:
-// proxy-allocs/op, proxy-B/op and body-x (proxy-B/op ÷ the body's length).
+// proxy-allocs/op, proxy-B/op, body-x (proxy-B/op ÷ the body's length) and
+// proxy-ns/op (the time added to the direct call).
 
-// floorCost is the allocations and bytes per call of the agent and the fake upstream
-// alone: body sent straight to the upstream's listener, n times.
-func floorCost(tb testing.TB, p *inmemProxy, body []byte, n int) (allocs, bytes float64) {
+// floorCost is the allocations, bytes and nanoseconds per call of the agent and the
+// fake upstream alone: body sent straight to the upstream's listener, n times.
+func floorCost(tb testing.TB, p *inmemProxy, body []byte, n int) cost {
 	tb.Helper()
 	direct := &fasthttp.HostClient{Addr: "upstream.test", Dial: p.client.Dial, MaxConns: 64,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
@@ -48,21 +49,27 @@ func floorCost(tb testing.TB, p *inmemProxy, body []byte, n int) (allocs, bytes 
 	return measure(n, call)
 }
 
-// measure runs call n times and returns the allocations and bytes per call.
-func measure(n int, call func()) (allocs, bytes float64) {
+// cost is what one call costs on average.
+type cost struct{ allocs, bytes, ns float64 }
+
+// measure runs call n times and returns its cost per call.
+func measure(n int, call func()) cost {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	start := time.Now()
 	for range n {
 		call()
 	}
+	ns := float64(time.Since(start).Nanoseconds())
 	runtime.ReadMemStats(&after)
-	return float64(after.Mallocs-before.Mallocs) / float64(n), float64(after.TotalAlloc-before.TotalAlloc) / float64(n)
+	return cost{allocs: float64(after.Mallocs-before.Mallocs) / float64(n),
+		bytes: float64(after.TotalAlloc-before.TotalAlloc) / float64(n), ns: ns / float64(n)}
 }
 
 // benchCalls runs body through the proxy b.N times and reports what the proxy adds to
 // the floor's allocations, and its bytes relative to the body.
 func benchCalls(b *testing.B, p *inmemProxy, body []byte, hdr ...string) {
-	floorAllocs, floorBytes := floorCost(b, p, body, 200)
+	floor := floorCost(b, p, body, 200)
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
@@ -80,11 +87,12 @@ func benchCalls(b *testing.B, p *inmemProxy, body []byte, hdr ...string) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	b.ResetTimer()
-	allocs, bytes := measure(b.N, call)
+	c := measure(b.N, call)
 	b.StopTimer()
-	b.ReportMetric(allocs-floorAllocs, "proxy-allocs/op")
-	b.ReportMetric(bytes-floorBytes, "proxy-B/op")
-	b.ReportMetric((bytes-floorBytes)/float64(len(body)), "body-x")
+	b.ReportMetric(c.allocs-floor.allocs, "proxy-allocs/op")
+	b.ReportMetric(c.bytes-floor.bytes, "proxy-B/op")
+	b.ReportMetric((c.bytes-floor.bytes)/float64(len(body)), "body-x")
+	b.ReportMetric(c.ns-floor.ns, "proxy-ns/op")
 }
 
 // BenchmarkPipeline is one non-streamed chat call through the whole pipeline with the
@@ -127,7 +135,8 @@ func BenchmarkEpisodeTurns(b *testing.B) {
 
 // BenchmarkEpisodeTurnRatio sends turn 1 and turn 60 alternately through the same
 // proxy, so that both see the same machine at the same moment, and reports their time
-// ratio (t60/t1) beside each one's mean time.
+// ratio (t60/t1) beside each one's mean time; proxy-t60/t1 is the same ratio of the
+// time each adds to its direct call (the floor moves the longer body too).
 func BenchmarkEpisodeTurnRatio(b *testing.B) {
 	trajs := tauTrajectories(b)
 	p := newInmemProxy(b, answerCompletion, true)
@@ -158,4 +167,8 @@ func BenchmarkEpisodeTurnRatio(b *testing.B) {
 	b.ReportMetric(float64(spent[0].Nanoseconds())/float64(b.N), "t1-ns")
 	b.ReportMetric(float64(spent[1].Nanoseconds())/float64(b.N), "t60-ns")
 	b.ReportMetric(float64(spent[1])/float64(spent[0]), "t60/t1")
+	floor1, floor60 := floorCost(b, p, bodies[0], 200), floorCost(b, p, bodies[1], 200)
+	added1 := float64(spent[0].Nanoseconds())/float64(b.N) - floor1.ns
+	added60 := float64(spent[1].Nanoseconds())/float64(b.N) - floor60.ns
+	b.ReportMetric(added60/added1, "proxy-t60/t1")
 }
