@@ -169,9 +169,9 @@ func canonicalText(m *protocol.Message, loose bool) string {
 		if loose {
 			return ""
 		}
-		return protocol.Stable(m.Content)
+		return memo.stable(m.Content)
 	case m.Role == "user":
-		return protocol.Stable(protocol.StripEnvelopes(m.Content))
+		return memo.stable(protocol.StripEnvelopes(m.Content))
 	}
 	return m.Content
 }
