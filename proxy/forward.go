@@ -228,4 +228,3 @@ func (s *Server) watchPeer(conn net.Conn, gone func()) func() {
 		mu.Unlock()
 	}
 }
-
