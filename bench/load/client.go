@@ -33,6 +33,12 @@ type result struct {
 	ttfb, total time.Duration
 	context     string // camproxy's X-CAM-Context
 	err         error
+	// Streams: SSE events read, and how many of them completed in the same Read as
+	// the event before them (coalesced). fasthttp's body stream returns at most one
+	// HTTP chunk per Read, so two events in one Read were merged into one chunk on
+	// the way — by a proxy that buffers, or by the upstream's own copy falling behind
+	// (which the direct path shows).
+	events, coalesced int
 }
 
 var (
@@ -78,22 +84,22 @@ func (t *target) call(body []byte, key []byte, stream bool, lockID string, due t
 		r.total = r.ttfb
 		return r
 	}
-	events, last := 0, byte(0)
+	last := byte(0)
 	for {
 		n, err := s.Read(buf)
 		if n > 0 {
 			if r.ttfb == 0 {
 				r.ttfb = time.Since(due)
 			}
-			if lockID != "" {
-				events += bytes.Count(buf[:n], []byte("\n\n"))
-				if last == '\n' && buf[0] == '\n' {
-					events++
-				}
-				last = buf[n-1]
-				if events > 0 {
-					locks.ack(lockID, events-1)
-				}
+			k := bytes.Count(buf[:n], []byte("\n\n")) // events completed by this Read
+			if last == '\n' && buf[0] == '\n' {
+				k++
+			}
+			last = buf[n-1]
+			r.events += k
+			r.coalesced += max(0, k-1)
+			if lockID != "" && r.events > 0 {
+				locks.ack(lockID, r.events-1)
 			}
 		}
 		if errors.Is(err, io.EOF) {
@@ -170,6 +176,9 @@ type sample struct {
 	total    []time.Duration
 	errs     int
 	firstErr error
+	events   int // SSE events read (streams)
+	merged   int // of which coalesced with the one before
+
 	contexts map[string]int
 	cpu      time.Duration // process CPU during this target's slices
 	wall     time.Duration
@@ -195,6 +204,8 @@ func (s *sample) add(r result, stream bool) {
 		s.lat = append(s.lat, r.total)
 	}
 	s.total = append(s.total, r.total)
+	s.events += r.events
+	s.merged += r.coalesced
 	if r.context != "" {
 		s.contexts[r.context]++
 	}

@@ -7,10 +7,13 @@
 // each). The paths take turns in short slices so that machine noise hits them alike;
 // every figure is reported against the direct path measured in the same run.
 //
-// It also checks that stream chunks are not coalesced, that the 60th turn of an
-// episode costs about what the first does, the replay recorder's rate into the file
-// sink, that the episode store empties once episodes idle out, and the RSS of 10 000
-// idle streams (in child processes, see idle.go).
+// It also checks that stream chunks are neither held back nor coalesced, that the
+// 60th turn of an episode costs about what the first does, the replay recorder's rate
+// into the file sink, that the episode store empties once episodes idle out, and the
+// RSS of 10 000 idle streams (in child processes, see idle.go); it runs proxy's
+// whole-pipeline allocation benchmark (pipeline.go). It ends with issue 17's targets,
+// each with its value, bound and PASS/MISS (targets.go). -quick is a short run of
+// what those need.
 package main
 
 import (
@@ -52,6 +55,9 @@ type options struct {
 	idleStreams  int
 	recordSteps  int
 	lockStreams  int
+	pacedStreams int
+	benchTime    string
+	quick        bool
 	skip         map[string]bool
 	jsonPath     string
 	cpuprofile   string
@@ -77,12 +83,18 @@ func main() {
 	flag.IntVar(&o.longEpisodes, "long-episodes", 20, "episodes of the long-episode check (per path)")
 	flag.IntVar(&o.idleStreams, "idle-streams", 10000, "concurrent idle streams to hold (capped by the file limit)")
 	flag.IntVar(&o.recordSteps, "record-steps", 100000, "step events for the recorder's file-sink rate")
-	flag.IntVar(&o.lockStreams, "lockstep-streams", 60, "streams per path in the no-coalescing check")
-	flag.StringVar(&skip, "skip", "", "parts to skip, comma-separated: open, lockstep, saturation, long, record, drain, idle")
+	flag.IntVar(&o.lockStreams, "lockstep-streams", 60, "streams per path in the lockstep check (no chunk held back)")
+	flag.IntVar(&o.pacedStreams, "paced-streams", 200, "streams per path in the paced no-coalescing check")
+	flag.StringVar(&o.benchTime, "bench-time", "1s", "-benchtime of the in-process pipeline benchmark (go test -bench BenchmarkPipeline ./proxy)")
+	flag.BoolVar(&o.quick, "quick", false, "a short run for development (about a minute): "+quickSummary())
+	flag.StringVar(&skip, "skip", "", "parts to skip, comma-separated: open, lockstep, paced, saturation, long, record, drain, pipeline, idle")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "CPU profile of the in-process part of the run")
 	flag.StringVar(&o.memprofile, "memprofile", "", "allocation profile of the in-process part of the run")
 	flag.Parse()
+	if o.quick {
+		applyQuick()
+	}
 	if *role != "" {
 		if err := runRole(*role, o.data, *upAddr); err != nil {
 			fmt.Fprintln(os.Stderr, "bench-load child:", err)
@@ -127,13 +139,16 @@ type Results struct {
 	Config     map[string]any   `json:"config"`
 	Cells      []*Cell          `json:"cells"`
 	Lockstep   []LockResult     `json:"lockstep,omitempty"`
+	Paced      []PacedResult    `json:"paced,omitempty"`
 	Saturation []SatResult      `json:"saturation,omitempty"`
 	Long       *LongResult      `json:"long_episode,omitempty"`
 	Recording  *RecordResult    `json:"recording,omitempty"`
 	Drain      *DrainResult     `json:"episode_drain,omitempty"`
 	Idle       []*IdleResult    `json:"idle_streams,omitempty"`
+	Pipeline   *PipelineResult  `json:"pipeline_bench,omitempty"`
 	Process    map[string]int64 `json:"process,omitempty"`
-	Targets    []Check          `json:"targets"`
+	Targets    []Target         `json:"targets"`       // issue 17's
+	Checks     []Check          `json:"issue9_checks"` // issue 9's that issue 17 does not restate
 }
 
 // Cell is one rate and mode: every path's latency and CPU.
@@ -162,15 +177,9 @@ type PathStats struct {
 	CPUPerReq      float64        `json:"cpu_per_req_us"`
 	AddedCPUPerReq float64        `json:"added_cpu_per_req_us"`
 	RSSMiB         float64        `json:"process_rss_mib"`
+	Events         int            `json:"sse_events,omitempty"`
+	Coalesced      int            `json:"sse_events_coalesced,omitempty"`
 	Contexts       map[string]int `json:"contexts,omitempty"`
-}
-
-// Check is one target of issue 9 with its measured value.
-type Check struct {
-	Name     string `json:"name"`
-	Target   string `json:"target"`
-	Measured string `json:"measured"`
-	Pass     bool   `json:"pass"`
 }
 
 func us(d time.Duration) float64 { return float64(d) / 1e3 }
@@ -213,7 +222,8 @@ func run(o *options) error {
 	e.res.Config = map[string]any{"rates": o.rates, "modes": o.modes, "duration_s": o.duration.Seconds(), "rounds": o.rounds,
 		"upstream_latency_us": us(o.latency), "chunk_interval_us": us(o.interval), "stream_chunks": o.chunks,
 		"sat_conns": o.satConns, "sat_duration_s": o.satDuration.Seconds(), "long_turns": o.longTurns, "long_episodes": o.longEpisodes,
-		"idle_streams": o.idleStreams, "conversations": len(convs), "episode_idle_timeout_s": episodeIdle.Seconds()}
+		"idle_streams": o.idleStreams, "conversations": len(convs), "episode_idle_timeout_s": episodeIdle.Seconds(),
+		"lockstep_streams": o.lockStreams, "paced_streams": o.pacedStreams, "bench_time": o.benchTime, "quick": o.quick}
 
 	if o.cpuprofile != "" {
 		f, err := os.Create(o.cpuprofile)
@@ -272,6 +282,9 @@ func run(o *options) error {
 	if !o.skip["lockstep"] {
 		e.lockstepCheck()
 	}
+	if !o.skip["paced"] {
+		e.pacedCheck()
+	}
 	if !o.skip["open"] {
 		for _, rate := range o.rates {
 			for _, mode := range o.modes {
@@ -299,6 +312,12 @@ func run(o *options) error {
 	}
 	if !o.skip["drain"] {
 		e.drain()
+	}
+	if !o.skip["pipeline"] {
+		// Last of the measurements: the benchmark is a process of its own and would
+		// take CPU from the in-process paths.
+		e.res.Pipeline = runPipelineBench(o.benchTime)
+		e.printPipeline()
 	}
 	if o.memprofile != "" {
 		f, err := os.Create(o.memprofile)
@@ -339,7 +358,10 @@ func run(o *options) error {
 	}
 	e.targets()
 	if o.jsonPath != "" {
-		b, _ := json.MarshalIndent(e.res, "", "  ")
+		b, err := json.MarshalIndent(e.res, "", "  ")
+		if err != nil {
+			return fmt.Errorf("results as JSON: %w", err)
+		}
 		if err := os.WriteFile(o.jsonPath, append(b, '\n'), 0o644); err != nil {
 			return err
 		}
@@ -405,7 +427,7 @@ func (e *env) cell(rate float64, mode string) {
 		s.sorted()
 		ps := &PathStats{Path: p.name, N: s.n, Errors: s.errs, P50: us(pct(s.lat, .5)), P99: us(pct(s.lat, .99)), P999: us(pct(s.lat, .999)),
 			TotalP50: us(pct(s.total, .5)), CPUPerReq: us(s.cpu) / float64(max(1, s.n)), RSSMiB: mib(rss), Contexts: s.contexts,
-			AchievedRPS: float64(s.n) / s.wall.Seconds()}
+			AchievedRPS: float64(s.n) / s.wall.Seconds(), Events: s.events, Coalesced: s.merged}
 		if s.firstErr != nil {
 			ps.FirstError = s.firstErr.Error()
 		}
@@ -433,6 +455,13 @@ func (e *env) cell(rate float64, mode string) {
 	f, cp := c.Paths[1], c.Paths[2]
 	e.printf("(µs) camproxy − floor added: p50 %+.0f, p99 %+.0f, p99.9 %+.0f; added CPU/req camproxy/floor %.2fx; camproxy context: %v; process RSS %.0f MiB\n",
 		cp.AddedP50-f.AddedP50, cp.AddedP99-f.AddedP99, cp.AddedP999-f.AddedP999, ratio(cp.AddedCPUPerReq, f.AddedCPUPerReq), cp.Contexts, mib(rss))
+	if stream {
+		e.printf("SSE events that arrived merged with the one before, under this load:")
+		for _, ps := range c.Paths {
+			e.printf(" %s %d of %d;", ps.Path, ps.Coalesced, ps.Events)
+		}
+		e.printf(" (the upstream's own copy falls behind too: see direct)\n")
+	}
 	if len(c.Paths) > 3 {
 		nr := c.Paths[3]
 		e.printf("recording on − off (camproxy − camproxy-norec): p50 %+.0f µs, p99 %+.0f µs\n", cp.P50-nr.P50, cp.P99-nr.P99)
@@ -447,7 +476,7 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// LockResult is the no-coalescing check of one path.
+// LockResult is the lockstep check of one path: no chunk held back.
 type LockResult struct {
 	Path       string `json:"path"`
 	Streams    int    `json:"streams"`
@@ -457,43 +486,95 @@ type LockResult struct {
 	FirstError string `json:"first_error,omitempty"`
 }
 
+// PacedResult is the paced no-coalescing check of one path: of the SSE events the
+// upstream wrote and flushed one by one chunkInterval apart, how many reached the
+// client merged into the same read as the event before them.
+type PacedResult struct {
+	Path       string  `json:"path"`
+	Streams    int     `json:"streams"`
+	Events     int     `json:"events"`
+	Coalesced  int     `json:"events_coalesced"`
+	Fraction   float64 `json:"fraction_coalesced"`
+	Errors     int     `json:"errors"`
+	FirstError string  `json:"first_error,omitempty"`
+}
+
+// streamTally is what a batch of streams came to.
+type streamTally struct {
+	events, coalesced, errors int
+	firstErr                  string
+}
+
+// streams sends n streamed turns through p from 4 callers at a time — few enough
+// that the callers, the upstream and the proxy all keep up with events 2 ms apart.
+// lock makes the upstream wait, before each event, for the client to have read the
+// one before.
+func (e *env) streams(p *target, n int, lock bool) streamTally {
+	var t streamTally
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 4 {
+		wg.Go(func() {
+			for i := range work {
+				c := e.convs[i%len(e.convs)]
+				turn := (i / len(e.convs)) % len(c.turns)
+				body := c.body(nil, turn, instances.Add(1), true)
+				lockID := ""
+				if lock {
+					lockID = fmt.Sprintf("%s-%d", p.name, instances.Add(1))
+				}
+				r := p.call(body, replyKey(nil, c, turn), true, lockID, time.Now())
+				mu.Lock()
+				t.events += r.events
+				t.coalesced += r.coalesced
+				if r.err != nil {
+					t.errors++
+					if t.firstErr == "" {
+						t.firstErr = r.err.Error()
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return t
+}
+
 // lockstepCheck streams answers whose every next event the upstream sends only once
 // the client has read the previous one: a path that holds a chunk back until more
 // bytes come shows as a timed-out wait.
 func (e *env) lockstepCheck() {
-	e.printf("== no coalescing: the upstream sends event i+1 only once the client has read event i (%s wait) ==\n", lockstepWait)
+	e.printf("== no chunk held back: the upstream sends event i+1 only once the client has read event i (%s wait) ==\n", lockstepWait)
 	for _, p := range e.paths {
 		v0, c0 := locks.violations.Load(), locks.checked.Load()
-		lr := LockResult{Path: p.name, Streams: e.o.lockStreams}
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		work := make(chan int)
-		for range 4 {
-			wg.Go(func() {
-				for i := range work {
-					c := e.convs[i%len(e.convs)]
-					t := (i / len(e.convs)) % len(c.turns)
-					body := c.body(nil, t, instances.Add(1), true)
-					r := p.call(body, replyKey(nil, c, t), true, fmt.Sprintf("%s-%d", p.name, i), time.Now())
-					if r.err != nil {
-						mu.Lock()
-						lr.Errors++
-						if lr.FirstError == "" {
-							lr.FirstError = r.err.Error()
-						}
-						mu.Unlock()
-					}
-				}
-			})
-		}
-		for i := range e.o.lockStreams {
-			work <- i
-		}
-		close(work)
-		wg.Wait()
-		lr.Chunks, lr.Coalesced = locks.checked.Load()-c0, locks.violations.Load()-v0
+		t := e.streams(p, e.o.lockStreams, true)
+		lr := LockResult{Path: p.name, Streams: e.o.lockStreams, Errors: t.errors, FirstError: t.firstErr,
+			Chunks: locks.checked.Load() - c0, Coalesced: locks.violations.Load() - v0}
 		e.res.Lockstep = append(e.res.Lockstep, lr)
 		e.printf("%-9s %d streams, %d chunks: %d held back until the next arrived, %d errors %s\n", p.name, lr.Streams, lr.Chunks, lr.Coalesced, lr.Errors, lr.FirstError)
+	}
+	e.printf("\n")
+}
+
+// pacedCheck streams answers as the upstream normally sends them, each event written
+// and flushed on its own chunkInterval after the last, and counts at the client the
+// events that arrived in the same read as the one before: a proxy that buffers the
+// stream merges them.
+func (e *env) pacedCheck() {
+	e.printf("== no chunk coalescing: SSE events written %s apart upstream, counted as the client reads them (4 streams at a time) ==\n", e.o.interval)
+	for _, p := range e.paths {
+		t := e.streams(p, e.o.pacedStreams, false)
+		pr := PacedResult{Path: p.name, Streams: e.o.pacedStreams, Events: t.events, Coalesced: t.coalesced,
+			Fraction: float64(t.coalesced) / float64(max(1, t.events)), Errors: t.errors, FirstError: t.firstErr}
+		e.res.Paced = append(e.res.Paced, pr)
+		e.printf("%-9s %d streams, %d events: %d arrived merged with the one before (%.2f%%), %d errors %s\n",
+			p.name, pr.Streams, pr.Events, pr.Coalesced, 100*pr.Fraction, pr.Errors, pr.FirstError)
 	}
 	e.printf("\n")
 }
@@ -505,6 +586,9 @@ type SatResult struct {
 	Errors    int     `json:"errors"`
 	RPS       float64 `json:"rps"`
 	CPUPerReq float64 `json:"cpu_per_req_us"`
+	// The process CPU per call minus the direct path's: what this path adds, as the
+	// open-loop cells' +cpu/req.
+	AddedCPUPerReq float64 `json:"added_cpu_per_req_us"`
 }
 
 func (e *env) saturation() {
@@ -528,24 +612,29 @@ func (e *env) saturation() {
 	for i, p := range e.paths {
 		a := accs[i]
 		sr := SatResult{Path: p.name, Calls: a.calls, Errors: a.errs, RPS: float64(a.calls) / a.el.Seconds(), CPUPerReq: us(a.cpu) / float64(max(1, a.calls))}
+		sr.AddedCPUPerReq = sr.CPUPerReq - us(accs[0].cpu)/float64(max(1, accs[0].calls))
 		e.res.Saturation = append(e.res.Saturation, sr)
-		e.printf("%-9s %7.0f req/s (%d calls, %d errors), process CPU %.0f µs per call\n", p.name, sr.RPS, sr.Calls, sr.Errors, sr.CPUPerReq)
+		e.printf("%-9s %7.0f req/s (%d calls, %d errors), process CPU %.0f µs per call, %+.0f µs over direct\n", p.name, sr.RPS, sr.Calls, sr.Errors, sr.CPUPerReq, sr.AddedCPUPerReq)
 	}
 	s := e.res.Saturation
-	e.printf("camproxy/floor throughput %.2f; floor/direct %.2f\n\n", s[2].RPS/s[1].RPS, s[1].RPS/s[0].RPS)
+	e.printf("camproxy/floor throughput %.2f; floor/direct %.2f; added CPU per call camproxy/floor %.2fx\n\n",
+		s[2].RPS/s[1].RPS, s[1].RPS/s[0].RPS, ratio(s[2].AddedCPUPerReq, s[1].AddedCPUPerReq))
 }
 
 // LongResult is the long-episode check: added latency by turn.
 type LongResult struct {
-	Turns       int            `json:"turns"`
-	Episodes    int            `json:"episodes"`
-	FirstBytes  int            `json:"first_body_bytes"`
-	LastBytes   int            `json:"last_body_bytes"`
-	AddedFirst  float64        `json:"camproxy_added_turn1_us"`
-	AddedLast   float64        `json:"camproxy_added_last_us"`
-	FloorFirst  float64        `json:"floor_added_turn1_us"`
-	FloorLast   float64        `json:"floor_added_last_us"`
-	Ratio       float64        `json:"ratio_last_first"`
+	Turns      int     `json:"turns"`
+	Episodes   int     `json:"episodes"`
+	FirstBytes int     `json:"first_body_bytes"`
+	LastBytes  int     `json:"last_body_bytes"`
+	AddedFirst float64 `json:"camproxy_added_turn1_us"`
+	AddedLast  float64 `json:"camproxy_added_last_us"`
+	FloorFirst float64 `json:"floor_added_turn1_us"`
+	FloorLast  float64 `json:"floor_added_last_us"`
+	Ratio      float64 `json:"ratio_last_first"` // of camproxy's added times
+	// camproxy's whole round trip (median), turns 1-3 and the last three, for comparison.
+	TotalFirst  float64        `json:"camproxy_total_turn1_us"`
+	TotalLast   float64        `json:"camproxy_total_last_us"`
 	AddedByTurn []float64      `json:"camproxy_added_by_turn_us"`
 	Contexts    map[string]int `json:"camproxy_contexts"`
 	// Least-squares fit of added latency on body size: µs per KB and the intercept.
@@ -607,7 +696,16 @@ func (e *env) longEpisode() {
 	}
 	lr.AddedFirst, lr.AddedLast = win(2, 0), win(2, n-3)
 	lr.FloorFirst, lr.FloorLast = win(1, 0), win(1, n-3)
-	lr.Ratio = lr.AddedLast / lr.AddedFirst
+	lr.Ratio = ratio(lr.AddedLast, lr.AddedFirst)
+	whole := func(t0 int) float64 {
+		var v []float64
+		for t := t0; t < t0+3 && t < n; t++ {
+			v = append(v, med(2, t))
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	lr.TotalFirst, lr.TotalLast = whole(0), whole(n-3)
 	kb := make([]float64, n)
 	floorBy := make([]float64, n)
 	for t := range n {
@@ -620,6 +718,7 @@ func (e *env) longEpisode() {
 	e.printf("== episode of %d turns (%d episodes per path; body %d B at turn 1, %d B at turn %d) ==\n", n, o.longEpisodes, lr.FirstBytes, lr.LastBytes, n)
 	e.printf("added latency (median, turns 1-3 vs %d-%d): camproxy %.0f µs → %.0f µs (%.2fx); floor %.0f µs → %.0f µs; camproxy context: %v\n",
 		n-2, n, lr.AddedFirst, lr.AddedLast, lr.Ratio, lr.FloorFirst, lr.FloorLast, ctxs)
+	e.printf("camproxy's whole round trip (median, same turns): %.0f µs → %.0f µs (%.2fx)\n", lr.TotalFirst, lr.TotalLast, ratio(lr.TotalLast, lr.TotalFirst))
 	e.printf("added latency against body size (least squares): camproxy %.0f µs + %.1f µs/KB, floor %.1f µs/KB — linear in the bytes read, no term in turns²\n",
 		lr.InterceptUs, lr.SlopeUsPerKB, lr.FloorSlopeUsPerKB)
 	e.printf("camproxy added by turn (µs):")
@@ -675,86 +774,6 @@ func (e *env) drain() {
 		d.HeapAfterWarmMiB, d.HeapLiveMiB)
 	e.printf("camproxy's store after the load: %d episodes, %d tips; once idle: %d episodes, %d tips, live heap %.0f MiB\n\n",
 		d.EpisodesLive, d.TipsLive, d.EpisodesAfter, d.TipsAfter, d.HeapAfterMiB)
-}
-
-// targets prints issue 9's targets with their measured values.
-func (e *env) targets() {
-	var checks []Check
-	add := func(name, target, measured string, pass bool) {
-		checks = append(checks, Check{Name: name, Target: target, Measured: measured, Pass: pass})
-	}
-	find := func(rate float64, mode string) *Cell {
-		for _, c := range e.res.Cells {
-			if c.Rate == rate && c.Mode == mode {
-				return c
-			}
-		}
-		return nil
-	}
-	if c := find(1000, "nonstream"); c != nil {
-		f, cp := c.Paths[1], c.Paths[2]
-		add("non-streaming 1000 rps: added p99", "≤ floor + 250 µs",
-			fmt.Sprintf("camproxy %+.0f µs vs floor %+.0f µs (floor %+.0f)", cp.AddedP99, f.AddedP99, cp.AddedP99-f.AddedP99), cp.AddedP99 <= f.AddedP99+250)
-		add("non-streaming 1000 rps: added p50", "≤ floor + 100 µs",
-			fmt.Sprintf("camproxy %+.0f µs vs floor %+.0f µs (floor %+.0f)", cp.AddedP50, f.AddedP50, cp.AddedP50-f.AddedP50), cp.AddedP50 <= f.AddedP50+100)
-		if len(c.Paths) > 3 {
-			nr := c.Paths[3]
-			d50, d99 := cp.P50-nr.P50, cp.P99-nr.P99
-			add("recording: no measurable added latency", "recording on − off ≤ 25 µs p50 (run-to-run noise)",
-				fmt.Sprintf("p50 %+.0f µs, p99 %+.0f µs", d50, d99), d50 <= 25)
-		}
-	}
-	if c := find(1000, "stream"); c != nil {
-		f, cp := c.Paths[1], c.Paths[2]
-		add("streaming 1000 rps: added TTFB p99", "≤ floor + 250 µs",
-			fmt.Sprintf("camproxy %+.0f µs vs floor %+.0f µs (floor %+.0f)", cp.AddedP99, f.AddedP99, cp.AddedP99-f.AddedP99), cp.AddedP99 <= f.AddedP99+250)
-	}
-	for _, l := range e.res.Lockstep {
-		if l.Path == "camproxy" {
-			add("streaming: no coalescing", "every chunk reaches the client before the next is sent",
-				fmt.Sprintf("%d of %d chunks held back, %d errors", l.Coalesced, l.Chunks, l.Errors), l.Coalesced == 0 && l.Errors == 0 && l.Chunks > 0)
-		}
-	}
-	if s := e.res.Saturation; len(s) == 3 {
-		r := s[2].RPS / s[1].RPS
-		add("saturation throughput", "≥ 70% of the floor's", fmt.Sprintf("%.0f vs %.0f req/s = %.0f%%", s[2].RPS, s[1].RPS, 100*r), r >= 0.7)
-	}
-	for _, r := range e.res.Idle {
-		if r.Proxy == "camproxy" {
-			v := r.RSSMiB
-			how := fmt.Sprintf("RSS %.0f MiB at %d streams", r.RSSMiB, r.Streams)
-			if r.Streams < 10000 {
-				v = r.Projected10k
-				how += fmt.Sprintf(", %.0f MiB projected at 10 000", v)
-			}
-			add("10 000 concurrent idle streams", "RSS < 1 GiB", how, v < 1024 && r.Failed == 0)
-		}
-	}
-	if l := e.res.Long; l != nil {
-		add(fmt.Sprintf("episode of %d turns", l.Turns), "added latency of the last turn ≤ 1.5× turn 1's",
-			fmt.Sprintf("%.0f µs → %.0f µs = %.2fx", l.AddedFirst, l.AddedLast, l.Ratio), l.Ratio <= 1.5)
-	}
-	if r := e.res.Recording; r != nil {
-		inSink := r.PacedWritten + r.PacedFromSpool
-		paced := inSink == int(r.PacedRate*2) && r.PacedLagMs < 1000
-		add("recording rate to the file sink", "≥ 20 000 steps/s sustained",
-			fmt.Sprintf("%.0f/s for 2 s: %d/%d in the sink %.0f ms after the last (%d via the spool); ceiling %.0f/s",
-				r.PacedRate, inSink, int(r.PacedRate*2), r.PacedLagMs, r.PacedSpooled, r.StepsPerSec), paced && r.PacedRate >= 20000)
-	}
-	if d := e.res.Drain; d != nil {
-		add("memory flat over a long run", "episode store empty once episodes idle out",
-			fmt.Sprintf("%d→%d episodes, %d→%d tips; live heap %.0f→%.0f MiB", d.EpisodesLive, d.EpisodesAfter, d.TipsLive, d.TipsAfter, d.HeapLiveMiB, d.HeapAfterMiB),
-			d.EpisodesAfter == 0 && d.TipsAfter == 0)
-	}
-	e.res.Targets = checks
-	e.printf("== targets (issue 9) ==\n")
-	for _, c := range checks {
-		v := "MISS"
-		if c.Pass {
-			v = "PASS"
-		}
-		e.printf("%-4s %-42s %-52s %s\n", v, c.Name, c.Target, c.Measured)
-	}
 }
 
 // fit is the least-squares line y = a·x + b.
