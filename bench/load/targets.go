@@ -89,7 +89,10 @@ func (e *env) targets() {
 		t := Target{Name: name, Rule: rule, Value: value, Cmp: cmp, Bound: bound, Unit: unit, Detail: detail}
 		switch {
 		case math.IsNaN(value) || math.IsInf(value, 0) || math.IsNaN(bound):
-			t.Value, t.Bound, t.Status = 0, 0, "N/A"
+			t.Value, t.Status = 0, "N/A"
+			if math.IsNaN(bound) {
+				t.Bound = 0
+			}
 		case cmp == "<=":
 			t.Pass = value <= bound
 		default:
@@ -250,7 +253,7 @@ func (e *env) targets() {
 		e.printf("\n")
 	}
 	e.printf("== targets (issue 17): every figure from this run ==\n")
-	e.printf("%-4s  %-34s %12s  %-14s %s\n", "", "target", "measured", "bound", "how")
+	e.printf("%-4s  %-34s %12s  %-18s %s\n", "", "target", "measured", "bound", "how")
 	pass := 0
 	for _, t := range ts {
 		bound := t.Rule
@@ -268,7 +271,7 @@ func (e *env) targets() {
 		if t.Pass {
 			pass++
 		}
-		e.printf("%-4s  %-34s %12s  %-14s %s\n", t.Status, t.Name, v, bound, t.Detail)
+		e.printf("%-4s  %-34s %12s  %-18s %s\n", t.Status, t.Name, v, bound, t.Detail)
 	}
 	e.printf("%d of %d targets pass\n", pass, len(ts))
 }
