@@ -75,15 +75,30 @@ func NewID() string {
 	return "ep_" + hex.EncodeToString(b[:])
 }
 
-// Chain returns h where h[i] is the hash of the canonical form of msgs[0..i]. One pass:
-// each hash extends the previous one, so a conversation of n messages costs O(its bytes).
-func Chain(msgs []protocol.Message) []uint64 { return chain(msgs, false) }
+// Chain returns h where h[i] is the hash of the canonical form of msgs[0..i]: the
+// digest of each message's canonical form (writeCanonical), folded in order. A
+// message's digest depends on it alone, so a message resent on every call is
+// canonicalised once (Chains, protocol.Slot) and a conversation of n messages costs
+// n folds of two words once its earlier messages are known.
+func Chain(msgs []protocol.Message) []uint64 { return chain(msgs, nil, false) }
 
 // LooseChain is Chain with the text of system and developer messages left out (only
 // their role and place count): the chain under which a conversation resumed with
 // another system prompt finds its episode. A call is stitched by Chain's tips first,
 // and by LooseChain's only when none of those is known (see canonicalText).
-func LooseChain(msgs []protocol.Message) []uint64 { return chain(msgs, true) }
+func LooseChain(msgs []protocol.Message) []uint64 { return chain(msgs, nil, true) }
+
+// Chains returns Chain(v.Messages) and, when they hold a system or developer message,
+// LooseChain(v.Messages) (nil otherwise: it would be Chain). Each message's digest is
+// remembered in its slot (v.Slots), so the messages a call resends, which the adapter
+// read from the memo, are not canonicalised again.
+func Chains(v *protocol.View) (strict, loose []uint64) {
+	strict = chain(v.Messages, v.Slots, false)
+	if HasSystem(v.Messages) {
+		loose = chain(v.Messages, v.Slots, true)
+	}
+	return strict, loose
+}
 
 // HasSystem reports whether msgs hold a system or developer message: without one,
 // LooseChain is Chain.
@@ -96,12 +111,29 @@ func HasSystem(msgs []protocol.Message) bool {
 	return false
 }
 
-func chain(msgs []protocol.Message, loose bool) []uint64 {
+// chain folds the digests of msgs; slots, when not nil, remember the strict digests.
+// In the loose chain a system message's digest is its role's alone (cheap, never
+// remembered); every other message's is the strict one.
+func chain(msgs []protocol.Message, slots []*protocol.Slot, loose bool) []uint64 {
 	out := make([]uint64, len(msgs))
 	var h uint64
 	var d xxhash.Digest
 	for i := range msgs {
-		h = extend(&d, h, &msgs[i], loose)
+		m := &msgs[i]
+		var dg uint64
+		switch {
+		case loose && isSystem(m.Role):
+			dg = digest(&d, m, true)
+		case i < len(slots) && slots[i] != nil:
+			var ok bool
+			if dg, ok = slots[i].Load(); !ok {
+				dg = digest(&d, m, false)
+				slots[i].Store(dg)
+			}
+		default:
+			dg = digest(&d, m, false)
+		}
+		h = link(h, dg)
 		out[i] = h
 	}
 	return out
@@ -111,18 +143,23 @@ func chain(msgs []protocol.Message, loose bool) []uint64 {
 // Chain, or of LooseChain: an assistant answer extends both alike).
 func Extend(prev uint64, m *protocol.Message) uint64 {
 	var d xxhash.Digest
-	return extend(&d, prev, m, false)
+	return link(prev, digest(&d, m, false))
 }
 
-func extend(d *xxhash.Digest, prev uint64, m *protocol.Message, loose bool) uint64 {
+// digest is the hash of m's canonical form.
+func digest(d *xxhash.Digest, m *protocol.Message, loose bool) uint64 {
 	d.Reset()
-	var b [8]byte
-	for i := range 8 {
-		b[i] = byte(prev >> (8 * i))
-	}
-	_, _ = d.Write(b[:])
 	writeCanonical(d, m, loose)
 	return d.Sum64()
+}
+
+// link is the chain hash of a history whose hash is prev followed by a message whose
+// digest is dg.
+func link(prev, dg uint64) uint64 {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], prev)
+	binary.LittleEndian.PutUint64(b[8:], dg)
+	return xxhash.Sum64(b[:])
 }
 
 // writeCanonical writes role, text, tool calls and tool-call id with whitespace

@@ -120,6 +120,10 @@ type View struct {
 	// Responses API's previous_response_id): the provider already holds the earlier
 	// turns, context included, so Messages are only the new ones. "" for stateless calls.
 	Continues string
+	// Slots, when not nil, holds one per message (Slots[i] for Messages[i]; nil for a
+	// message read afresh): where a consumer remembers what it derives from a message
+	// that calls resend (see Slot). Adapters that remember what they read set it.
+	Slots []*Slot
 }
 
 // Request is a parsed call of one wire API: a read-only view, the splice that inserts

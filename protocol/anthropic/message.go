@@ -126,45 +126,87 @@ func (r *Request) readSystem(system gjson.Result, open, closing int) []segment {
 	return segs
 }
 
-// readMessages normalises the messages array in one pass and appends the texts task
-// rules may read to segs.
-func (r *Request) readMessages(msgs gjson.Result, segs []segment) []segment {
-	r.arrOpen = msgs.Index
+// element is what one element of the messages array reads as, remembered by its
+// bytes (memo) since an agent resends every earlier message on every call: its
+// messages (tool results first, see readBlocks), the texts task rules read, and
+// whether it is the assistant's. Offsets count from the element's first byte.
+// Shared: never modified.
+type element struct {
+	msgs      []protocol.Message
+	texts     []segment // msg, msgEnd and turn unset
+	assistant bool
+	slots     []protocol.Slot // one per message
+}
+
+// memo remembers the elements of this adapter's calls (protocol.MemoBytes at most).
+var memo = protocol.NewMemo[*element](protocol.MemoBytes)
+
+// readElement reads one element of a messages array: raw is the element's own copy,
+// which what it returns may alias.
+func readElement(raw string) *element {
+	e := &element{}
+	v := gjson.Result{Type: gjson.JSON, Raw: raw}
+	if !v.IsObject() {
+		e.msgs = []protocol.Message{{}}
+		e.slots = make([]protocol.Slot, 1)
+		return e
+	}
+	var role, content gjson.Result
+	v.ForEach(func(k, f gjson.Result) bool {
+		switch k.Str {
+		case "role":
+			role = f
+		case "content":
+			content = f
+		}
+		return true
+	})
+	user := role.Str == "user"
+	visit := func(t gjson.Result) {
+		if user {
+			e.texts = append(e.texts, segment{idx: t.Index, raw: t.Raw, text: t.Str})
+		}
+	}
+	e.assistant = role.Str == "assistant"
+	if content.Type == gjson.String {
+		visit(content)
+		e.msgs = []protocol.Message{{Role: role.Str, Content: content.Str}}
+	} else {
+		var r Request
+		r.readBlocks(role.Str, content, visit)
+		e.msgs = r.Messages
+	}
+	e.slots = make([]protocol.Slot, len(e.msgs))
+	return e
+}
+
+// readMessages normalises the messages array (at body[open]) in one pass and appends
+// the texts task rules may read to segs. Only the elements not seen before are read
+// (memo).
+func (r *Request) readMessages(body []byte, open int, segs []segment) []segment {
+	r.arrOpen = open
 	turn := 0 // assistant messages so far
-	msgs.ForEach(func(_, v gjson.Result) bool {
+	jsontext.Elements(body, open, func(v int) int {
+		end := jsontext.SkipValue(body, v)
+		e := memo.Read(body[v:end], readElement)
 		w := r.wireMessages
 		r.wireMessages++
-		if !v.IsObject() {
-			r.Messages = append(r.Messages, protocol.Message{})
-			return true
+		for _, t := range e.texts {
+			t.msg, t.idx, t.msgEnd, t.turn = w, v+t.idx, end, turn
+			segs = append(segs, t)
 		}
-		var role, content gjson.Result
-		v.ForEach(func(k, f gjson.Result) bool {
-			switch k.Str {
-			case "role":
-				role = f
-			case "content":
-				content = f
-			}
-			return true
-		})
-		end := v.Index + len(v.Raw)
-		user := role.Str == "user"
-		visit := func(t gjson.Result) {
-			if user {
-				segs = append(segs, segment{msg: w, idx: t.Index, raw: t.Raw, text: t.Str, msgEnd: end, turn: turn})
-			}
-		}
-		if role.Str == "assistant" {
+		if e.assistant {
 			turn++
 		}
-		if content.Type == gjson.String {
-			visit(content)
-			r.Messages = append(r.Messages, protocol.Message{Role: role.Str, Content: content.Str})
-			return true
+		if r.Slots == nil {
+			// The system prompt, if any, has no slot.
+			r.Slots = make([]*protocol.Slot, len(r.Messages), len(r.Messages)+8)
 		}
-		r.readBlocks(role.Str, content, visit)
-		return true
+		for i := range e.msgs {
+			r.Messages = append(r.Messages, e.msgs[i])
+			r.Slots = append(r.Slots, &e.slots[i])
+		}
+		return end
 	})
 	return segs
 }

@@ -12,6 +12,8 @@ package anthropic
 
 import (
 	"fmt"
+	"strings"
+	"unsafe"
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
@@ -63,9 +65,10 @@ func parse(body []byte, rules []protocol.TaskRule, outside *protocol.View) (*Req
 	if err := jsontext.Validate(body); err != nil {
 		return nil, err
 	}
-	// One copy of the body: every string of the view aliases it, so the view stays
-	// valid after the caller reuses its buffer, at the cost of one allocation.
-	js := string(body)
+	// Read in place, never retained: the model and system prompt are copied, and
+	// messages are read from private copies of their bytes (readMessages), so the
+	// view stays valid after the caller reuses its buffer.
+	js := unsafe.String(unsafe.SliceData(body), len(body))
 	open, closing := jsontext.ObjectBounds(js)
 	if open < 0 {
 		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrMissingMessages)
@@ -77,11 +80,11 @@ func parse(body []byte, rules []protocol.TaskRule, outside *protocol.View) (*Req
 	root.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "model":
-			r.Model = v.Str // "" unless a string
+			r.Model = strings.Clone(v.Str) // "" unless a string
 		case "stream":
 			r.Stream = v.Type == gjson.True
 		case "system":
-			system = v
+			system = protocol.Detach(v)
 		case "messages":
 			msgs = v
 		}
@@ -94,7 +97,7 @@ func parse(body []byte, rules []protocol.TaskRule, outside *protocol.View) (*Req
 		return nil, fmt.Errorf("%w: \"messages\" is missing or not an array", protocol.ErrMissingMessages)
 	}
 	segs := r.readSystem(system, open, closing)
-	segs = r.readMessages(msgs, segs)
+	segs = r.readMessages(body, msgs.Index, segs)
 	r.findTask(rules, body, segs)
 	return r, nil
 }

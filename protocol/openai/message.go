@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"sync"
 	"unsafe"
 
 	"github.com/camproxy/camproxy/protocol"
@@ -242,39 +243,87 @@ func isTaskRole(role string) bool {
 	return role == "system" || role == "developer" || role == "user"
 }
 
-// readMessages normalises the messages array (at r.arrOpen in the valid body) in one
-// pass, records the texts task rules may match and where the System placement appends.
-func (r *Request) readMessages(body []byte, js string, a *jsontext.Arena) []segment {
+// element is what one element of the messages array reads as, remembered by its
+// bytes (memo) since an agent resends every earlier message on every call: the
+// message, the texts task rules read and where System appends were it the first
+// message. Offsets count from the element's first byte. Shared: never modified.
+type element struct {
+	msg   protocol.Message
+	texts []segment // msg and msgEnd unset
+	sys   anchor    // meaningful when sysIn
+	sysIn bool      // a system or developer message whose content takes System's text
+	slot  protocol.Slot
+}
+
+// memo remembers the elements of this adapter's calls (protocol.MemoBytes at most).
+var memo = protocol.NewMemo[*element](protocol.MemoBytes)
+
+// readElement reads one element of a messages array: raw is the element's own copy,
+// which what it returns may alias.
+func readElement(raw string) *element {
+	b := unsafe.Slice(unsafe.StringData(raw), len(raw)) // read only
+	e := &element{}
+	var f fields
+	if b[0] == '{' {
+		f, _ = scanFields(b, raw, 0, nil)
+	}
+	e.msg = f.message()
+	taskRole := isTaskRole(e.msg.Role)
+	var last gjson.Result
+	var parts int
+	e.msg.Content, parts = contentText(f.content, func(part int, t gjson.Result) {
+		if taskRole {
+			e.texts = append(e.texts, segment{part: part, idx: t.Index, raw: t.Raw, text: t.Str})
+		}
+		last = t
+	})
+	f.extras(&e.msg, parts)
+	e.sys, e.sysIn = contentAnchor(e.msg.Role, f.content, last, parts)
+	return e
+}
+
+// scratch holds the elements of one call between the walk and the one allocation of
+// its messages.
+var scratch = sync.Pool{New: func() any { return new([]*element) }}
+
+// readMessages normalises the messages array (at r.arrOpen in the valid body), records
+// the texts task rules may match and where the System placement appends, and returns
+// the offset after the array. Only the elements not seen before are read (memo). On a
+// duplicate "messages" key the last call wins: it sets everything anew.
+func (r *Request) readMessages(body []byte) ([]segment, int) {
 	var segs []segment
+	r.Messages, r.Slots = nil, nil
 	// An empty array gets the system message as its only element.
 	r.sys = anchor{at: r.arrOpen + 1, kind: insSystemMessage}
-	jsontext.Elements(body, r.arrOpen, func(v int) int {
-		i := len(r.Messages)
-		var f fields
-		end := -1
-		if body[v] == '{' {
-			f, end = scanFields(body, js, v, a)
-		} else {
-			end = jsontext.SkipValue(body, v)
+	els := scratch.Get().(*[]*element)
+	arrEnd := jsontext.Elements(body, r.arrOpen, func(v int) int {
+		end := jsontext.SkipValue(body, v)
+		e := memo.Read(body[v:end], readElement)
+		for _, t := range e.texts {
+			t.msg, t.idx, t.msgEnd = len(*els), v+t.idx, end
+			segs = append(segs, t)
 		}
-		m := f.message()
-		taskRole := isTaskRole(m.Role)
-		var last gjson.Result
-		var parts int
-		m.Content, parts = contentText(f.content, func(part int, t gjson.Result) {
-			if taskRole {
-				segs = append(segs, segment{msg: i, part: part, idx: t.Index, raw: t.Raw, text: t.Str, msgEnd: end})
+		if len(*els) == 0 {
+			r.sys = anchor{at: r.arrOpen + 1, kind: insSystemMessage, comma: true}
+			if e.sysIn {
+				r.sys = e.sys
+				r.sys.at += v
 			}
-			last = t
-		})
-		f.extras(&m, parts)
-		if i == 0 {
-			r.sys = systemAnchor(r.arrOpen, m.Role, f.content, last, parts)
 		}
-		r.Messages = append(r.Messages, m)
+		*els = append(*els, e)
 		return end
 	})
-	return segs
+	if len(*els) > 0 {
+		r.Messages = make([]protocol.Message, len(*els))
+		r.Slots = make([]*protocol.Slot, len(*els))
+	}
+	for i, e := range *els {
+		r.Messages[i], r.Slots[i] = e.msg, &e.slot
+	}
+	clear(*els)
+	*els = (*els)[:0]
+	scratch.Put(els)
+	return segs, arrEnd
 }
 
 // scanFields is readFields on the message object at b[i] of the valid body, reading
@@ -316,16 +365,25 @@ func scanFields(b []byte, js string, i int, a *jsontext.Arena) (fields, int) {
 // when it is a system or developer message whose content can take text, else into
 // a new system message in front of it.
 func systemAnchor(arrOpen int, role string, content, lastText gjson.Result, parts int) anchor {
+	if a, ok := contentAnchor(role, content, lastText, parts); ok {
+		return a
+	}
+	return anchor{at: arrOpen + 1, kind: insSystemMessage, comma: true}
+}
+
+// contentAnchor is where System appends into the content of a system or developer
+// message; false when the message cannot take it.
+func contentAnchor(role string, content, lastText gjson.Result, parts int) (anchor, bool) {
 	if role == "system" || role == "developer" {
 		switch {
 		case lastText.Exists():
-			return anchor{at: closingQuote(lastText), kind: insText}
+			return anchor{at: closingQuote(lastText), kind: insText}, true
 		case content.IsArray():
 			// Before the ']' that closes the parts.
-			return anchor{at: content.Index + len(content.Raw) - 1, kind: insPart, comma: parts > 0}
+			return anchor{at: content.Index + len(content.Raw) - 1, kind: insPart, comma: parts > 0}, true
 		}
 	}
-	return anchor{at: arrOpen + 1, kind: insSystemMessage, comma: true}
+	return anchor{}, false
 }
 
 // closingQuote is the raw offset of the quote that closes a string value.

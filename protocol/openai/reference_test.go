@@ -72,6 +72,9 @@ func parseReference(body []byte, rules []protocol.TaskRule) (*Request, error) {
 			r.sys = systemAnchor(r.arrOpen, m.Role, f.content, last, parts)
 		}
 		r.Messages = append(r.Messages, m)
+		// The reference remembers nothing: a slot of its own per message, as empty
+		// as the memo's (nothing here stores into one).
+		r.Slots = append(r.Slots, new(protocol.Slot))
 		return true
 	})
 	r.findTask(rules, body, segs)

@@ -9,6 +9,8 @@ package openai
 
 import (
 	"fmt"
+	"strings"
+	"unsafe"
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
@@ -43,15 +45,17 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 	if err := jsontext.Validate(body); err != nil {
 		return nil, err
 	}
-	// One copy of the body: every string of the view aliases it, so the view stays
-	// valid after the caller reuses its buffer, at the cost of one allocation.
-	js := string(body)
+	// Read in place, never retained: the model is copied, and messages are read from
+	// private copies of their bytes (readMessages), so the view stays valid after the
+	// caller reuses its buffer.
+	js := unsafe.String(unsafe.SliceData(body), len(body))
 	start := jsontext.SkipWS(body, 0)
 	if body[start] != '{' {
 		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrMissingMessages)
 	}
 	r := &Request{bodyLen: len(body), task: taskSpot{msg: -1}}
 	msgs := -1
+	var segs []segment
 	// Last key wins on duplicates, as in the Python and Go decoders upstream.
 	jsontext.Members(body, js, start, func(key string, v int) int {
 		switch key {
@@ -59,21 +63,27 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 			r.Model = "" // "" unless a string
 			if body[v] == '"' {
 				end, _ := jsontext.SkipString(body, v+1)
-				r.Model = jsontext.Unquote(js[v:end])
+				r.Model = strings.Clone(jsontext.Unquote(js[v:end]))
 				return end
 			}
 		case "stream":
 			r.Stream = body[v] == 't'
 		case "messages":
 			msgs = v
+			if body[v] == '[' {
+				// Read here rather than after the walk: the array is most of the body,
+				// and this way it is walked once.
+				r.arrOpen = v
+				var end int
+				segs, end = r.readMessages(body)
+				return end
+			}
 		}
 		return -1
 	})
 	if msgs < 0 || body[msgs] != '[' {
 		return nil, fmt.Errorf("%w: \"messages\" is missing or not an array", protocol.ErrMissingMessages)
 	}
-	r.arrOpen = msgs
-	segs := r.readMessages(body, js, jsontext.NewArena(len(body)))
 	r.findTask(rules, body, segs)
 	return r, nil
 }

@@ -1,0 +1,53 @@
+package episode
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/openai"
+)
+
+// TestChainsRemembered: Chains gives Chain and LooseChain exactly, the first time
+// (slots empty: digests computed and stored) and the next (digests from the slots),
+// for messages whose canonical form is not their text (volatile parts, envelopes,
+// reserialised arguments) and for messages read without slots.
+func TestChainsRemembered(t *testing.T) {
+	bodies := []string{
+		`{"messages":[{"role":"system","content":"Today is 2025-01-02. cwd: /home/ann/proj"},{"role":"user","content":"<system-reminder>r</system-reminder>Fix  the bug in /home/ann/proj/a.go"},` +
+			`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"read","arguments":"{\"b\": 1, \"a\": \"\\u00fc\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}]}`,
+		`{"messages":[{"role":"user","content":"no system here"},{"role":"assistant","content":"done"}]}`,
+		`{"messages":[{"role":"developer","content":[{"type":"text","text":"d"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA=="}}]}]}`,
+		`{"messages":[]}`,
+	}
+	for round := range 3 {
+		for _, b := range bodies {
+			r, err := openai.Parse([]byte(b), protocol.DefaultTaskRules())
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := r.Parsed()
+			if round == 2 {
+				v.Slots = nil // read without a memo: computed every time
+			}
+			strict, loose := Chains(v)
+			if !reflect.DeepEqual(strict, Chain(v.Messages)) {
+				t.Fatalf("round %d, %.60s: Chains strict %x, Chain %x", round, b, strict, Chain(v.Messages))
+			}
+			wantLoose := LooseChain(v.Messages)
+			if !HasSystem(v.Messages) {
+				wantLoose = nil
+			}
+			if !reflect.DeepEqual(loose, wantLoose) {
+				t.Fatalf("round %d, %.60s: Chains loose %x, LooseChain %x", round, b, loose, wantLoose)
+			}
+			for i := range v.Messages {
+				if i < len(v.Slots) && round > 0 {
+					if _, ok := v.Slots[i].Load(); !ok {
+						t.Fatalf("round %d: message %d's digest not remembered", round, i)
+					}
+				}
+			}
+		}
+	}
+}
