@@ -91,10 +91,7 @@ func (t *target) call(body []byte, key []byte, stream bool, lockID string, due t
 			if r.ttfb == 0 {
 				r.ttfb = time.Since(due)
 			}
-			k := bytes.Count(buf[:n], []byte("\n\n")) // events completed by this Read
-			if last == '\n' && buf[0] == '\n' {
-				k++
-			}
+			k := eventsEnded(last, buf[:n])
 			last = buf[n-1]
 			r.events += k
 			r.coalesced += max(0, k-1)
@@ -112,6 +109,16 @@ func (t *target) call(body []byte, key []byte, stream bool, lockID string, due t
 	}
 	r.total = time.Since(due)
 	return r
+}
+
+// eventsEnded is how many SSE events end in p ("\n\n"), given the last byte read
+// before it (an event's blank line may straddle two reads).
+func eventsEnded(prev byte, p []byte) int {
+	k := bytes.Count(p, []byte("\n\n"))
+	if prev == '\n' && len(p) > 0 && p[0] == '\n' {
+		k++
+	}
+	return k
 }
 
 // locks is the lockstep registry of the in-process upstream.
