@@ -98,7 +98,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		if a.Recorder, err = openRecorder(cfg, log, a.Metrics); err != nil {
 			return nil, err
 		}
-		rec = turnRecorder{a.Recorder}
+		rec = a.Recorder
 	}
 	recent := admin.NewRecent(0) // the dashboard's recent episodes
 	rec = recentRecorder{next: rec, recent: recent}

@@ -248,3 +248,6 @@ func (r recentRecorder) Record(t *proxy.Turn) {
 	}
 	r.next.Record(t)
 }
+
+// ms rounds a duration to milliseconds with microsecond precision, as steps record it.
+func ms(s float64) float64 { return float64(int64(s*1e6)) / 1e3 }

@@ -1,0 +1,51 @@
+package replay
+
+import (
+	"time"
+
+	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/protocol"
+)
+
+// Turn is one finished call of an episode, as the data plane hands it over.
+type Turn struct {
+	Episode    episode.Episode    // the episode as it stands after this turn
+	NewEpisode bool               // this call started the episode
+	Index      int                // the turn's position in the episode, from 0
+	Messages   []protocol.Message // messages new since the episode's previous turn
+	Response   protocol.Message   // the answer; empty when the call failed
+	Usage      protocol.Usage
+	Status     int    // HTTP status relayed to the agent (499: the agent went away)
+	Error      string // why the call failed, if it did
+	Augment    time.Duration
+	TTFB       time.Duration
+	Total      time.Duration
+	At         time.Time
+}
+
+// Record takes a finished turn: the episode event when the turn opened its episode,
+// then the step. Building the events is struct work on the caller's goroutine;
+// encoding and I/O happen on the recorder's, and like Add it never blocks on them.
+func (r *Recorder) Record(t *Turn) {
+	ep := &t.Episode
+	if t.NewEpisode {
+		r.Add(&EpisodeEvent{V: Version, Type: TypeEpisode, ID: NewEventID(),
+			EpisodeID: ep.ID, TaskID: ep.TaskID, Task: ep.Task, Arm: ep.Arm, Context: ep.Context,
+			ContextSource: ep.ContextSource, Protocol: ep.Protocol, Model: ep.Model, StartedAt: ep.StartedAt})
+	}
+	var resp *protocol.Message
+	if t.Response.Role != "" {
+		resp = new(t.Response)
+	}
+	msgs := t.Messages
+	if msgs == nil {
+		msgs = []protocol.Message{} // "messages": [], never null
+	}
+	r.Add(&StepEvent{V: Version, Type: TypeStep, ID: NewEventID(), EpisodeID: ep.ID,
+		Turn: t.Index, Messages: msgs, Response: resp, Usage: t.Usage,
+		Timing: Timing{Augment: ms(t.Augment), UpstreamTTFB: ms(t.TTFB), Total: ms(t.Total)},
+		Status: t.Status, Error: t.Error, At: t.At})
+}
+
+// ms is d in milliseconds with microsecond precision, as steps record timings.
+func ms(d time.Duration) float64 { return float64(int64(d.Seconds()*1e6)) / 1e3 }
