@@ -162,7 +162,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		return nil, err
 	}
 	a.Proxy = proxy.New(proxy.Options{
-		Logger: log, Metrics: a.Metrics, OpenAI: ups[0], Anthropic: ups[1], Bedrock: ups[2], Runtime: run.rt,
+		Logger: log, Metrics: a.Metrics, Upstreams: ups, Runtime: run.rt,
 		Cache: a.Cache, Episodes: a.Episodes, Recorder: rec, MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout,
 		IdleTimeout: cfg.Server.IdleTimeout, Tracing: a.tracing,
 	})
@@ -187,7 +187,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 
 // buildUpstreams makes the OpenAI, Anthropic and Bedrock upstreams, in that order,
 // each with its own transport (their first-byte timeouts differ).
-func buildUpstreams(cfg *config.Config) ([]*proxy.Upstream, error) {
+func buildUpstreams(cfg *config.Config) (map[string]*proxy.Upstream, error) {
 	u := cfg.Upstreams
 	openaiBase, err := url.Parse(u.OpenAI.BaseURL)
 	if err != nil {
@@ -223,12 +223,12 @@ func buildUpstreams(cfg *config.Config) ([]*proxy.Upstream, error) {
 		})
 	}
 	sig := &proxy.SigV4{Credentials: creds, Region: u.Bedrock.Region, Endpoint: u.Bedrock.Endpoint != "", Signer: v4.NewSigner()}
-	return []*proxy.Upstream{
-		{Name: "openai", Base: openaiBase, Auth: openaiAuth, FirstByteTimeout: u.OpenAI.FirstByteTimeout, IdleTimeout: u.OpenAI.IdleTimeout,
+	return map[string]*proxy.Upstream{
+		"openai": {Name: "openai", Base: openaiBase, Auth: openaiAuth, FirstByteTimeout: u.OpenAI.FirstByteTimeout, IdleTimeout: u.OpenAI.IdleTimeout,
 			Transport: proxy.NewTransport(u.OpenAI.FirstByteTimeout)},
-		{Name: "anthropic", Base: anthropicBase, Auth: anthropicAuth, FirstByteTimeout: u.Anthropic.FirstByteTimeout, IdleTimeout: u.Anthropic.IdleTimeout,
+		"anthropic": {Name: "anthropic", Base: anthropicBase, Auth: anthropicAuth, FirstByteTimeout: u.Anthropic.FirstByteTimeout, IdleTimeout: u.Anthropic.IdleTimeout,
 			Transport: proxy.NewTransport(u.Anthropic.FirstByteTimeout)},
-		{Name: "bedrock", Base: bedrockBase, Auth: sig, FirstByteTimeout: u.Bedrock.FirstByteTimeout, IdleTimeout: u.Bedrock.IdleTimeout,
+		"bedrock": {Name: "bedrock", Base: bedrockBase, Auth: sig, FirstByteTimeout: u.Bedrock.FirstByteTimeout, IdleTimeout: u.Bedrock.IdleTimeout,
 			Transport: proxy.NewTransport(u.Bedrock.FirstByteTimeout)},
 	}, nil
 }

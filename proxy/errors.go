@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -61,18 +60,6 @@ const (
 	StyleAnthropic              // {"type":"error","error":{"type","message"}}
 	StyleAWS                    // {"message"} with x-amzn-ErrorType, as the AWS SDKs read it
 )
-
-// styleFor picks the error shape from the raw path, for failures before routing.
-func styleFor(fc *fasthttp.RequestCtx) Style {
-	p := fc.URI().PathOriginal()
-	switch {
-	case bytes.HasPrefix(p, []byte("/model/")):
-		return StyleAWS
-	case bytes.HasPrefix(p, []byte("/v1/messages")):
-		return StyleAnthropic
-	}
-	return StyleOpenAI
-}
 
 // writeError renders e in the shape the client's SDK surfaces with its message.
 func writeError(fc *fasthttp.RequestCtx, st Style, e *Error) {

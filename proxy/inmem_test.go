@@ -85,7 +85,7 @@ func newInmemProxy(tb testing.TB, upstream fasthttp.RequestHandler, discard bool
 	}
 	log := slog.New(slog.DiscardHandler)
 	p.srv = New(Options{
-		Logger: log, Metrics: metrics.New(prometheus.NewRegistry()), OpenAI: up,
+		Logger: log, Metrics: metrics.New(prometheus.NewRegistry()), Upstreams: map[string]*Upstream{"openai": up},
 		Runtime: &Runtime{
 			TaskRules: protocol.DefaultTaskRules(),
 			Placement: Placement{Mode: protocol.AppendToTask, Template: "\n\n{{context}}"},

@@ -40,11 +40,12 @@ type ContextCache interface {
 
 // Options are the data plane's dependencies.
 type Options struct {
-	Logger       *slog.Logger
-	Metrics      *metrics.Metrics
-	OpenAI       *Upstream
-	Anthropic    *Upstream // nil: /v1/messages is passed to OpenAI's upstream untouched
-	Bedrock      *Upstream // nil: /model/… is passed through untouched
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics
+	// Upstreams by name: "openai" (required: it takes every call no other protocol
+	// owns), "anthropic", "bedrock". A protocol without its upstream is not augmented;
+	// its calls go to the OpenAI-compatible upstream untouched.
+	Upstreams    map[string]*Upstream
 	Runtime      *Runtime
 	Cache        ContextCache
 	Episodes     episode.Store
@@ -79,13 +80,9 @@ type Placement struct {
 
 // Server is the data plane.
 type Server struct {
-	log       *slog.Logger
-	m         *metrics.Metrics
-	openai    *Upstream
-	anthropic *Upstream
-	bedrock   *Upstream
-
-	openaiRoute, anthropicRoute, bedrockRoute *route
+	log    *slog.Logger
+	m      *metrics.Metrics
+	routes []route // adapters bound to their upstreams, in lookup order
 
 	rt       atomic.Pointer[Runtime]
 	sniff    atomic.Pointer[sniffListener]
@@ -111,7 +108,7 @@ func New(o Options) *Server {
 		rec = nopRecorder{}
 	}
 	s := &Server{
-		log: o.Logger, m: o.Metrics, openai: o.OpenAI, anthropic: o.Anthropic, bedrock: o.Bedrock,
+		log: o.Logger, m: o.Metrics, routes: buildRoutes(o.Upstreams),
 		cache: o.Cache, episodes: o.Episodes, rec: rec, maxBody: o.MaxBodyBytes,
 		base: base, cancelBase: cancel,
 		bufs: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }},
@@ -120,13 +117,12 @@ func New(o Options) *Server {
 	if s.tr == nil {
 		s.tr = tracing.Disabled()
 	}
-	for _, u := range []*Upstream{o.OpenAI, o.Anthropic, o.Bedrock} {
+	for _, u := range o.Upstreams {
 		if u != nil {
 			u.init()
 		}
 	}
 	s.rt.Store(o.Runtime)
-	s.buildRoutes()
 	s.srv = &fasthttp.Server{
 		Handler:               s.handle,
 		ErrorHandler:          s.serverError,
@@ -175,19 +171,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 
 func (s *Server) handle(fc *fasthttp.RequestCtx) {
-	if rt := s.route(fc); rt != nil {
+	rt, augmented := s.lookup(fc)
+	if augmented {
 		s.serveAugmented(fc, rt)
 		return
 	}
-	s.passthrough(fc, s.passUpstream(fc))
+	s.passthrough(fc, rt)
 }
 
 // passthrough forwards a route camproxy does not augment, untouched.
-func (s *Server) passthrough(fc *fasthttp.RequestCtx, up *Upstream) {
+func (s *Server) passthrough(fc *fasthttp.RequestCtx, rt *route) {
 	start := time.Now()
-	res := s.forward(fc, up, fc.PostBody(), false, styleFor(fc), nil)
-	s.m.Requests.WithLabelValues(up.Name, "", statusLabel(res.status)).Inc()
-	s.m.RequestDuration.WithLabelValues(up.Name, "").Observe(time.Since(start).Seconds())
+	res := s.forward(fc, rt.up, fc.PostBody(), false, rt.style, nil)
+	s.m.Requests.WithLabelValues(rt.up.Name, "", statusLabel(res.status)).Inc()
+	s.m.RequestDuration.WithLabelValues(rt.up.Name, "").Observe(time.Since(start).Seconds())
 }
 
 func statusLabel(code int) string { return strconv.Itoa(code) }

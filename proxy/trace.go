@@ -14,9 +14,6 @@ import (
 	"github.com/camproxy/camproxy/tracing"
 )
 
-// providerName is the GenAI semconv provider of each protocol.
-var providerName = map[string]string{"openai": "openai", "anthropic": "anthropic", "bedrock": "aws.bedrock"}
-
 // requestCarrier reads and writes the client request's headers for the propagator.
 func requestCarrier(h *fasthttp.RequestHeader) tracing.HeaderCarrier {
 	return tracing.HeaderCarrier{
@@ -35,7 +32,7 @@ func (s *Server) startSpan(fc *fasthttp.RequestCtx, rt *route, v *protocol.View)
 	ctx := s.tr.Propagator.Extract(context.Background(), requestCarrier(&fc.Request.Header))
 	ctx, span := s.tr.Tracer.Start(ctx, "chat "+v.Model, trace.WithSpanKind(trace.SpanKindClient))
 	if span.IsRecording() {
-		p := providerName[rt.proto]
+		p := rt.provider
 		span.SetAttributes(tracing.OperationName.String("chat"), tracing.Provider.String(p), tracing.System.String(p),
 			tracing.RequestModel.String(v.Model))
 	}
@@ -52,7 +49,7 @@ func propagate(ctx context.Context, s *Server, fc *fasthttp.RequestCtx) {
 }
 
 // endSpan closes the call's span with what the call came to.
-func endSpan(span trace.Span, c *chatCall, status int, err error) {
+func endSpan(span trace.Span, c *call, status int, err error) {
 	if !span.IsRecording() {
 		span.End()
 		return

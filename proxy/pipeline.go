@@ -4,19 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/camproxy/camproxy/tracing"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/camproxy/camproxy/augment"
 	"github.com/camproxy/camproxy/episode"
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/tracing"
 )
 
 // Inbound and outbound headers camproxy owns (DESIGN.md "Headers").
@@ -32,70 +32,166 @@ const (
 // treated like a missing one (fail open).
 const storeTimeout = 500 * time.Millisecond
 
-// route is an augmented API: its protocol label, upstream, error shape and parser.
-type route struct {
-	proto string // metric label and the episode's protocol: openai, anthropic, bedrock
-	up    *Upstream
-	style Style
-	// parse reads the body; errSkip means "a body this adapter does not understand":
-	// it is forwarded untouched.
-	parse func(fc *fasthttp.RequestCtx, body []byte, rules []protocol.TaskRule) (protocol.Request, error)
-}
-
-// errSkip marks a call camproxy forwards untouched because it cannot read its body.
-var errSkip = errors.New("body not understood; forwarded untouched")
-
-// serveAugmented runs the pipeline on one call of an augmented route.
+// serveAugmented is the pipeline of DESIGN.md, one named step per line: parse the
+// call, find or start its episode, assign a new episode's arm and context, splice the
+// context in, forward and relay the answer; record runs when the answer has ended
+// (call.done, called by the relay).
 func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
-	start := time.Now()
-	if !fc.IsPost() {
-		s.fail(fc, rt, &Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
-			Msg: "method " + string(fc.Method()) + " is not allowed on " + string(fc.Path()) + "; use POST"})
-		return
-	}
-	if string(fc.Request.Header.Peek(hdrSkip)) == "1" {
-		s.passthrough(fc, rt.up)
+	c, e := s.parse(fc, rt)
+	switch {
+	case e == nil:
+	case e.Err == errPass:
+		s.passthrough(fc, rt)
 		fc.Response.Header.Set(hdrContext, "skip")
 		return
-	}
-	if ct := fc.Request.Header.ContentType(); !jsonContentType(ct) {
-		s.fail(fc, rt, &Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error",
-			Msg: "Content-Type " + strconv.Quote(string(ct)) + " is not supported on " + string(fc.Path()) + "; send application/json"})
-		return
-	}
-	body := fc.PostBody()
-	run := s.rt.Load()
-	req, err := rt.parse(fc, body, run.TaskRules)
-	if errors.Is(err, errSkip) {
-		s.passthrough(fc, rt.up)
-		fc.Response.Header.Set(hdrContext, "skip")
-		return
-	}
-	if err != nil {
-		s.fail(fc, rt, badRequest("%v", err))
-		return
-	}
-	sctx, span := s.startSpan(fc, rt, req.Parsed())
-	c, e := s.beginTurn(fc, rt, run, req, start, sctx)
-	if e != nil {
-		span.SetStatus(codes.Error, e.Msg)
-		span.End()
+	default:
 		s.fail(fc, rt, e)
 		return
 	}
-	c.span = span
-	propagate(sctx, s, fc)
-	out := body
-	if pl := run.placementFor(c.ep.Arm); c.ep.Context != "" && respliced(req.Parsed(), pl.Mode) {
-		out = req.Splice(body, pl.Mode, strings.ReplaceAll(pl.Template, "{{context}}", c.ep.Context))
+	if e := c.episode(fc); e != nil {
+		c.span.SetStatus(codes.Error, e.Msg)
+		c.span.End()
+		s.fail(fc, rt, e)
+		return
 	}
-	// Read before forwarding: once a stream starts, c belongs to the stream goroutine.
+	if c.isNew {
+		c.arm(fc)
+		c.context()
+		c.open()
+	}
+	s.m.Context.WithLabelValues(c.ep.Arm, c.source).Inc()
+	out := c.splice(fc.PostBody())
+	propagate(c.sctx, s, fc)
+	// Read before forwarding: once a stream starts, c belongs to the relay.
 	id, arm, source := c.ep.ID, c.ep.Arm, c.source
-	s.forward(fc, rt.up, out, true, rt.style, c)
+	s.forward(fc, rt.up, out, true, rt.style, c) // c.done records the turn
 	h := &fc.Response.Header
 	h.Set(hdrEpisode, id)
 	h.Set(hdrArm, arm)
 	h.Set(hdrContext, source)
+}
+
+// parse is step 1: the call's method, opt-out header and media type, then its body
+// read by the route's adapter. errPass: forward the call untouched.
+func (s *Server) parse(fc *fasthttp.RequestCtx, rt *route) (*call, *Error) {
+	start := time.Now()
+	if !fc.IsPost() {
+		return nil, &Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
+			Msg: "method " + string(fc.Method()) + " is not allowed on " + string(fc.Path()) + "; use POST"}
+	}
+	if string(fc.Request.Header.Peek(hdrSkip)) == "1" {
+		return nil, &Error{Err: errPass}
+	}
+	if ct := fc.Request.Header.ContentType(); !jsonContentType(ct) {
+		return nil, &Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error",
+			Msg: "Content-Type " + strconv.Quote(string(ct)) + " is not supported on " + string(fc.Path()) + "; send application/json"}
+	}
+	run := s.rt.Load()
+	r, err := rt.parse(fc, fc.PostBody(), run.TaskRules)
+	if errors.Is(err, errPass) {
+		return nil, &Error{Err: errPass}
+	}
+	if err != nil {
+		return nil, badRequest("%v", err)
+	}
+	req := r.Parsed()
+	c := &call{s: s, rt: rt, run: run, r: r, req: req, dec: r.Decoder(), start: start}
+	c.sctx, c.span = s.startSpan(fc, rt, req)
+	return c, nil
+}
+
+// fail answers a call camproxy refuses, in the route's error shape.
+func (s *Server) fail(fc *fasthttp.RequestCtx, rt *route, e *Error) {
+	writeError(fc, rt.style, e)
+	s.m.Requests.WithLabelValues(rt.name, "", statusLabel(e.Status)).Inc()
+}
+
+// episode is step 2: the episode the call continues (named by header, or stitched by
+// its messages), or a new one's id and task.
+func (c *call) episode(fc *fasthttp.RequestCtx) *Error {
+	req := c.req
+	c.chain = episode.Chain(req.Messages)
+	if episode.HasSystem(req.Messages) {
+		c.loose = episode.LooseChain(req.Messages)
+	}
+	id := string(fc.Request.Header.Peek(hdrEpisode))
+	if id != "" && !episode.ValidID(id) {
+		return badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrEpisode, len(id))
+	}
+	if ep, from, tip, ok := c.s.findEpisode(id, req, c.chain, c.loose); ok {
+		c.ep, c.newFrom, c.index, c.claimed = ep, from, ep.Turns, tip
+		c.source = "none"
+		if ep.Context != "" {
+			c.source = "episode"
+		}
+		return nil
+	}
+	if id == "" {
+		id = episode.NewID()
+	}
+	taskID := string(fc.Request.Header.Peek(hdrTask))
+	if taskID != "" && !episode.ValidID(taskID) {
+		return badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrTask, len(taskID))
+	}
+	if taskID == "" {
+		taskID = episode.TaskID(req.Task)
+	}
+	now := time.Now().UTC()
+	c.ep = &episode.Episode{ID: id, TaskID: taskID, Task: req.Task, Protocol: c.rt.name, Model: req.Model, StartedAt: now, UpdatedAt: now}
+	c.isNew = true
+	return nil
+}
+
+// arm is step 3: a new episode's arm, from the experiment's policy (X-CAM-Arm pins it).
+func (c *call) arm(fc *fasthttp.RequestCtx) {
+	a := c.run.Policy.Assign(c.ep.ID, c.ep.TaskID, string(fc.Request.Header.Peek(hdrArm)))
+	c.ep.Arm, c.augmenter = a.Name, a.Augmenter
+}
+
+// context is step 4: a new episode's context from its arm's augmenter, through the
+// cache, fail-open. A call that continues a provider-side conversation begun
+// elsewhere gets none: its context, if any, is unknown, and new context would land
+// mid-conversation.
+func (c *call) context() {
+	c.source = "none"
+	if c.req.Continues != "" {
+		return
+	}
+	augStart := time.Now()
+	c.ep.Context, c.source = c.s.resolveContext(c.sctx, c.run, c.ep.Arm, c.augmenter, c.req, c.ep.TaskID)
+	c.augment = time.Since(augStart)
+	c.s.m.ContextDuration.WithLabelValues(c.ep.Arm).Observe(c.augment.Seconds())
+}
+
+// open stores a new episode. A concurrent first turn of the same episode (same
+// X-CAM-Episode-Id) may have won: this call then takes its arm and context.
+func (c *call) open() {
+	c.ep.ContextSource = c.source
+	ctx, cancel := context.WithTimeout(c.s.base, storeTimeout)
+	defer cancel()
+	stored, created, err := c.s.episodes.Create(ctx, c.ep)
+	switch {
+	case err != nil:
+		c.s.log.Warn("episode store unavailable; episode not persisted", "episode", c.ep.ID, "err", err)
+		created = true
+	case !created:
+		c.ep, c.source = stored, "episode"
+	}
+	c.isNew, c.index = created, c.ep.Turns
+	if created {
+		c.s.m.Episodes.WithLabelValues(c.ep.Arm).Inc()
+	}
+}
+
+// splice is step 5: the episode's context placed as its arm says. A call that
+// continues a provider-side conversation has it there already, except in
+// instructions, which the provider does not carry over.
+func (c *call) splice(body []byte) []byte {
+	pl := c.run.placementFor(c.ep.Arm)
+	if c.ep.Context == "" || !respliced(c.req, pl.Mode) {
+		return body
+	}
+	return c.r.Splice(body, pl.Mode, strings.ReplaceAll(pl.Template, "{{context}}", c.ep.Context))
 }
 
 // respliced reports whether a call of a known episode gets the episode's context. A
@@ -106,79 +202,11 @@ func respliced(v *protocol.View, mode protocol.Placement) bool {
 	return v.Continues == "" || mode == protocol.System
 }
 
-// fail answers a call camproxy refuses, in the route's error shape.
-func (s *Server) fail(fc *fasthttp.RequestCtx, rt *route, e *Error) {
-	writeError(fc, rt.style, e)
-	s.m.Requests.WithLabelValues(rt.proto, "", statusLabel(e.Status)).Inc()
-}
-
 func (run *Runtime) placementFor(arm string) Placement {
 	if p, ok := run.ArmPlacement[arm]; ok {
 		return p
 	}
 	return run.Placement
-}
-
-// beginTurn finds or starts the call's episode and, for a new one, its arm and context.
-func (s *Server) beginTurn(fc *fasthttp.RequestCtx, rt *route, run *Runtime, r protocol.Request, start time.Time, sctx context.Context) (*chatCall, *Error) {
-	req := r.Parsed()
-	c := &chatCall{s: s, proto: rt.proto, req: req, dec: r.Decoder(), start: start, chain: episode.Chain(req.Messages)}
-	if episode.HasSystem(req.Messages) {
-		c.loose = episode.LooseChain(req.Messages)
-	}
-	id := string(fc.Request.Header.Peek(hdrEpisode))
-	if id != "" && !episode.ValidID(id) {
-		return nil, badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrEpisode, len(id))
-	}
-	if ep, from, tip, ok := s.findEpisode(id, req, c.chain, c.loose); ok {
-		c.ep, c.newFrom, c.index, c.claimed = ep, from, ep.Turns, tip
-		c.source = "none"
-		if ep.Context != "" {
-			c.source = "episode"
-		}
-		s.m.Context.WithLabelValues(ep.Arm, c.source).Inc()
-		return c, nil
-	}
-	if id == "" {
-		id = episode.NewID()
-	}
-	taskID := string(fc.Request.Header.Peek(hdrTask))
-	if taskID != "" && !episode.ValidID(taskID) {
-		return nil, badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrTask, len(taskID))
-	}
-	if taskID == "" {
-		taskID = episode.TaskID(req.Task)
-	}
-	arm := run.Policy.Assign(id, taskID, string(fc.Request.Header.Peek(hdrArm)))
-	text, source := "", "none"
-	if req.Continues == "" {
-		augStart := time.Now()
-		text, source = s.resolveContext(sctx, run, arm.Name, arm.Augmenter, req, taskID)
-		c.augment = time.Since(augStart)
-		s.m.ContextDuration.WithLabelValues(arm.Name).Observe(c.augment.Seconds())
-	} // else: the conversation began elsewhere (another camproxy, an expired episode):
-	// its context, if any, is unknown, and new context would land mid-conversation.
-	now := time.Now().UTC()
-	ep := &episode.Episode{ID: id, TaskID: taskID, Task: req.Task, Arm: arm.Name, Context: text, ContextSource: source,
-		Protocol: rt.proto, Model: req.Model, StartedAt: now, UpdatedAt: now}
-	sctx, cancel := context.WithTimeout(s.base, storeTimeout)
-	defer cancel()
-	stored, created, err := s.episodes.Create(sctx, ep)
-	switch {
-	case err != nil:
-		s.log.Warn("episode store unavailable; episode not persisted", "episode", id, "err", err)
-		created = true
-	case !created:
-		// A concurrent first turn of the same episode won: use its arm and context.
-		ep = stored
-		source = "episode"
-	}
-	c.ep, c.isNew, c.source, c.index = ep, created, source, ep.Turns
-	if created {
-		s.m.Episodes.WithLabelValues(ep.Arm).Inc()
-	}
-	s.m.Context.WithLabelValues(ep.Arm, source).Inc()
-	return c, nil
 }
 
 // findEpisode returns the episode a call continues: the one named by the header, else
@@ -280,21 +308,28 @@ func jsonContentType(ct []byte) bool {
 	return bytes.Equal(mt, []byte("application/json")) || bytes.HasSuffix(mt, []byte("+json"))
 }
 
-// chatCall is one call's state; as the tee it decodes the answer while it is relayed.
-type chatCall struct {
-	s       *Server
-	proto   string
-	req     *protocol.View
-	start   time.Time
-	chain   []uint64
-	loose   []uint64 // episode.LooseChain of the messages; nil when they have no system message
-	ep      *episode.Episode
-	isNew   bool
-	newFrom int
-	source  string
-	augment time.Duration
-	index   int     // turn index: completed turns before this one
-	claimed *uint64 // the stitching tip this call claimed, released if it fails
+// call is one call's state through the pipeline; as the relay's tee it decodes the
+// answer while it is relayed, and its done is step 7, record.
+type call struct {
+	s    *Server
+	rt   *route
+	run  *Runtime // read once, at the call's start: a reload does not change a call midway
+	r    protocol.Request
+	req  *protocol.View
+	sctx context.Context // the call span's context
+	span trace.Span      // the call's span (a no-op with tracing off)
+
+	start     time.Time
+	chain     []uint64
+	loose     []uint64 // episode.LooseChain of the messages; nil when they have no system message
+	ep        *episode.Episode
+	isNew     bool
+	newFrom   int
+	augmenter string // a new episode's arm's augmenter
+	source    string
+	augment   time.Duration
+	index     int     // turn index: completed turns before this one
+	claimed   *uint64 // the stitching tip this call claimed, released if it fails
 
 	dec      protocol.Decoder
 	body     bodyWriter // the relayed bytes on their way to dec, decoded of their Content-Encoding
@@ -302,17 +337,16 @@ type chatCall struct {
 	advanced bool
 	answer   protocol.Message
 	usage    protocol.Usage
-	span     trace.Span // the call's span (a no-op with tracing off)
 }
 
-func (c *chatCall) begin(status int, contentEncoding string) {
+func (c *call) begin(status int, contentEncoding string) {
 	c.status = status
 	if status/100 == 2 {
 		c.body = decodeBody(contentEncoding, c.dec)
 	}
 }
 
-func (c *chatCall) chunk(p []byte) {
+func (c *call) chunk(p []byte) {
 	if c.body == nil {
 		return
 	}
@@ -324,7 +358,7 @@ func (c *chatCall) chunk(p []byte) {
 	}
 }
 
-func (c *chatCall) done(status int, err error, ttfb time.Duration) {
+func (c *call) done(status int, err error, ttfb time.Duration) {
 	s := c.s
 	var bodyErr error
 	if c.body != nil {
@@ -342,8 +376,8 @@ func (c *chatCall) done(status int, err error, ttfb time.Duration) {
 		cancel()
 	}
 	total := time.Since(c.start)
-	s.m.Requests.WithLabelValues(c.proto, c.ep.Arm, statusLabel(status)).Inc()
-	s.m.RequestDuration.WithLabelValues(c.proto, c.ep.Arm).Observe(total.Seconds())
+	s.m.Requests.WithLabelValues(c.rt.name, c.ep.Arm, statusLabel(status)).Inc()
+	s.m.RequestDuration.WithLabelValues(c.rt.name, c.ep.Arm).Observe(total.Seconds())
 	if c.usage.InputTokens > 0 || c.usage.OutputTokens > 0 {
 		s.m.Tokens.WithLabelValues(c.ep.Arm, "input").Add(float64(c.usage.InputTokens))
 		s.m.Tokens.WithLabelValues(c.ep.Arm, "output").Add(float64(c.usage.OutputTokens))
@@ -366,7 +400,7 @@ func (c *chatCall) done(status int, err error, ttfb time.Duration) {
 
 // advance moves the episode past this turn: the history now ends with the answer, and
 // its hash becomes the episode's tip for stitching the next call.
-func (c *chatCall) advance(answer protocol.Message) {
+func (c *call) advance(answer protocol.Message) {
 	c.advanced = true
 	c.answer = answer
 	var prev uint64
