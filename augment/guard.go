@@ -30,6 +30,7 @@ type Guard struct {
 	timeout time.Duration
 	cb      *gobreaker.CircuitBreaker[string]
 	m       *metrics.Metrics
+	latency Latency // the calls that ran, for the dashboard
 }
 
 // NewGuard wraps a. name labels the metrics; m may be nil. timeout <= 0 means
@@ -58,6 +59,9 @@ func NewGuard(name string, a Augmenter, timeout time.Duration, b BreakerOptions,
 // State reports the breaker state (and moves an expired open breaker to half-open).
 func (g *Guard) State() gobreaker.State { return g.cb.State() }
 
+// Latency is how long the augmenter's calls took, those the breaker let through.
+func (g *Guard) Latency() LatencySnapshot { return g.latency.Snapshot() }
+
 // Augment calls the augmenter unless the breaker is open, and returns by the
 // deadline even if the augmenter ignores its context.
 func (g *Guard) Augment(ctx context.Context, req Request) (string, error) {
@@ -67,8 +71,12 @@ func (g *Guard) Augment(ctx context.Context, req Request) (string, error) {
 		ran = true
 		return g.call(ctx, req)
 	})
-	if ran && g.m != nil {
-		g.m.AugmentDuration.WithLabelValues(g.name).Observe(time.Since(start).Seconds())
+	if ran {
+		d := time.Since(start)
+		g.latency.Observe(d)
+		if g.m != nil {
+			g.m.AugmentDuration.WithLabelValues(g.name).Observe(d.Seconds())
+		}
 	}
 	var gone callerGone
 	switch {

@@ -255,6 +255,24 @@ func (r *Recorder) Spooled() map[string]int {
 	return out
 }
 
+// Backlog is what the recorder holds back from its sinks at one moment.
+type Backlog struct {
+	Queue   int            // events in memory, not yet encoded
+	Spooled map[string]int // events in the local spools, by sink name (file, redis, s3)
+}
+
+// Backlog reads the queue and the spools (the dashboard). It takes each spool's lock
+// for a moment, as an overflowing Add does; it never waits for a sink.
+func (r *Recorder) Backlog() Backlog {
+	b := Backlog{Queue: len(r.q), Spooled: make(map[string]int, len(r.writers))}
+	for _, w := range r.writers {
+		w.mu.Lock()
+		b.Spooled[w.label] += w.spool.pending
+		w.mu.Unlock()
+	}
+	return b
+}
+
 // sinkWriter owns one sink, its batch and its spool.
 type sinkWriter struct {
 	r       *Recorder

@@ -144,3 +144,43 @@ func TestRecorderMedia(t *testing.T) {
 		}
 	}
 }
+
+// TestRecorderBacklog: events a down sink cannot take show in the backlog under the
+// sink's name, summed over the sinks of that name; once they are delivered the
+// backlog is empty again.
+func TestRecorderBacklog(t *testing.T) {
+	a, b := &gateSink{down: true}, &gateSink{down: true}
+	r, err := NewRecorder([]Named{{Sink: a, URI: "gate://a"}, {Sink: b, URI: "gate://b"}}, RecorderOptions{SpoolDir: t.TempDir(),
+		RetryEvery: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if bl := r.Backlog(); bl.Queue != 0 || len(bl.Spooled) != 1 || bl.Spooled["gate"] != 0 {
+		t.Fatalf("a new recorder's backlog: %+v", bl)
+	}
+	for i := range 5 {
+		r.Add(reward(i))
+	}
+	waitFor(t, "10 events spooled", func() bool { return r.Backlog().Spooled["gate"] == 10 })
+	for _, g := range []*gateSink{a, b} {
+		g.mu.Lock()
+		g.down = false
+		g.mu.Unlock()
+	}
+	waitFor(t, "the spools delivered", func() bool { bl := r.Backlog(); return bl.Spooled["gate"] == 0 && bl.Queue == 0 })
+	if a.written.Load() != 5 || b.written.Load() != 5 {
+		t.Fatalf("written %d and %d, want 5 each", a.written.Load(), b.written.Load())
+	}
+}
+
+// waitFor polls cond until it holds; a generous bound only keeps a broken recorder
+// from hanging the suite.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
