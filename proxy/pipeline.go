@@ -110,10 +110,7 @@ func (s *Server) fail(fc *fasthttp.RequestCtx, rt *route, e *Error) {
 // its messages), or a new one's id and task.
 func (c *call) episode(fc *fasthttp.RequestCtx) *Error {
 	req := c.req
-	c.chain = episode.Chain(req.Messages)
-	if episode.HasSystem(req.Messages) {
-		c.loose = episode.LooseChain(req.Messages)
-	}
+	c.chain, c.loose = episode.Chains(req)
 	id := string(fc.Request.Header.Peek(hdrEpisode))
 	if id != "" && !episode.ValidID(id) {
 		return badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrEpisode, len(id))
