@@ -60,6 +60,7 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 		c.open()
 	}
 	s.m.Context.WithLabelValues(c.ep.Arm, c.source).Inc()
+	s.stats.contextServed(c.ep.Arm, c.source)
 	out := c.splice(fc.PostBody())
 	propagate(c.sctx, s, fc)
 	// Read before forwarding: once a stream starts, c belongs to the relay.
@@ -177,6 +178,7 @@ func (c *call) open() {
 	c.isNew, c.index = created, c.ep.Turns
 	if created {
 		c.s.m.Episodes.WithLabelValues(c.ep.Arm).Inc()
+		c.s.stats.episodeStarted(c.ep.Arm)
 	}
 }
 

@@ -89,6 +89,7 @@ type Server struct {
 	cache    ContextCache
 	episodes episode.Store
 	rec      Recorder
+	stats    stats // episodes and context decisions by arm, for the dashboard
 	maxBody  int
 	srv      *fasthttp.Server
 

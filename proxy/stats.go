@@ -58,6 +58,9 @@ type ArmStats struct {
 	Context  map[string]int64 // context decisions by source (miss, hit, episode, none, fail-open, skip); zeros left out
 }
 
+// Stats reads the data plane's counts (the dashboard).
+func (s *Server) Stats() StatsSnapshot { return s.stats.snapshot() }
+
 func (s *stats) snapshot() StatsSnapshot {
 	out := StatsSnapshot{Arms: map[string]ArmStats{}}
 	s.arms.Range(func(k, v any) bool {
