@@ -40,10 +40,12 @@ type Options struct {
 	Rollouts RolloutOptions
 	// Token, if set, is required on every endpoint but /healthz, /readyz and /metrics.
 	Token string
-	// The dashboard (/ui, /v1/status, /v1/episodes?recent=N): the running experiment
-	// (nil = the arms and breakers the metrics know) and the episodes this instance
-	// served (nil = none listed).
+	// The dashboard (/ui, /v1/status, /v1/episodes?recent=N): the running experiment,
+	// the data plane's counts, the replay backlog and the episodes this instance
+	// served. Each may be nil: what it would show is left out.
 	Experiment func() Experiment
+	Traffic    TrafficStats
+	Backlog    ReplayBacklog
 	Recent     *Recent
 }
 

@@ -12,19 +12,34 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	dto "github.com/prometheus/client_model/go"
 
+	"github.com/camproxy/camproxy/augment"
 	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/proxy"
+	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/report"
 )
 
 // This file is the dashboard: the page at /ui and the JSON it reads, /v1/status,
 // /v1/episodes?recent=N and /v1/episodes/{id}/turns. Counters are this instance's
-// since it started, as on /metrics.
+// since it started, as on /metrics. Every figure is a typed snapshot read from the
+// package that keeps it, through the small interfaces below.
+
+// TrafficStats is the data plane's count of episodes started and context decisions,
+// by arm (*proxy.Server).
+type TrafficStats interface {
+	Stats() proxy.StatsSnapshot
+}
+
+// ReplayBacklog is what the replay recorder holds back from its sinks (*replay.Recorder).
+type ReplayBacklog interface {
+	Backlog() replay.Backlog
+}
 
 //go:embed ui/index.html
 var indexHTML []byte
@@ -71,8 +86,9 @@ type ArmState struct {
 // AugmenterState is one augmenter of the running experiment.
 type AugmenterState struct {
 	Name    string
-	Type    string // cam, rag, playbook
-	Breaker string // closed, half-open, open
+	Type    string                  // cam, rag, playbook
+	Breaker string                  // closed, half-open, open
+	Latency augment.LatencySnapshot // its calls (cache misses the breaker let through)
 }
 
 // Turn is what the dashboard keeps of one finished call of an episode: no message
@@ -234,41 +250,20 @@ func (d *dashboard) page(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (d *dashboard) status(w http.ResponseWriter, _ *http.Request) {
-	st, err := d.build()
-	if err != nil {
-		d.o.Logger.Warn("dashboard: metrics not gathered", "err", err)
-	}
+	st := d.build()
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, st)
 }
 
-// build assembles the status from the running experiment, the metrics and the
-// dashboard's reward statistics. A gather error still returns what was gathered.
-func (d *dashboard) build() (Status, error) {
-	var fams map[string]*dto.MetricFamily
-	var gerr error
-	if d.o.Gatherer != nil {
-		var list []*dto.MetricFamily
-		list, gerr = d.o.Gatherer.Gather()
-		fams = make(map[string]*dto.MetricFamily, len(list))
-		for _, f := range list {
-			fams[f.GetName()] = f
-		}
-	}
+// build assembles the status from the running experiment, the data plane's and the
+// replay recorder's snapshots and the dashboard's reward statistics.
+func (d *dashboard) build() Status {
 	st := Status{Since: d.since, At: time.Now().UTC(), Arms: []ArmStatus{}, Augmenters: []AugmenterStatus{},
 		Context: ContextStatus{Results: ContextCount{}}, Replay: ReplayStatus{Spooled: map[string]int64{}}}
 
 	var ex Experiment
 	if d.o.Experiment != nil {
 		ex = d.o.Experiment()
-	} else {
-		// No live view: the arms and breakers the metrics know.
-		each(fams["camproxy_arm_weight"], func(m *dto.Metric, v float64) {
-			ex.Arms = append(ex.Arms, ArmState{Name: label(m, "arm"), Share: v})
-		})
-		each(fams["camproxy_breaker_state"], func(m *dto.Metric, v float64) {
-			ex.Augmenters = append(ex.Augmenters, AugmenterState{Name: label(m, "augmenter"), Breaker: breakerName(v)})
-		})
 	}
 	st.Experiment, st.Adaptive = ex.Name, ex.Adaptive
 	if l := ex.Learn; l != nil {
@@ -301,15 +296,17 @@ func (d *dashboard) build() (Status, error) {
 		a.Augmenter, a.Share, a.Active, a.Stopped = as.Augmenter, as.Share, true, as.Stopped
 		order = append(order, as.Name)
 	}
-	each(fams["camproxy_episodes_total"], func(m *dto.Metric, v float64) {
-		arm(label(m, "arm")).Episodes = int64(v)
-		st.Episodes += int64(v)
-	})
-	each(fams["camproxy_context_total"], func(m *dto.Metric, v float64) {
-		res := label(m, "result")
-		arm(label(m, "arm")).Context[res] += int64(v)
-		st.Context.Results[res] += int64(v)
-	})
+	if d.o.Traffic != nil {
+		for name, t := range d.o.Traffic.Stats().Arms {
+			a := arm(name)
+			a.Episodes = t.Episodes
+			st.Episodes += t.Episodes
+			for res, n := range t.Context {
+				a.Context[res] += n
+				st.Context.Results[res] += n
+			}
+		}
+	}
 	for name, m := range d.rewards.snapshot() {
 		a := arm(name)
 		a.Rewarded = int64(m.n)
@@ -330,102 +327,41 @@ func (d *dashboard) build() (Status, error) {
 		st.Context.HitRate = ptr(float64(hit) / float64(hit+miss))
 	}
 
-	augs := map[string]*AugmenterStatus{}
-	var augOrder []string
-	aug := func(name string) *AugmenterStatus {
-		a := augs[name]
-		if a == nil {
-			a = &AugmenterStatus{Name: name}
-			augs[name] = a
-			augOrder = append(augOrder, name)
-		}
-		return a
-	}
 	for _, as := range ex.Augmenters {
-		a := aug(as.Name)
-		a.Type, a.Breaker = as.Type, as.Breaker
+		a := AugmenterStatus{Name: as.Name, Type: as.Type, Breaker: as.Breaker, Calls: as.Latency.Count}
+		if l := as.Latency; l.Count > 0 {
+			a.MeanMs = ptr(l.Sum.Seconds() / float64(l.Count) * 1000)
+			a.P50Ms, a.P90Ms, a.P99Ms = quantileMs(0.5, l), quantileMs(0.9, l), quantileMs(0.99, l)
+		}
+		st.Augmenters = append(st.Augmenters, a)
 	}
-	if f := fams["camproxy_augment_duration_seconds"]; f != nil {
-		for _, m := range f.GetMetric() {
-			h := m.GetHistogram()
-			if h == nil {
-				continue
-			}
-			a := aug(label(m, "augmenter"))
-			a.Calls = h.GetSampleCount()
-			if a.Calls > 0 {
-				a.MeanMs = ptr(h.GetSampleSum() / float64(a.Calls) * 1000)
-				a.P50Ms, a.P90Ms, a.P99Ms = quantileMs(0.5, h), quantileMs(0.9, h), quantileMs(0.99, h)
-			}
+	slices.SortFunc(st.Augmenters, func(a, b AugmenterStatus) int { return strings.Compare(a.Name, b.Name) })
+
+	if d.o.Backlog != nil {
+		b := d.o.Backlog.Backlog()
+		st.Replay.Queue = int64(b.Queue)
+		for sink, n := range b.Spooled {
+			st.Replay.Spooled[sink] = int64(n)
+			st.Replay.SpooledTotal += int64(n)
 		}
 	}
-	slices.Sort(augOrder)
-	for _, name := range augOrder {
-		st.Augmenters = append(st.Augmenters, *augs[name])
-	}
-
-	each(fams["camproxy_replay_queue_depth"], func(_ *dto.Metric, v float64) { st.Replay.Queue += int64(v) })
-	each(fams["camproxy_replay_spooled_events"], func(m *dto.Metric, v float64) {
-		st.Replay.Spooled[label(m, "sink")] = int64(v)
-		st.Replay.SpooledTotal += int64(v)
-	})
-	return st, gerr
-}
-
-func breakerName(v float64) string {
-	switch v {
-	case 0:
-		return "closed"
-	case 1:
-		return "half-open"
-	case 2:
-		return "open"
-	}
-	return ""
-}
-
-// each calls fn with every sample of a counter or gauge family.
-func each(f *dto.MetricFamily, fn func(m *dto.Metric, v float64)) {
-	if f == nil {
-		return
-	}
-	for _, m := range f.GetMetric() {
-		switch {
-		case m.GetCounter() != nil:
-			fn(m, m.GetCounter().GetValue())
-		case m.GetGauge() != nil:
-			fn(m, m.GetGauge().GetValue())
-		}
-	}
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
+	return st
 }
 
 func ptr[T any](v T) *T { return &v }
 
 // quantileMs estimates the q-quantile of a histogram in milliseconds as Prometheus's
 // histogram_quantile does: linear interpolation inside the bucket holding the rank,
-// the lowest bucket starting at 0, a rank in the +Inf bucket giving the highest finite
-// bound.
-func quantileMs(q float64, h *dto.Histogram) *float64 {
-	total := h.GetSampleCount()
-	if total == 0 {
+// the lowest bucket starting at 0, a rank beyond the last bucket (in +Inf) giving the
+// highest finite bound.
+func quantileMs(q float64, h augment.LatencySnapshot) *float64 {
+	if h.Count == 0 {
 		return nil
 	}
-	rank := q * float64(total)
+	rank := q * float64(h.Count)
 	lower, below := 0.0, 0.0
-	for _, b := range h.GetBucket() {
-		upper, cum := b.GetUpperBound(), float64(b.GetCumulativeCount())
-		if math.IsInf(upper, 1) {
-			break
-		}
+	for _, b := range h.Buckets {
+		upper, cum := b.UpperBound, float64(b.Count)
 		if cum >= rank {
 			v := upper
 			if n := cum - below; n > 0 {

@@ -17,33 +17,58 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
+	"github.com/camproxy/camproxy/augment"
 	"github.com/camproxy/camproxy/episode"
 	"github.com/camproxy/camproxy/metrics"
+	"github.com/camproxy/camproxy/proxy"
+	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/report"
 )
 
-// uiEnv is an admin plane with a memory episode store, its own registry and a fixed
-// running experiment.
+// uiEnv is an admin plane with a memory episode store, its own registry, a fixed
+// running experiment and the data plane's and the recorder's snapshots as set here.
 type uiEnv struct {
-	t      *testing.T
-	h      http.Handler
-	m      *metrics.Metrics
-	store  episode.Store
-	recent *Recent
-	ex     Experiment
+	t       *testing.T
+	h       http.Handler
+	m       *metrics.Metrics
+	store   episode.Store
+	recent  *Recent
+	ex      Experiment
+	traffic proxy.StatsSnapshot
+	backlog replay.Backlog
+}
+
+func (e *uiEnv) Stats() proxy.StatsSnapshot { return e.traffic }
+func (e *uiEnv) Backlog() replay.Backlog    { return e.backlog }
+
+// count adds n context decisions of source on arm, as the data plane counts them.
+func (e *uiEnv) count(arm, source string, n int64) {
+	a := e.traffic.Arms[arm]
+	if a.Context == nil {
+		a.Context = map[string]int64{}
+	}
+	a.Context[source] += n
+	e.traffic.Arms[arm] = a
+}
+
+// started counts an episode the data plane started on arm.
+func (e *uiEnv) started(arm string) {
+	a := e.traffic.Arms[arm]
+	a.Episodes++
+	e.traffic.Arms[arm] = a
 }
 
 func newUIEnv(t *testing.T, token string, live bool) *uiEnv {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	e := &uiEnv{t: t, m: metrics.New(reg), store: episode.NewMemory(time.Minute, nil), recent: NewRecent(3)}
+	e := &uiEnv{t: t, m: metrics.New(reg), store: episode.NewMemory(time.Minute, nil), recent: NewRecent(3),
+		traffic: proxy.StatsSnapshot{Arms: map[string]proxy.ArmStats{}}, backlog: replay.Backlog{Spooled: map[string]int{}}}
 	t.Cleanup(func() { _ = e.store.Close() })
 	e.ex = Experiment{Name: "ab", Arms: []ArmState{{Name: "baseline", Augmenter: "none", Share: 0.25}, {Name: "cam", Augmenter: "cam", Share: 0.75}},
 		Augmenters: []AugmenterState{{Name: "cam", Type: "cam", Breaker: "open"}}}
 	o := Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Gatherer: reg, Metrics: e.m, Episodes: e.store,
-		Record: func(any) {}, Recent: e.recent, Token: token}
+		Record: func(any) {}, Recent: e.recent, Token: token, Traffic: e, Backlog: e}
 	if live {
 		o.Experiment = func() Experiment { return e.ex }
 	}
@@ -110,8 +135,8 @@ func tCI(xs ...float64) (mean float64, ci [2]float64) {
 	return mean, [2]float64{mean - half, mean + half}
 }
 
-// TestUIStatus: /v1/status reports what the running experiment, the metrics and the
-// posted rewards say, arm by arm: shares, episodes, mean reward with its t interval
+// TestUIStatus: /v1/status reports what the running experiment, the data plane, the
+// recorder and the posted rewards say, arm by arm: shares, episodes, mean reward with its t interval
 // (a replaced reward replaces, not adds), the cache hit rate, the breaker, latency
 // percentiles and the replay backlog.
 func TestUIStatus(t *testing.T) {
@@ -119,7 +144,7 @@ func TestUIStatus(t *testing.T) {
 	for i, arm := range []string{"cam", "cam", "cam", "baseline", "baseline", "rollout"} {
 		id := fmt.Sprintf("ep-%d", i)
 		e.episode(id, arm, "task "+id, 1)
-		e.m.Episodes.WithLabelValues(arm).Inc()
+		e.started(arm)
 	}
 	e.reward("ep-0", 1)
 	e.reward("ep-1", 0.5)
@@ -127,16 +152,16 @@ func TestUIStatus(t *testing.T) {
 	e.reward("ep-2", 0.25) // replaces 0
 	e.reward("ep-3", 1)
 	e.reward("ep-5", 0.5)
-	e.m.Context.WithLabelValues("cam", "miss").Add(2)
-	e.m.Context.WithLabelValues("cam", "hit").Add(1)
-	e.m.Context.WithLabelValues("cam", "episode").Add(9)
-	e.m.Context.WithLabelValues("baseline", "none").Add(2)
+	e.count("cam", "miss", 2)
+	e.count("cam", "hit", 1)
+	e.count("cam", "episode", 9)
+	e.count("baseline", "none", 2)
+	var lat augment.Latency
 	for range 10 {
-		e.m.AugmentDuration.WithLabelValues("cam").Observe(0.2) // bucket (0.153, 0.381]
+		lat.Observe(200 * time.Millisecond) // bucket (0.153, 0.381]
 	}
-	e.m.ReplayQueue.Set(4)
-	e.m.ReplaySpooled.WithLabelValues("file:///r").Set(2)
-	e.m.ReplaySpooled.WithLabelValues("redis://:****@h:6379/0").Set(5)
+	e.ex.Augmenters[0].Latency = lat.Snapshot()
+	e.backlog = replay.Backlog{Queue: 4, Spooled: map[string]int{"file:///r": 2, "redis://:****@h:6379/0": 5}}
 
 	st := e.status()
 	if st.Experiment != "ab" || st.Episodes != 6 || st.Since.IsZero() {
@@ -199,9 +224,10 @@ func TestUIStatus(t *testing.T) {
 	}
 }
 
-// TestUIStatusFromMetrics: without a live experiment view, the arms and breakers come
-// from arm_weight and breaker_state; nothing recorded gives no mean, no rate.
-func TestUIStatusFromMetrics(t *testing.T) {
+// TestUIStatusWithoutExperiment: without a live experiment view only the arms the
+// data plane counted are listed, none of them active, and no augmenter; nothing
+// rewarded gives no mean, no hit or miss no rate.
+func TestUIStatusWithoutExperiment(t *testing.T) {
 	e := newUIEnv(t, "", false)
 	// Nothing at all yet: empty lists, never null (the page iterates them).
 	w := e.do(http.MethodGet, "/v1/status", "", nil)
@@ -210,26 +236,29 @@ func TestUIStatusFromMetrics(t *testing.T) {
 			t.Errorf("empty status lacks %s: %s", want, w.Body)
 		}
 	}
-	e.m.ArmWeight.WithLabelValues("a").Set(1)
-	e.m.BreakerState.WithLabelValues("cam").Set(1)
+	e.started("a")
+	e.count("a", "none", 1)
 	st := e.status()
-	if len(st.Arms) != 1 || st.Arms[0].Name != "a" || st.Arms[0].Share != 1 || st.Arms[0].MeanReward != nil || st.Context.HitRate != nil {
+	if len(st.Arms) != 1 || st.Arms[0].Name != "a" || st.Arms[0].Active || st.Arms[0].Episodes != 1 || st.Arms[0].Context["none"] != 1 ||
+		st.Arms[0].MeanReward != nil || st.Context.HitRate != nil {
 		t.Errorf("arms: %+v context %+v", st.Arms, st.Context)
 	}
-	if len(st.Augmenters) != 1 || st.Augmenters[0].Breaker != "half-open" || st.Augmenters[0].P50Ms != nil {
+	if len(st.Augmenters) != 0 {
 		t.Errorf("augmenters: %+v", st.Augmenters)
 	}
 }
 
 func TestUIQuantile(t *testing.T) {
-	bucket := func(ub float64, n uint64) *dto.Bucket { return &dto.Bucket{UpperBound: &ub, CumulativeCount: &n} }
-	hist := func(count uint64, b ...*dto.Bucket) *dto.Histogram {
-		return &dto.Histogram{SampleCount: &count, Bucket: append(b, bucket(math.Inf(1), count))}
+	bucket := func(ub float64, n uint64) augment.LatencyBucket {
+		return augment.LatencyBucket{UpperBound: ub, Count: n}
+	}
+	hist := func(count uint64, b ...augment.LatencyBucket) augment.LatencySnapshot {
+		return augment.LatencySnapshot{Count: count, Buckets: b} // the rest are in +Inf
 	}
 	cases := []struct {
 		name string
 		q    float64
-		h    *dto.Histogram
+		h    augment.LatencySnapshot
 		want *float64 // ms
 	}{
 		{"empty", 0.5, hist(0, bucket(1, 0)), nil},

@@ -175,10 +175,14 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	for i, rdb := range a.redis {
 		checks = append(checks, admin.Check{Name: fmt.Sprintf("redis-%d", i), Degraded: true, Fn: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	}
+	var backlog admin.ReplayBacklog // none when Options.Recorder replaced the recorder
+	if a.Recorder != nil {
+		backlog = a.Recorder
+	}
 	a.admin = &http.Server{
 		Handler: admin.New(admin.Options{Logger: log, Gatherer: reg, Metrics: a.Metrics, Ready: checks,
 			Episodes: a.Episodes, Record: a.record, Reward: a.observeReward, Token: cfg.Admin.Token,
-			Experiment: a.experiment, Recent: recent,
+			Experiment: a.experiment, Traffic: a.Proxy, Backlog: backlog, Recent: recent,
 			Rollouts: admin.RolloutOptions{Runner: cfg.Rollouts.Runner, MaxInFlight: cfg.Rollouts.MaxInFlight, DefaultTimeout: cfg.Rollouts.DefaultTimeout}}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/camproxy/camproxy/admin"
+	"github.com/camproxy/camproxy/augment"
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/protocol"
@@ -227,6 +228,9 @@ func (a *App) experiment() admin.Experiment {
 		}
 		if g, ok := src.Augmenter.(interface{ State() gobreaker.State }); ok {
 			st.Breaker = g.State().String()
+		}
+		if g, ok := src.Augmenter.(*augment.Guard); ok {
+			st.Latency = g.Latency()
 		}
 		ex.Augmenters = append(ex.Augmenters, st)
 	}
