@@ -8,149 +8,191 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
 )
 
-// The fasthttp upstream path. camproxy uses fasthttp's connection pool and its request
-// and response codecs, but runs the exchange itself so that it owns the connection
-// for the whole call: a cancel (client gone, idle timeout, shutdown) only moves the
-// connection's deadlines into the past, which any goroutine may do, and everything
-// pooled — reader, response, connection — is released by the one goroutine that reads
-// the answer, after its last read returned. No pooled object is touched after release
-// and no read races a release (the data race Bifrost hit with fasthttp's streams).
+// One upstream exchange, whichever client runs it. forward and the relay see an
+// exchange: the answer's head, its body as a reader, and release; and an upCall, the
+// call's deadline and cancel. They never know which client ran: camproxy's own
+// HTTP/1.1 exchange on fasthttp's connection pool (fastRoundTrip, the default), or
+// net/http (httpRoundTrip: an HTTP proxy from the environment or a custom
+// RoundTripper).
 
-// upCall is one upstream call's connection, as a cancel sees it.
-type upCall struct {
-	mu        sync.Mutex
-	conn      net.Conn
-	cancelled bool
+// exchange is an upstream's answer once its head has arrived.
+type exchange interface {
+	// head is the status line and headers as the upstream sent them.
+	head() *fasthttp.ResponseHeader
+	// Read reads the body, its transfer coding removed (its content coding kept). A
+	// Read returns what has arrived without waiting for more; io.EOF comes only at
+	// the body's real end, and a body cut short (a chunked body without its last
+	// chunk, a short Content-Length) is io.ErrUnexpectedEOF, never a clean end.
+	Read(p []byte) (int, error)
+	// release ends the exchange, once, on the goroutine that read the body, after its
+	// last Read: the connection is reused when reuse is true (the body was read to
+	// its end) and its framing allows it, else closed.
+	release(reuse bool)
 }
+
+// upCall is one upstream call's deadline and cancel. The goroutine that runs the call
+// moves the deadline; any goroutine may cancel it (client gone, shutdown). Either
+// makes a blocked dial, write or read return: on the fasthttp path by moving the
+// connection's deadline, on the net/http path by cancelling the request's context
+// (at the deadline, from a timer).
+type upCall struct {
+	mu       sync.Mutex
+	conn     net.Conn           // fasthttp: the connection, once dialled
+	stop     context.CancelFunc // net/http: cancels the request's context
+	timer    *time.Timer        // net/http: calls stop at the deadline
+	deadline time.Time
+	cause    error // why the call was cancelled (errClientGone, errShutdown); nil if it was not
+}
+
+// errShutdown is the cause of a call cut because shutdown's grace period ended.
+var errShutdown = errors.New("camproxy is shutting down: the call outlived the shutdown grace period")
 
 // past is a deadline that has passed: it makes any blocked read or write return.
 var past = time.Unix(1, 0)
 
-// cancel stops the call: the read or write in progress returns a timeout error, and
-// so does every later one. Safe from any goroutine, any number of times.
-func (c *upCall) cancel() {
+// cancel stops the call for cause: the dial, write or read in progress fails, and
+// so does every later one. Safe from any goroutine, any number of times; the first
+// cause is kept.
+func (c *upCall) cancel(cause error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.cancelled = true
+	if c.cause == nil {
+		c.cause = cause
+	}
 	if c.conn != nil {
 		_ = c.conn.SetDeadline(past)
 	}
+	if c.stop != nil {
+		c.stop()
+	}
 }
 
+// cancelled is the cause of a cancel, nil if there was none.
+func (c *upCall) cancelled() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cause
+}
+
+// setDeadline bounds what the call does from now on (zero: nothing), unless it was
+// cancelled (its deadline stays in the past).
+func (c *upCall) setDeadline(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cause != nil {
+		return
+	}
+	c.deadline = t
+	if c.conn != nil {
+		_ = c.conn.SetDeadline(t)
+	}
+	if c.stop == nil {
+		return
+	}
+	switch {
+	case t.IsZero():
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+	case c.timer == nil:
+		c.timer = time.AfterFunc(time.Until(t), c.stop)
+	default:
+		c.timer.Reset(time.Until(t))
+	}
+}
+
+// beforeRead gives the next read of the answer idle to bring something (no bound when
+// idle is 0): the idle timeout, for buffered answers and streams alike.
+func (c *upCall) beforeRead(idle time.Duration) {
+	var t time.Time
+	if idle > 0 {
+		t = time.Now().Add(idle)
+	}
+	c.setDeadline(t)
+}
+
+// timeLeft is the time until the call's deadline, at most limit.
+func (c *upCall) timeLeft(limit time.Duration) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.deadline.IsZero() {
+		return limit
+	}
+	return min(time.Until(c.deadline), limit)
+}
+
+// expired says whether the call's deadline has passed.
+func (c *upCall) expired() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.deadline.IsZero() && !time.Now().Before(c.deadline)
+}
+
+// attach gives the call its connection, with the deadline set so far; false if the
+// call was cancelled meanwhile (the caller closes conn).
 func (c *upCall) attach(conn net.Conn) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cancelled {
+	if c.cause != nil {
 		return false
 	}
 	c.conn = conn
+	_ = conn.SetDeadline(c.deadline)
 	return true
 }
 
-func (c *upCall) detach() {
-	c.mu.Lock()
-	c.conn = nil
-	c.mu.Unlock()
-}
-
-func (c *upCall) wasCancelled() bool {
+// detach takes the connection away before it is pooled or closed, so that a late
+// cancel cannot touch a connection another call now uses; it says whether the call
+// was cancelled.
+func (c *upCall) detach() (cancelled bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cancelled
+	c.conn = nil
+	return c.cause != nil
 }
 
-// setReadDeadline moves the read deadline unless the call was cancelled (whose
-// deadline must stay in the past).
-func (c *upCall) setReadDeadline(t time.Time) {
+// useContext makes stop (a request context's cancel) the call's cancel and deadline:
+// the net/http path.
+func (c *upCall) useContext(stop context.CancelFunc) {
 	c.mu.Lock()
-	if !c.cancelled && c.conn != nil {
-		_ = c.conn.SetReadDeadline(t)
+	defer c.mu.Unlock()
+	c.stop = stop
+	if c.cause != nil {
+		stop()
 	}
-	c.mu.Unlock()
 }
 
-func (c *upCall) setDeadline(t time.Time) {
+// end releases the net/http path's timer and context.
+func (c *upCall) end() {
 	c.mu.Lock()
-	if !c.cancelled && c.conn != nil {
-		_ = c.conn.SetDeadline(t)
+	defer c.mu.Unlock()
+	if c.timer != nil {
+		c.timer.Stop()
 	}
-	c.mu.Unlock()
+	if c.stop != nil {
+		c.stop()
+	}
 }
 
-// isStreamType says whether an answer is relayed chunk by chunk: SSE or AWS event streams.
-func isStreamType(ct []byte) bool {
-	s := string(ct)
-	return strings.HasPrefix(s, "text/event-stream") || strings.HasPrefix(s, "application/vnd.amazon.eventstream")
-}
-
-// roundTrip sends req on a pooled connection and reads the answer's headers into
-// resp; a buffered (non-stream) answer's body is read too, a stream's (resp.StreamBody)
-// is left to read from body. release gives the connection back (reuse: the body was read
-// to its end) or closes it; it must be called once, by the goroutine that reads.
-// A pooled connection that the server closed while idle is retried on another, as
-// net/http does; a fresh connection is not.
-func roundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response, call *upCall, firstByte, idle time.Duration) (body io.Reader, release func(reuse bool), err error) {
-	head := req.Header.IsHead()
-	for attempt := 0; ; attempt++ {
-		t0 := time.Now()
-		cc, err := hc.AcquireConn(0, false)
-		if err != nil {
-			return nil, nil, err
-		}
-		fresh := !cc.CreatedTime().Before(t0)
-		conn := cc.Conn()
-		if !call.attach(conn) {
-			hc.CloseConn(cc)
-			return nil, nil, errUpstreamCancelled
-		}
-		var deadline time.Time
-		if firstByte > 0 {
-			deadline = time.Now().Add(firstByte)
-		}
-		call.setDeadline(deadline)
-		bw := hc.AcquireWriter(conn)
-		err = req.Write(bw)
-		if err == nil {
-			err = bw.Flush()
-		}
-		hc.ReleaseWriter(bw)
-		if err == nil {
-			br := hc.AcquireReader(conn)
-			if err = readAnswer(resp, br, head, call, idle); err == nil {
-				if resp.StreamBody {
-					body = newBodyReader(br, resp.Header.ContentLength())
-				}
-				return body, func(reuse bool) {
-					hc.ReleaseReader(br)
-					cancelled := call.wasCancelled()
-					call.detach()
-					if reuse && !cancelled && !resp.ConnectionClose() {
-						hc.ReleaseConn(cc)
-					} else {
-						hc.CloseConn(cc)
-					}
-				}, nil
-			}
-			hc.ReleaseReader(br)
-		}
-		call.detach()
-		hc.CloseConn(cc)
-		if !deadline.IsZero() && !time.Now().Before(deadline) && !call.wasCancelled() {
-			return nil, nil, &timeoutError{fmt.Sprintf("no first byte within %s (first_byte_timeout): %v", firstByte, err)}
-		}
-		if fresh || attempt >= 2 || call.wasCancelled() || !idleClosed(err) {
-			return nil, nil, err
-		}
+// failure names why a call failed: cancelled (the cause), out of time (a timeout
+// error saying which deadline, what), or the upstream's own error as it was.
+func (c *upCall) failure(err error, what string) error {
+	if cause := c.cancelled(); cause != nil {
+		return fmt.Errorf("%w (%v)", cause, err)
 	}
+	if c.expired() {
+		return &timeoutError{fmt.Sprintf("%s: %v", what, err)}
+	}
+	return err
 }
 
 // timeoutError is a call that ran out of time (a net.Error whose Timeout is true).
@@ -160,6 +202,96 @@ func (e *timeoutError) Error() string   { return e.msg }
 func (e *timeoutError) Timeout() bool   { return true }
 func (e *timeoutError) Temporary() bool { return false }
 
+// isStreamType says whether an answer is relayed chunk by chunk: SSE or AWS event streams.
+func isStreamType(ct []byte) bool {
+	s := string(ct)
+	return strings.HasPrefix(s, "text/event-stream") || strings.HasPrefix(s, "application/vnd.amazon.eventstream")
+}
+
+// bodiless says whether an answer has no body whatever its headers say (RFC 9112 §6.3).
+func bodiless(head bool, status int) bool {
+	return head || status < 200 || status == http.StatusNoContent || status == http.StatusNotModified
+}
+
+// The fasthttp path. camproxy uses fasthttp's connection pool and its request and
+// header codecs, but runs the exchange itself so that it owns the connection for the
+// whole call: a cancel only moves the connection's deadlines into the past, which any
+// goroutine may do, and everything pooled — reader, connection — is released by the
+// one goroutine that reads the answer, after its last read returned. No pooled object
+// is touched after release and no read races a release (the data race Bifrost hit
+// with fasthttp's streams).
+
+// fastRoundTrip sends the call on a pooled connection and reads the answer's head.
+// The call's deadline (first_byte_timeout, set by the caller) covers everything:
+// dialling (the pool dials with the time left), the TLS handshake (done by the first
+// write), writing the request and reading the head. A pooled connection that the
+// server closed while idle is retried on another, as net/http does; a fresh
+// connection is not.
+func (u *Upstream) fastRoundTrip(ctx context.Context, call *upCall, fc *fasthttp.RequestCtx, body []byte, identity bool) (exchange, error) {
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	hc, err := u.fastRequest(ctx, fc, req, body, identity)
+	if err != nil {
+		return nil, requestError(err)
+	}
+	for attempt := 0; ; attempt++ {
+		x, fresh, err := fastAttempt(hc, req, call)
+		if err == nil {
+			return x, nil
+		}
+		if fresh || attempt >= 2 || call.cancelled() != nil || call.expired() || !idleClosed(err) {
+			return nil, upstreamError(hc.Addr, call.failure(err, "no first byte within "+u.FirstByteTimeout.String()+" (first_byte_timeout)"))
+		}
+	}
+}
+
+// fastAttempt is one try of fastRoundTrip; fresh says whether its connection was new.
+func fastAttempt(hc *fasthttp.HostClient, req *fasthttp.Request, call *upCall) (x *fastExchange, fresh bool, err error) {
+	t0 := time.Now()
+	wait := call.timeLeft(connectTimeout)
+	if wait <= 0 {
+		return nil, false, &timeoutError{"no time left to connect"}
+	}
+	// The pool gives an idle connection, or dials one within wait: its DialTimeout,
+	// or fasthttp's dialer, is given that time.
+	cc, err := hc.AcquireConn(wait, false)
+	if err != nil {
+		return nil, true, err
+	}
+	fresh = !cc.CreatedTime().Before(t0)
+	conn := cc.Conn()
+	if !call.attach(conn) {
+		hc.CloseConn(cc)
+		return nil, fresh, errUpstreamCancelled
+	}
+	bw := hc.AcquireWriter(conn)
+	err = req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	hc.ReleaseWriter(bw)
+	if err == nil {
+		br := hc.AcquireReader(conn)
+		x = fastExchanges.Get().(*fastExchange)
+		if err = x.readHead(br, req.Header.IsHead()); err == nil {
+			x.put = func(reuse bool) {
+				hc.ReleaseReader(br)
+				if cancelled := call.detach(); reuse && !cancelled {
+					hc.ReleaseConn(cc)
+				} else {
+					hc.CloseConn(cc)
+				}
+			}
+			return x, fresh, nil
+		}
+		x.reset()
+		hc.ReleaseReader(br)
+	}
+	call.detach()
+	hc.CloseConn(cc)
+	return nil, fresh, err
+}
+
 // idleClosed says whether err is what a server that closed a kept-alive connection
 // gives: nothing but EOF or a reset before the first byte of the answer.
 func idleClosed(err error) bool {
@@ -167,332 +299,125 @@ func idleClosed(err error) bool {
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-// readAnswer reads the status line and headers (skipping interim 1xx answers), then a
-// buffered body, or sets up the stream of an SSE or event-stream answer.
-func readAnswer(resp *fasthttp.Response, br *bufio.Reader, head bool, call *upCall, idle time.Duration) error {
-	resp.Reset()
-	if err := resp.Header.Read(br); err != nil {
-		return err
-	}
+// errUpstreamCancelled is the error of a call cancelled before its answer ended.
+var errUpstreamCancelled = errors.New("upstream call cancelled")
+
+// fastExchange is an answer read off a fasthttp pool connection. Pooled: a call
+// allocates only its release func and, for a chunked body, httputil's reader.
+type fastExchange struct {
+	resp    fasthttp.Response // only its header is used: the answer's head
+	br      *bufio.Reader
+	body    io.Reader // the body's framing: chunked, fixed or br (until the connection closes)
+	fixed   fixedBody
+	chunked bool
+	ended   bool  // the body was read to its end (for a chunked one, its trailer too)
+	err     error // the trailer's error, once read
+	put     func(reuse bool)
+}
+
+var fastExchanges = sync.Pool{New: func() any { return new(fastExchange) }}
+
+func (x *fastExchange) head() *fasthttp.ResponseHeader { return &x.resp.Header }
+
+// readHead reads the status line and headers (skipping interim 1xx answers) and
+// sets up the body's framing.
+func (x *fastExchange) readHead(br *bufio.Reader, head bool) error {
+	h := &x.resp.Header
 	for n := 0; ; n++ {
-		code := resp.Header.StatusCode()
-		if code < 100 || code > 199 || code == http.StatusSwitchingProtocols {
+		if err := h.Read(br); err != nil {
+			return err
+		}
+		if code := h.StatusCode(); code < 100 || code > 199 || code == http.StatusSwitchingProtocols {
 			break
 		}
 		if n >= 10 {
 			return fmt.Errorf("upstream sent more than %d interim answers", n)
 		}
-		if err := resp.Header.Read(br); err != nil {
-			return err
-		}
 	}
-	code := resp.Header.StatusCode()
-	if head || code == http.StatusNoContent || code == http.StatusNotModified {
-		resp.SkipBody = true
-		return nil
-	}
-	if isStreamType(resp.Header.ContentType()) {
-		resp.StreamBody = true            // read by a bodyReader, not by fasthttp
-		call.setReadDeadline(time.Time{}) // the relay's idle timeout takes over
-		return nil
-	}
-	if idle > 0 {
-		call.setReadDeadline(time.Now().Add(idle))
-	}
-	if err := resp.ReadBody(br, maxResponseBytes); err != nil {
-		return err
-	}
-	if resp.Header.ContentLength() == -1 {
-		if err := resp.Header.ReadTrailer(br); err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
+	h.SetNoDefaultContentType(true) // relay the upstream's Content-Type, or none
+	x.br = br
+	switch cl := h.ContentLength(); {
+	case bodiless(head, h.StatusCode()):
+		x.fixed = fixedBody{r: br}
+		x.body = &x.fixed
+	case cl == -1: // chunked
+		x.chunked = true
+		x.body = httputil.NewChunkedReader(br)
+	case cl >= 0:
+		x.fixed = fixedBody{r: br, left: int64(cl)}
+		x.body = &x.fixed
+	default: // -2: identity, until the connection closes
+		x.body = br
 	}
 	return nil
 }
 
-// forwardFast is forward on the fasthttp client.
-func (s *Server) forwardFast(fc *fasthttp.RequestCtx, up *Upstream, body []byte, identity bool, st Style, t tee) forwardResult {
-	req := fasthttp.AcquireRequest()
-	hc, err := up.fastRequest(s.base, fc, req, body, identity)
-	if err != nil {
-		fasthttp.ReleaseRequest(req)
-		e := &Error{Status: http.StatusBadGateway, Type: "upstream_request", Msg: "cannot build the upstream request", Err: err}
-		writeError(fc, st, e)
-		return s.finishEarly(t, e)
-	}
-	call := &upCall{}
-	stopBase := context.AfterFunc(s.base, call.cancel) // shutdown's grace period is over
-	// Watch for a departed client from the start: a model that thinks for minutes
-	// before its first byte must stop when nobody waits for it.
-	var gone atomic.Bool
-	stopWatch := s.watchPeer(fc.Conn(), func() { gone.Store(true); call.cancel() })
-	resp := fasthttp.AcquireResponse()
-	start := time.Now()
-	stream, release, err := roundTrip(hc, req, resp, call, up.FirstByteTimeout, up.IdleTimeout)
-	ttfb := time.Since(start)
-	fasthttp.ReleaseRequest(req)
-	if err != nil {
-		stopWatch()
-		stopBase()
-		fasthttp.ReleaseResponse(resp)
-		if gone.Load() {
-			return s.finishEarly(t, &Error{Status: 499, Msg: "client went away", Err: errClientGone})
-		}
-		e := upstreamError(hc.Addr, err)
-		s.log.Warn("upstream call failed", "upstream", up.Name, "status", e.Status, "err", err)
-		writeError(fc, st, e)
-		return s.finishEarly(t, e)
-	}
-	status := resp.StatusCode()
-	s.m.UpstreamTTFB.WithLabelValues(up.Name).Observe(ttfb.Seconds())
-	fc.SetStatusCode(status)
-	copyFastHeaders(fc, &resp.Header)
-	if t != nil {
-		t.begin(status, string(resp.Header.ContentEncoding()))
-	}
-	if !resp.StreamBody {
-		// The whole answer was read: hand its buffer to the client's response.
-		fc.Response.SwapBody(resp.SwapBody(nil))
-		release(true)
-		fasthttp.ReleaseResponse(resp)
-		stopWatch()
-		stopBase()
-		if t != nil {
-			t.chunk(fc.Response.Body())
-			t.done(status, nil, ttfb)
-		}
-		return forwardResult{status: status, ttfb: ttfb}
-	}
-	fc.Response.SetBodyStream(&relay{s: s, resp: resp, body: stream, release: release, call: call, conn: fc.Conn(),
-		idle: up.IdleTimeout, t: t, status: status, ttfb: ttfb, stopWatch: stopWatch, stopBase: stopBase, gone: &gone}, -1)
-	return forwardResult{status: status, ttfb: ttfb}
-}
-
-// relay is a streamed answer as fasthttp's server reads it: each Read is one read of
-// the upstream connection, handed to the tee and then written and flushed to the client
-// by the server before the next Read (no coalescing, no extra goroutine or pipe).
-// The server calls CloseWithError once, after the last chunk or on a failed read or
-// write: that ends the call.
-type relay struct {
-	s         *Server
-	resp      *fasthttp.Response
-	body      io.Reader
-	release   func(reuse bool)
-	call      *upCall
-	conn      net.Conn // the client's
-	idle      time.Duration
-	t         tee
-	status    int
-	ttfb      time.Duration
-	stopWatch func()
-	stopBase  func() bool
-	gone      *atomic.Bool
-	readErr   error
-	eof       bool
-}
-
-func (r *relay) Read(p []byte) (int, error) {
-	if r.idle > 0 {
-		r.call.setReadDeadline(time.Now().Add(r.idle))
-	}
-	n, err := r.body.Read(p)
-	if n > 0 {
-		if r.t != nil {
-			r.t.chunk(p[:n])
-		}
-		// A client that stops reading (but keeps its socket open) is cut after idle.
-		if r.conn != nil && r.idle > 0 {
-			_ = r.conn.SetWriteDeadline(time.Now().Add(r.idle))
-		}
-	}
-	switch {
-	case err == nil:
-	case errors.Is(err, io.EOF):
-		r.eof = true
-	default:
-		r.readErr = err
-	}
-	return n, err
-}
-
-// CloseWithError ends the call: werr is the server's error writing the answer (nil
-// when every chunk reached the client), which is either a read error of ours or a
-// client that went away.
-func (r *relay) CloseWithError(werr error) error {
-	r.stopWatch()
-	r.stopBase()
-	if r.conn != nil && r.idle > 0 {
-		_ = r.conn.SetWriteDeadline(time.Time{})
-	}
-	err := r.readErr
-	switch {
-	case r.gone.Load():
-		err = errClientGone
-	case err == nil && werr != nil:
-		err = errClientGone // the write to the client failed
-	case err != nil && r.call.wasCancelled():
-		err = fmt.Errorf("upstream call cancelled (shutdown): %w", err)
-	case err != nil && isTimeout(err) && r.idle > 0:
-		err = fmt.Errorf("upstream sent nothing for %s (idle_timeout): %w", r.idle, err)
-	}
-	if err != nil && !errors.Is(err, errClientGone) {
-		r.s.log.Warn("upstream stream broke", "err", err)
-		if r.conn != nil {
-			_ = r.conn.Close()
-		}
-	}
-	br, _ := r.body.(*bodyReader)
-	r.release(r.eof && err == nil && br != nil && br.length != -2)
-	fasthttp.ReleaseResponse(r.resp)
-	r.resp, r.body = nil, nil
-	if r.t != nil {
-		r.t.done(r.status, err, r.ttfb)
-	}
-	return nil
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// bodyReader reads a streamed answer's body off the connection: chunked, of a known
-// length, or until the connection closes. Each Read returns what one read of the
-// connection brought (never waiting for more), and a body cut short — a chunked body
-// without its last chunk, a short fixed-length one — is io.ErrUnexpectedEOF, never
-// io.EOF: a truncated answer must not reach the agent as a complete one.
-type bodyReader struct {
-	br       *bufio.Reader
-	length   int // -1 chunked, -2 until the connection closes, else bytes left
-	left     int // chunked: bytes left in the current chunk
-	needCRLF bool
-	done     bool
-}
-
-func newBodyReader(br *bufio.Reader, contentLength int) *bodyReader {
-	return &bodyReader{br: br, length: contentLength}
-}
-
-// maxChunkHeader bounds a chunk-size line (with extensions) and a trailer line.
-const maxChunkHeader = 4096
-
-func (b *bodyReader) Read(p []byte) (int, error) {
-	if b.done {
+// Read reads the body. httputil's chunked reader returns io.EOF at the last chunk;
+// the trailer section after it is read (and dropped) then, so that the connection
+// can carry the next call: a body without it is cut short.
+//
+// httputil's reader never waits for another chunk once it has bytes: it returns
+// early when the next chunk's header is not buffered. It does wait for the data of a
+// chunk whose header has arrived: bytes the upstream committed to with that header
+// (and in practice wrote with it).
+func (x *fastExchange) Read(p []byte) (int, error) {
+	if x.ended {
 		return 0, io.EOF
 	}
+	if x.err != nil {
+		return 0, x.err
+	}
+	n, err := x.body.Read(p)
+	if !errors.Is(err, io.EOF) {
+		return n, err
+	}
+	if x.chunked {
+		if terr := x.resp.Header.ReadTrailer(x.br); terr != nil {
+			if errors.Is(terr, io.EOF) {
+				terr = io.ErrUnexpectedEOF
+			}
+			x.err = terr
+			return n, terr
+		}
+	}
+	// A body delimited by the connection's close ends cleanly, but leaves no
+	// connection to reuse.
+	x.ended = x.body != io.Reader(x.br)
+	return n, io.EOF
+}
+
+func (x *fastExchange) release(reuse bool) {
+	x.put(reuse && x.ended && !x.resp.ConnectionClose())
+	x.reset()
+}
+
+func (x *fastExchange) reset() {
+	x.resp.Reset()
+	x.br, x.body, x.fixed, x.chunked, x.ended, x.err, x.put = nil, nil, fixedBody{}, false, false, nil, nil
+	fastExchanges.Put(x)
+}
+
+// fixedBody is a body of a known length: the connection closing short of it is
+// io.ErrUnexpectedEOF. Its last bytes come with io.EOF, so a reader need not ask again.
+type fixedBody struct {
+	r    *bufio.Reader
+	left int64
+}
+
+func (b *fixedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
 	switch {
-	case b.length == -2:
-		n, err := b.br.Read(p)
-		if errors.Is(err, io.EOF) {
-			b.done = true
-		}
-		return n, err
-	case b.length >= 0:
-		if b.length == 0 {
-			b.done = true
-			return 0, io.EOF
-		}
-		n, err := b.br.Read(p[:min(len(p), b.length)])
-		b.length -= n
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return n, err
-	}
-	if b.left == 0 {
-		if b.needCRLF {
-			if err := b.crlf(); err != nil {
-				return 0, err
-			}
-			b.needCRLF = false
-		}
-		size, err := b.chunkSize()
-		if err != nil {
-			return 0, err
-		}
-		if size == 0 {
-			if err := b.trailer(); err != nil {
-				return 0, err
-			}
-			b.done = true
-			return 0, io.EOF
-		}
-		b.left = size
-	}
-	n, err := b.br.Read(p[:min(len(p), b.left)])
-	b.left -= n
-	if b.left == 0 {
-		b.needCRLF = true
-	}
-	if errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
+	case b.left == 0:
+		return n, io.EOF
+	case errors.Is(err, io.EOF):
+		return n, io.ErrUnexpectedEOF
 	}
 	return n, err
-}
-
-func (b *bodyReader) line() ([]byte, error) {
-	l, err := b.br.ReadSlice('\n')
-	switch {
-	case errors.Is(err, bufio.ErrBufferFull) || len(l) > maxChunkHeader:
-		return nil, errors.New("upstream chunk header too long")
-	case errors.Is(err, io.EOF):
-		return nil, io.ErrUnexpectedEOF
-	case err != nil:
-		return nil, err
-	}
-	return l, nil
-}
-
-func (b *bodyReader) crlf() error {
-	l, err := b.line()
-	if err != nil {
-		return err
-	}
-	if len(l) > 2 || len(l) == 2 && l[0] != '\r' {
-		return errors.New("upstream chunk not followed by CRLF")
-	}
-	return nil
-}
-
-func (b *bodyReader) chunkSize() (int, error) {
-	l, err := b.line()
-	if err != nil {
-		return 0, err
-	}
-	size, digits := 0, 0
-	for _, c := range l {
-		var v int
-		switch {
-		case c >= '0' && c <= '9':
-			v = int(c - '0')
-		case c >= 'a' && c <= 'f':
-			v = int(c-'a') + 10
-		case c >= 'A' && c <= 'F':
-			v = int(c-'A') + 10
-		default:
-			if digits == 0 || (c != ';' && c != ' ' && c != '\t' && c != '\r' && c != '\n') {
-				return 0, fmt.Errorf("upstream sent a bad chunk size %q", l)
-			}
-			return size, nil
-		}
-		if digits++; digits > 12 {
-			return 0, errors.New("upstream chunk too large")
-		}
-		size = size<<4 | v
-	}
-	return 0, fmt.Errorf("upstream sent a bad chunk size %q", l)
-}
-
-// trailer skips the trailer fields after the last chunk, up to the blank line.
-func (b *bodyReader) trailer() error {
-	for range 100 {
-		l, err := b.line()
-		if err != nil {
-			return err
-		}
-		if len(l) <= 2 && (len(l) == 1 || l[0] == '\r') {
-			return nil
-		}
-	}
-	return errors.New("upstream sent too many trailer fields")
 }

@@ -1,16 +1,15 @@
 package proxy
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"strings"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -34,73 +33,74 @@ type forwardResult struct {
 
 // forward sends body upstream and relays the answer to the client: buffered for plain
 // JSON answers, chunk by chunk for streams. t (optional) sees every byte. For streams
-// forward returns before the body is relayed; t.done reports the end.
+// forward returns before the body is relayed; t.done reports the end. Which client
+// makes the call (Upstream.roundTrip) is no concern of forward's: every rule about
+// time, a departed client and a broken answer is here, once.
 func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, identity bool, st Style, t tee) forwardResult {
-	if up.client == nil {
-		return s.forwardFast(fc, up, body, identity, st, t)
-	}
-	return s.forwardHTTP(fc, up, body, identity, st, t)
-}
-
-// forwardHTTP is forward through net/http (a configured Transport or an HTTP proxy).
-func (s *Server) forwardHTTP(fc *fasthttp.RequestCtx, up *Upstream, body []byte, identity bool, st Style, t tee) forwardResult {
-	uctx, cancel := context.WithCancel(s.base)
-	req, err := up.newRequest(uctx, fc, body, identity)
-	if err != nil {
-		cancel()
-		e := &Error{Status: http.StatusBadGateway, Type: "upstream_request", Msg: "cannot build the upstream request", Err: err}
-		writeError(fc, st, e)
-		return s.finishEarly(t, e)
-	}
-	// Watch for a departed client from the start: a model that thinks for minutes
-	// before its first byte must stop when nobody waits for it.
-	var gone atomic.Bool
-	stopWatch := s.watchPeer(fc.Conn(), func() { gone.Store(true); cancel() })
+	call := &upCall{}
+	stop := s.watch(fc.Conn(), call)
 	start := time.Now()
-	resp, err := up.client.Do(req)
+	ex, err := up.roundTrip(s.base, call, fc, body, identity)
 	ttfb := time.Since(start)
 	if err != nil {
-		stopWatch()
-		cancel()
-		if gone.Load() {
-			return s.finishEarly(t, &Error{Status: 499, Msg: "client went away", Err: errClientGone})
-		}
-		e := upstreamError(req.URL.Host, err)
-		s.log.Warn("upstream call failed", "upstream", up.Name, "status", e.Status, "err", err)
-		writeError(fc, st, e)
-		return s.finishEarly(t, e)
+		stop()
+		return s.failCall(fc, up, st, t, call, err, "no first byte within "+up.FirstByteTimeout.String()+" (first_byte_timeout)")
 	}
 	s.m.UpstreamTTFB.WithLabelValues(up.Name).Observe(ttfb.Seconds())
-	fc.SetStatusCode(resp.StatusCode)
-	copyResponseHeaders(fc, resp.Header)
-	if t != nil {
-		t.begin(resp.StatusCode, strings.Join(resp.Header.Values("Content-Encoding"), ","))
+	h := ex.head()
+	if bodiless(fc.Request.Header.IsHead(), h.StatusCode()) || !isStreamType(h.ContentType()) {
+		return s.deliver(fc, up, st, t, call, ex, ttfb, stop)
 	}
+	return s.stream(fc, up, st, t, call, ex, ttfb, stop)
+}
 
-	if !isStream(resp) {
-		defer stopWatch()
-		defer cancel()
-		defer resp.Body.Close()
-		fc.Response.ResetBody()
-		bp := s.bufs.Get().(*[]byte)
-		_, err := io.CopyBuffer(fc.Response.BodyWriter(), io.LimitReader(resp.Body, maxResponseBytes), *bp)
-		s.bufs.Put(bp)
-		if err != nil {
-			if gone.Load() {
-				return s.finishEarly(t, &Error{Status: 499, Msg: "client went away", Err: errClientGone})
-			}
-			e := upstreamError(req.URL.Host, err)
-			writeError(fc, st, e)
-			return s.finishEarly(t, e)
-		}
-		if t != nil {
-			t.chunk(fc.Response.Body())
-			t.done(resp.StatusCode, nil, ttfb)
-		}
-		return forwardResult{status: resp.StatusCode, ttfb: ttfb}
+// watch cancels call when the client leaves — seen from the start, even while nothing
+// is written: a model that thinks for minutes before its first byte must stop when
+// nobody waits for it — or when shutdown's grace period is over. The returned func
+// stops watching.
+func (s *Server) watch(conn net.Conn, call *upCall) func() {
+	stopPeer := s.watchPeer(conn, func() { call.cancel(errClientGone) })
+	stopBase := context.AfterFunc(s.base, func() { call.cancel(errShutdown) })
+	return func() {
+		stopPeer()
+		stopBase()
 	}
-	s.relayStream(fc, resp, cancel, up.IdleTimeout, t, ttfb, stopWatch, &gone)
-	return forwardResult{status: resp.StatusCode, ttfb: ttfb}
+}
+
+// idleMsg says which rule cut an answer that stopped coming.
+func idleMsg(up *Upstream) string {
+	return "upstream sent nothing for " + up.IdleTimeout.String() + " (idle_timeout)"
+}
+
+// callError is what the agent is told of a call that failed before anything was
+// relayed; nil when the client left (there is nobody to tell). what names the
+// deadline that was running.
+func callError(up *Upstream, call *upCall, err error, what string) *Error {
+	err = call.failure(err, what)
+	var e *Error
+	switch {
+	case errors.Is(err, errClientGone):
+		return nil
+	case errors.Is(err, errShutdown):
+		return &Error{Status: http.StatusServiceUnavailable, Type: "upstream_cancelled", Msg: "upstream " + up.Base.Host + " call cut", Err: err}
+	case isTimeout(err):
+		return upstreamError(up.Base.Host, err)
+	case errors.As(err, &e):
+		return e
+	}
+	return upstreamError(up.Base.Host, err)
+}
+
+// failCall answers a call that failed before anything was relayed: the error in the
+// route's style, or nothing (recorded as 499) when the client left.
+func (s *Server) failCall(fc *fasthttp.RequestCtx, up *Upstream, st Style, t tee, call *upCall, err error, what string) forwardResult {
+	e := callError(up, call, err, what)
+	if e == nil {
+		return s.finishEarly(t, &Error{Status: 499, Msg: "client went away", Err: errClientGone})
+	}
+	s.log.Warn("upstream call failed", "upstream", up.Name, "status", e.Status, "err", e)
+	writeError(fc, st, e)
+	return s.finishEarly(t, e)
 }
 
 func (s *Server) finishEarly(t tee, e *Error) forwardResult {
@@ -113,86 +113,279 @@ func (s *Server) finishEarly(t tee, e *Error) forwardResult {
 // maxResponseBytes bounds a buffered (non-streamed) upstream answer.
 const maxResponseBytes = 256 << 20
 
-// isStream says whether an answer is relayed chunk by chunk: SSE or AWS event streams.
-func isStream(resp *http.Response) bool {
-	ct := resp.Header.Get("Content-Type")
-	return strings.HasPrefix(ct, "text/event-stream") || strings.HasPrefix(ct, "application/vnd.amazon.eventstream")
+// deliver relays a buffered answer: its body read whole, each read under the idle
+// timeout, straight into the client's response buffer; then status, headers and
+// body go to the client at once. A body that fails (cut short, too slow, too large)
+// is an error answer, not a truncated success.
+func (s *Server) deliver(fc *fasthttp.RequestCtx, up *Upstream, st Style, t tee, call *upCall, ex exchange, ttfb time.Duration, stop func()) forwardResult {
+	h := ex.head()
+	status := h.StatusCode()
+	b, err := readBody(fc.Response.SwapBody(nil)[:0], ex, call, up.IdleTimeout, h.ContentLength())
+	fc.Response.SwapBody(b)
+	stop()
+	if err != nil {
+		ex.release(false)
+		return s.failCall(fc, up, st, t, call, err, idleMsg(up))
+	}
+	fc.SetStatusCode(status)
+	copyHeaders(&fc.Response.Header, h)
+	if t != nil {
+		t.begin(status, string(h.ContentEncoding()))
+	}
+	ex.release(true)
+	if t != nil {
+		t.chunk(fc.Response.Body())
+		t.done(status, nil, ttfb)
+	}
+	return forwardResult{status: status, ttfb: ttfb}
 }
 
-// relayStream writes each upstream read to the client and flushes it at once: a chunk
-// reaches the agent before the next is read. A client that went away (a failed write, or
-// a closed socket seen while the upstream is silent) cancels the upstream request so the
-// model stops generating. An upstream silent for longer than idle is cut, and a stream
-// that breaks mid-way closes the client's connection without the final chunk, so its
-// SDK reports an error rather than a truncated success.
-func (s *Server) relayStream(fc *fasthttp.RequestCtx, resp *http.Response, cancel context.CancelFunc, idle time.Duration, t tee,
-	ttfb time.Duration, stopWatch func(), gone *atomic.Bool) {
-	conn := fc.Conn()
-	status := resp.StatusCode
-	fc.SetBodyStreamWriter(func(w *bufio.Writer) {
-		var idled atomic.Bool
-		defer cancel()
-		defer resp.Body.Close()
-		defer stopWatch()
-		var timer *time.Timer
-		if idle > 0 {
-			timer = time.AfterFunc(idle, func() { idled.Store(true); cancel() })
-			defer timer.Stop()
-		}
-		bp := s.bufs.Get().(*[]byte)
-		defer s.bufs.Put(bp)
-		err := copyStream(w, conn, resp.Body, *bp, t, timer, idle)
-		switch {
-		case err == nil:
-		case errors.Is(err, errClientGone) || gone.Load():
-			err = errClientGone
-		case idled.Load():
-			err = fmt.Errorf("upstream sent nothing for %s (idle_timeout): %w", idle, err)
-		}
-		if err != nil && !errors.Is(err, errClientGone) {
-			s.log.Warn("upstream stream broke", "err", err)
-			_ = conn.Close()
-		}
-		if t != nil {
-			t.done(status, err, ttfb)
-		}
-	})
-}
-
-// copyStream relays r to w one read at a time, flushing each, and feeds t first. A
-// client that stops reading (but keeps its socket open) is cut after idle: each write
-// to conn gets that deadline.
-func copyStream(w *bufio.Writer, conn net.Conn, r io.Reader, buf []byte, t tee, timer *time.Timer, idle time.Duration) error {
-	if conn != nil && idle > 0 {
-		defer conn.SetWriteDeadline(time.Time{})
+// readBody appends r's body to dst, reading straight into its spare capacity (sized
+// for a known length), each read under the idle timeout; at most maxResponseBytes.
+func readBody(dst []byte, r io.Reader, call *upCall, idle time.Duration, size int) ([]byte, error) {
+	if size > 0 && size <= maxResponseBytes {
+		dst = slices.Grow(dst, size)
 	}
 	for {
-		n, err := r.Read(buf)
-		if timer != nil {
-			timer.Reset(idle)
+		if len(dst) == cap(dst) {
+			dst = slices.Grow(dst, 4<<10)
 		}
-		if n > 0 {
-			if t != nil {
-				t.chunk(buf[:n])
-			}
-			if conn != nil && idle > 0 {
-				_ = conn.SetWriteDeadline(time.Now().Add(idle))
-			}
-			_, werr := w.Write(buf[:n])
-			if werr == nil {
-				werr = w.Flush()
-			}
-			if werr != nil {
-				return errClientGone
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
+		call.beforeRead(idle)
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		switch {
+		case len(dst) > maxResponseBytes:
+			return dst, fmt.Errorf("upstream answer larger than %d bytes", maxResponseBytes)
+		case errors.Is(err, io.EOF):
+			return dst, nil
+		case err != nil:
+			return dst, err
 		}
 	}
+}
+
+// stream relays a streamed answer. Its first read is made here, before anything is
+// committed (fasthttp sends the head with the first chunk anyway): an upstream that
+// sends a stream's head and closes before its first byte gets the agent a 502 that
+// says so — not a 200 and a closed connection, which SDKs retry blindly or take for
+// an empty answer.
+func (s *Server) stream(fc *fasthttp.RequestCtx, up *Upstream, st Style, t tee, call *upCall, ex exchange, ttfb time.Duration, stop func()) forwardResult {
+	h := ex.head()
+	status := h.StatusCode()
+	bp := s.bufs.Get().(*[]byte)
+	var n int
+	var err error
+	for n == 0 && err == nil {
+		call.beforeRead(up.IdleTimeout)
+		n, err = ex.Read(*bp)
+	}
+	if n == 0 {
+		stop()
+		ex.release(false)
+		s.bufs.Put(bp)
+		if call.cancelled() != nil || call.expired() {
+			return s.failCall(fc, up, st, t, call, err, idleMsg(up))
+		}
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return s.failCall(fc, up, st, t, call, &Error{Status: http.StatusBadGateway, Type: "upstream_error",
+			Msg: fmt.Sprintf("upstream %s answered %d with an event stream and closed it before sending anything", up.Base.Host, status),
+			Err: err}, idleMsg(up))
+	}
+	fc.SetStatusCode(status)
+	copyHeaders(&fc.Response.Header, h)
+	r := &relay{s: s, up: up, ex: ex, call: call, conn: fc.Conn(), t: t, status: status, ttfb: ttfb, stop: stop,
+		buf: bp, pending: (*bp)[:n], event: errorEventStyle(st, h)}
+	if t != nil {
+		t.begin(status, string(h.ContentEncoding()))
+		t.chunk(r.pending)
+	}
+	r.track(r.pending)
+	r.setErr(err)
+	fc.Response.SetBodyStream(r, -1)
+	return forwardResult{status: status, ttfb: ttfb}
+}
+
+// relay is a streamed answer as fasthttp's server reads it: each Read is one read of
+// the upstream's body, handed to the tee and then written and flushed to the client
+// by the server before the next Read — no coalescing, no extra goroutine or pipe.
+// The server calls CloseWithError once, after the last chunk or on a failed read or
+// write: that ends the call. The streaming rules, once for every client:
+//   - the idle timeout bounds each upstream read (upCall.beforeRead);
+//   - a client that stops reading is cut after the idle timeout (a write deadline);
+//   - a client that leaves (watchPeer, or a failed write) cancels the call: 499,
+//     errClientGone, never an upstream error;
+//   - shutdown's end cancels the call;
+//   - a stream that breaks (cut short, stalled, cancelled) closes the client's
+//     connection without the last chunk, so the SDK reports an error, never a
+//     truncated success; before closing, an error event is written where that is
+//     safe (errorEventStyle).
+type relay struct {
+	s       *Server
+	up      *Upstream
+	ex      exchange
+	call    *upCall
+	conn    net.Conn // the client's
+	t       tee
+	status  int
+	ttfb    time.Duration
+	stop    func()
+	buf     *[]byte // holds pending until it was sent
+	pending []byte  // bytes to send before the next read: the first read, or the error event
+	err     error   // how the upstream's body ended: io.EOF, or why it broke; nil while it goes on
+	event   Style   // the error event's shape; noEvent: none may be written
+	tail    [3]byte // the last bytes relayed: an event may follow only a blank line
+	evented bool
+}
+
+func (r *relay) Read(p []byte) (int, error) {
+	if len(r.pending) > 0 {
+		n := copy(p, r.pending)
+		r.pending = r.pending[n:]
+		r.sent()
+		return n, nil
+	}
+	if r.err != nil {
+		if r.err != io.EOF && !r.evented {
+			r.evented = true
+			if ev := r.errorEvent(); ev != nil {
+				r.pending = ev
+				return r.Read(p)
+			}
+		}
+		return 0, r.err
+	}
+	r.call.beforeRead(r.up.IdleTimeout)
+	n, err := r.ex.Read(p)
+	r.setErr(err)
+	if n > 0 {
+		if r.t != nil {
+			r.t.chunk(p[:n])
+		}
+		r.track(p[:n])
+		r.sent()
+		return n, nil
+	}
+	if r.err == nil {
+		return 0, nil // fasthttp reads again
+	}
+	return r.Read(p)
+}
+
+// setErr keeps how the upstream's body ended, err named by its cause: a departed
+// client, shutdown, the idle timeout, or the upstream's own error.
+func (r *relay) setErr(err error) {
+	switch {
+	case err == nil || r.err != nil:
+	case errors.Is(err, io.EOF):
+		r.err = io.EOF
+	default:
+		r.err = r.call.failure(err, idleMsg(r.up))
+	}
+}
+
+// sent notes that bytes are about to be written to the client: a client that stops
+// reading (but keeps its socket open) is cut after the idle timeout.
+func (r *relay) sent() {
+	if len(r.pending) == 0 && r.buf != nil {
+		r.s.bufs.Put(r.buf)
+		r.buf = nil
+	}
+	if r.conn != nil && r.up.IdleTimeout > 0 {
+		_ = r.conn.SetWriteDeadline(time.Now().Add(r.up.IdleTimeout))
+	}
+}
+
+// track keeps the last bytes relayed.
+func (r *relay) track(b []byte) {
+	if len(b) >= len(r.tail) {
+		copy(r.tail[:], b[len(b)-len(r.tail):])
+		return
+	}
+	n := copy(r.tail[:], r.tail[len(b):])
+	copy(r.tail[n:], b)
+}
+
+// CloseWithError ends the call: werr is the server's error writing the answer (nil
+// when every chunk reached the client), which is either a read error of ours or a
+// client that went away.
+func (r *relay) CloseWithError(werr error) error {
+	r.stop()
+	if r.conn != nil && r.up.IdleTimeout > 0 {
+		_ = r.conn.SetWriteDeadline(time.Time{})
+	}
+	err := r.err
+	switch {
+	case errors.Is(r.call.cancelled(), errClientGone):
+		err = errClientGone
+	case err == io.EOF && werr == nil:
+		err = nil
+	case err == nil || err == io.EOF:
+		err = errClientGone // the write to the client failed, or it stopped reading
+	}
+	if err != nil && !errors.Is(err, errClientGone) {
+		r.s.log.Warn("upstream stream broke", "upstream", r.up.Name, "err", err)
+		if r.conn != nil {
+			_ = r.conn.Close()
+		}
+	}
+	if r.buf != nil {
+		r.s.bufs.Put(r.buf)
+		r.buf, r.pending = nil, nil
+	}
+	r.ex.release(err == nil)
+	r.ex = nil
+	if r.t != nil {
+		r.t.done(r.status, err, r.ttfb)
+	}
+	return nil
+}
+
+// noEvent is a stream that gets no error event.
+const noEvent Style = -1
+
+// errorEventStyle says whether a broken stream may end with an error event, and its
+// shape. It may where the protocol defines one and the SDKs raise it with its
+// message: SSE from OpenAI's APIs (an event whose data has "error": openai-go,
+// openai-python and openai-node all raise it, named "error" or not) and Anthropic's
+// (event: error, data {"type":"error",…}: the SDKs raise it as an API error). Only
+// in plain text: an SSE answer with a content coding cannot take a plain event
+// appended, and AWS event streams are binary frames with checksums. The event is
+// written only at an event boundary (after a blank line), never inside an event
+// cut mid-way, whose half line it would corrupt; the connection is closed after it
+// all the same, so a client that ignores the event still sees a broken stream.
+func errorEventStyle(st Style, h *fasthttp.ResponseHeader) Style {
+	ce := h.ContentEncoding()
+	if (st != StyleOpenAI && st != StyleAnthropic) || !bytes.HasPrefix(h.ContentType(), []byte("text/event-stream")) ||
+		(len(ce) > 0 && string(ce) != "identity") {
+		return noEvent
+	}
+	return st
+}
+
+// errorEvent is the SSE error event for the break, or nil when none may be written:
+// not for a departed client, not outside an event boundary.
+func (r *relay) errorEvent() []byte {
+	if r.event == noEvent || errors.Is(r.err, errClientGone) ||
+		!(r.tail[2] == '\n' && (r.tail[1] == '\n' || r.tail[0] == '\n' && r.tail[1] == '\r')) {
+		return nil
+	}
+	status := http.StatusBadGateway
+	if isTimeout(r.err) {
+		status = http.StatusGatewayTimeout
+	}
+	e := &Error{Status: status, Type: "upstream_error", Msg: "upstream " + r.up.Base.Host + " broke the stream", Err: r.err}
+	// The event's data is the route's error body, as writeError renders it.
+	var scratch fasthttp.RequestCtx
+	writeError(&scratch, r.event, e)
+	ev := append([]byte("event: error\ndata: "), scratch.Response.Body()...)
+	return append(ev, "\n\n"...)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // peerPoll is how often a stream checks whether its client left while the upstream is silent.

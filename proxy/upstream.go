@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -79,8 +78,14 @@ func NewTransport(firstByte time.Duration) *Transport {
 	}}
 }
 
+// connectTimeout bounds connecting (on the fasthttp path) when the call's deadline
+// is further away: an upstream that does not accept is reported within it.
+const connectTimeout = 10 * time.Second
+
 // hostClient is the connection pool of one upstream host. Its buffers are small: an
 // answer is relayed a read at a time, and ten thousand idle streams each hold one.
+// It dials with fasthttp's dialer, which takes the time left of the call's deadline
+// (a Dial set here instead — tests — is called without it).
 func (u *Upstream) hostClient(scheme, host string) *fasthttp.HostClient {
 	key := scheme + "://" + host
 	u.mu.Lock()
@@ -97,10 +102,8 @@ func (u *Upstream) hostClient(scheme, host string) *fasthttp.HostClient {
 			addr += ":80"
 		}
 	}
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	hc := &fasthttp.HostClient{
-		Addr: addr, IsTLS: tlsOn, Name: "camproxy",
-		Dial: func(a string) (net.Conn, error) { return dialer.Dial("tcp", a) },
+		Addr: addr, IsTLS: tlsOn, Name: "camproxy", DialDualStack: true,
 		// Connections are held for the whole of a stream: as many as there are calls.
 		MaxConns:                      1 << 20,
 		MaxIdleConnDuration:           90 * time.Second,
@@ -272,29 +275,85 @@ func hasCAMPrefix(key string) bool {
 	return len(key) >= 6 && strings.EqualFold(key[:6], "x-cam-")
 }
 
-// copyResponseHeaders relays the upstream's headers (request ids, rate limits,
-// retry-after …) minus hop-by-hop and length headers, which fasthttp sets itself.
-func copyResponseHeaders(fc *fasthttp.RequestCtx, h http.Header) {
-	for k, vs := range h {
-		if hopHeaders[k] || k == "Content-Length" {
-			continue
-		}
-		for _, v := range vs {
-			fc.Response.Header.Add(k, v)
-		}
-	}
-}
-
-// copyFastHeaders is copyResponseHeaders for an answer read by the fasthttp client.
-func copyFastHeaders(fc *fasthttp.RequestCtx, h *fasthttp.ResponseHeader) {
-	for k, v := range h.All() {
+// copyHeaders relays the upstream's headers (request ids, rate limits, retry-after
+// …) minus hop-by-hop and length headers, which fasthttp sets itself.
+func copyHeaders(dst, src *fasthttp.ResponseHeader) {
+	for k, v := range src.All() {
 		ks := string(k)
 		if hopHeaders[ks] || ks == "Content-Length" {
 			continue
 		}
-		fc.Response.Header.AddBytesKV(k, v)
+		dst.AddBytesKV(k, v)
 	}
 }
 
-// errUpstreamCancelled is the error of a call cancelled before its answer ended.
-var errUpstreamCancelled = errors.New("upstream call cancelled")
+// roundTrip sends the call upstream and returns its answer once the head has
+// arrived, on camproxy's fasthttp client or, when the upstream has one, through
+// net/http. The call's deadline — first_byte_timeout from now — covers connecting,
+// TLS, writing the request and reading the head. A failure is an *Error.
+func (u *Upstream) roundTrip(ctx context.Context, call *upCall, fc *fasthttp.RequestCtx, body []byte, identity bool) (exchange, error) {
+	if u.client == nil {
+		if u.FirstByteTimeout > 0 {
+			call.setDeadline(time.Now().Add(u.FirstByteTimeout))
+		}
+		return u.fastRoundTrip(ctx, call, fc, body, identity)
+	}
+	return u.httpRoundTrip(ctx, call, fc, body, identity)
+}
+
+// httpRoundTrip is roundTrip through net/http: the call cancels the request's
+// context, at its deadline too, whatever the transport's own timeouts.
+func (u *Upstream) httpRoundTrip(ctx context.Context, call *upCall, fc *fasthttp.RequestCtx, body []byte, identity bool) (exchange, error) {
+	// Only the call cancels the request (its cause named): not ctx's own end.
+	ctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	call.useContext(stop)
+	if u.FirstByteTimeout > 0 {
+		call.setDeadline(time.Now().Add(u.FirstByteTimeout))
+	}
+	req, err := u.newRequest(ctx, fc, body, identity)
+	if err != nil {
+		call.end()
+		return nil, requestError(err)
+	}
+	resp, err := u.client.Do(req)
+	if err != nil {
+		call.end()
+		return nil, upstreamError(req.URL.Host, call.failure(err, "no first byte within "+u.FirstByteTimeout.String()+" (first_byte_timeout)"))
+	}
+	x := &httpExchange{resp: resp, call: call}
+	h := &x.h
+	h.SetNoDefaultContentType(true)
+	h.SetStatusCode(resp.StatusCode)
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	return x, nil
+}
+
+// httpExchange is an answer read by net/http, its head in fasthttp's form.
+type httpExchange struct {
+	h    fasthttp.ResponseHeader
+	resp *http.Response
+	call *upCall
+}
+
+func (x *httpExchange) head() *fasthttp.ResponseHeader { return &x.h }
+
+// Read reads net/http's body: the same chunked reader as the fasthttp path's, and a
+// short Content-Length is io.ErrUnexpectedEOF there too.
+func (x *httpExchange) Read(p []byte) (int, error) { return x.resp.Body.Read(p) }
+
+// release closes the body: net/http pools the connection when the body was read to
+// its end and closes it otherwise.
+func (x *httpExchange) release(bool) {
+	_ = x.resp.Body.Close()
+	x.call.end()
+}
+
+// requestError is a call that could not be built (signing, a target that would
+// leave the upstream).
+func requestError(err error) *Error {
+	return &Error{Status: http.StatusBadGateway, Type: "upstream_request", Msg: "cannot build the upstream request", Err: err}
+}

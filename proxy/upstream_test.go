@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"io"
 	"net/url"
 	"strings"
 	"testing"
@@ -90,45 +89,5 @@ func TestFastRequestStaysOnUpstream(t *testing.T) {
 				t.Fatalf("%s forwarded: %q", h, v)
 			}
 		}
-	}
-}
-
-// TestBodyReader: a streamed body is read one connection read at a time, and a body
-// cut short is never a clean end.
-func TestBodyReader(t *testing.T) {
-	read := func(raw string, length int) (chunks []string, err error) {
-		br := bufio.NewReaderSize(strings.NewReader(raw), 16)
-		r := newBodyReader(br, length)
-		buf := make([]byte, 64)
-		for {
-			n, err := r.Read(buf)
-			if n > 0 {
-				chunks = append(chunks, string(buf[:n]))
-			}
-			if err != nil {
-				return chunks, err
-			}
-		}
-	}
-	chunks, err := read("5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n", -1)
-	if err != io.EOF || strings.Join(chunks, "") != "hello world" {
-		t.Fatalf("chunked: %q %v", chunks, err)
-	}
-	for _, cut := range []string{"5\r\nhello\r\n", "5\r\nhel", "5\r\nhello\r\n0\r\n", "5\r\nhello"} {
-		if _, err := read(cut, -1); err != io.ErrUnexpectedEOF {
-			t.Fatalf("truncated %q: %v, want unexpected EOF", cut, err)
-		}
-	}
-	if _, err := read("zz\r\n", -1); err == nil || err == io.EOF {
-		t.Fatalf("bad chunk size: %v", err)
-	}
-	if chunks, err := read("hello", 5); err != io.EOF || strings.Join(chunks, "") != "hello" {
-		t.Fatalf("fixed length: %q %v", chunks, err)
-	}
-	if _, err := read("hel", 5); err != io.ErrUnexpectedEOF {
-		t.Fatalf("short fixed length: %v", err)
-	}
-	if chunks, err := read("until close", -2); err != io.EOF || strings.Join(chunks, "") != "until close" {
-		t.Fatalf("close-delimited: %q %v", chunks, err)
 	}
 }
