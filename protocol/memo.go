@@ -43,28 +43,60 @@ const (
 // A value is shared by every call that reads the same bytes, and by every goroutine:
 // it must not be modified once read returned it (its Slots excepted: they are atomic). Like a sync.Pool, a Memo holds only
 // what a pure function derives from its argument, so one per adapter package is safe.
+//
+// Besides reading, a Memo finds where a remembered element ends without scanning it
+// (Hits): each element remembers the hashes of the elements that followed it in the
+// calls it was read from, and elements of memoPrefix bytes or more are indexed by
+// their first memoPrefix bytes, so that at an element's start a walker guesses which
+// remembered element it is, compares the bytes at memory speed and jumps past it.
 type Memo[V any] struct {
 	shards    [memoShards]memoShard[V]
 	shardMax  int // bytes per generation of a shard
 	maxLength int // longest raw remembered
+	hits      sync.Pool
 }
+
+const (
+	// memoPrefix is how many leading bytes index an element for Hits: enough to tell
+	// most messages apart, few enough to hash in nanoseconds. Shorter elements are
+	// found only as the successor of the element before them.
+	memoPrefix = 64
+	// memoWays is how many successors an element remembers, and how many elements
+	// one prefix indexes: an episode's branches (retries, trials of one task).
+	memoWays = 4
+	// memoPrefixCost is what a prefix slot is accounted for.
+	memoPrefixCost = 64
+)
 
 type memoShard[V any] struct {
 	mu       sync.Mutex
-	cur, old map[uint64]memoEntry[V]
-	curBytes int
+	cur, old memoGen[V]
+}
+
+// memoGen is one generation of a shard: the entries by the hash of their bytes, and
+// the hashes of the entries by the hash of their first memoPrefix bytes.
+type memoGen[V any] struct {
+	entries map[uint64]*memoEntry[V]
+	prefix  map[uint64][memoWays]uint64 // hash+1 of the entries, newest first; 0 empty
+	bytes   int
 }
 
 type memoEntry[V any] struct {
-	raw string
-	v   V
+	raw  string
+	hash uint64
+	v    V
+	// next holds hash+1 of the elements seen right after this one (0: none), a ring
+	// written at nextAt. Hashes, not pointers: an entry that aged out of the memo
+	// must not be kept alive by a link.
+	next   [memoWays]atomic.Uint64
+	nextAt atomic.Uint32
 }
 
 // NewMemo returns a memo that accounts for at most maxBytes (see MemoBytes).
 func NewMemo[V any](maxBytes int) *Memo[V] {
 	shardMax := maxBytes / memoShards / 2
 	// An entry fits in a generation: the bound holds whatever is read.
-	return &Memo[V]{shardMax: shardMax, maxLength: min(MemoMaxElement, (shardMax-memoOverhead)/2)}
+	return &Memo[V]{shardMax: shardMax, maxLength: min(MemoMaxElement, (shardMax-memoOverhead-memoPrefixCost)/2)}
 }
 
 // Read returns read(s) where s holds raw's bytes, remembered: raw seen before returns
@@ -72,41 +104,95 @@ func NewMemo[V any](maxBytes int) *Memo[V] {
 // returns may alias s but never the caller's buffer (a request body that the server
 // reuses). A hit compares the bytes: a hash collision can only miss.
 func (m *Memo[V]) Read(raw []byte, read func(s string) V) V {
+	if e := m.read(raw, read); e != nil {
+		return e.v
+	}
+	return read(string(raw))
+}
+
+// read is Read's entry; nil when raw is too long to remember.
+func (m *Memo[V]) read(raw []byte, read func(s string) V) *memoEntry[V] {
 	if len(raw) > m.maxLength {
-		return read(string(raw))
+		return nil
 	}
 	h := xxhash.Sum64(raw)
+	if e := m.get(h); e != nil && e.raw == string(raw) {
+		return e
+	}
+	s := string(raw)
+	e := &memoEntry[V]{raw: s, hash: h, v: read(s)}
 	sh := &m.shards[h%memoShards]
 	sh.mu.Lock()
-	e, ok := sh.cur[h]
-	if !ok {
-		if e, ok = sh.old[h]; ok && e.raw == string(raw) {
-			sh.add(h, e, m.shardMax) // still in use: into the current generation
+	sh.add(e, m.shardMax)
+	sh.mu.Unlock()
+	if len(raw) >= memoPrefix {
+		p := xxhash.Sum64(raw[:memoPrefix])
+		sh := &m.shards[p%memoShards]
+		sh.mu.Lock()
+		sh.index(p, h, m.shardMax)
+		sh.mu.Unlock()
+	}
+	return e
+}
+
+// get returns the entry of hash h, if any (its bytes are the caller's to compare).
+func (m *Memo[V]) get(h uint64) *memoEntry[V] {
+	sh := &m.shards[h%memoShards]
+	sh.mu.Lock()
+	e := sh.cur.entries[h]
+	if e == nil {
+		if e = sh.old.entries[h]; e != nil {
+			sh.add(e, m.shardMax) // still in use: into the current generation
 		}
 	}
 	sh.mu.Unlock()
-	if ok && e.raw == string(raw) {
-		return e.v
-	}
-	s := string(raw)
-	v := read(s)
-	sh.mu.Lock()
-	sh.add(h, memoEntry[V]{raw: s, v: v}, m.shardMax)
-	sh.mu.Unlock()
-	return v
+	return e
 }
 
 // add puts e into the current generation, starting a new one when it is full.
-func (sh *memoShard[V]) add(h uint64, e memoEntry[V], limit int) {
+func (sh *memoShard[V]) add(e *memoEntry[V], limit int) {
 	cost := memoCost(e.raw)
-	if sh.cur == nil || sh.curBytes+cost > limit {
-		sh.old, sh.cur, sh.curBytes = sh.cur, make(map[uint64]memoEntry[V]), 0
+	sh.room(cost, limit)
+	if prev, ok := sh.cur.entries[e.hash]; ok {
+		sh.cur.bytes -= memoCost(prev.raw)
 	}
-	if prev, ok := sh.cur[h]; ok {
-		sh.curBytes -= memoCost(prev.raw)
+	sh.cur.entries[e.hash] = e
+	sh.cur.bytes += cost
+}
+
+// index files the entry of hash h under the hash p of its first memoPrefix bytes.
+func (sh *memoShard[V]) index(p, h uint64, limit int) {
+	ways, ok := sh.cur.prefix[p]
+	if !ok {
+		sh.room(memoPrefixCost, limit)
+		ways = sh.old.prefix[p] // what the older generation indexed, carried over
+		sh.cur.bytes += memoPrefixCost
 	}
-	sh.cur[h] = e
-	sh.curBytes += cost
+	if ways[0] == h+1 {
+		sh.cur.prefix[p] = ways
+		return
+	}
+	// Newest first; h moves to the front if it was there already.
+	next := [memoWays]uint64{h + 1}
+	n := 1
+	for _, w := range ways {
+		if w != 0 && w != h+1 && n < memoWays {
+			next[n] = w
+			n++
+		}
+	}
+	sh.cur.prefix[p] = next
+}
+
+// room makes room for cost bytes in the current generation, starting a new one when
+// it is full; it reports whether it started one.
+func (sh *memoShard[V]) room(cost, limit int) bool {
+	if sh.cur.entries != nil && sh.cur.bytes+cost <= limit {
+		return false
+	}
+	sh.old = sh.cur
+	sh.cur = memoGen[V]{entries: make(map[uint64]*memoEntry[V]), prefix: make(map[uint64][memoWays]uint64)}
+	return true
 }
 
 func memoCost(raw string) int { return 2*len(raw) + memoOverhead }
@@ -118,13 +204,161 @@ func (m *Memo[V]) Bytes() int {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
-		n += sh.curBytes
-		for _, e := range sh.old {
-			n += memoCost(e.raw)
-		}
+		n += sh.cur.bytes + sh.old.bytes
 		sh.mu.Unlock()
 	}
 	return n
+}
+
+// link remembers that next followed e.
+func (e *memoEntry[V]) link(next *memoEntry[V]) {
+	if e == nil || next == nil {
+		return
+	}
+	for i := range e.next {
+		if e.next[i].Load() == next.hash+1 {
+			return
+		}
+	}
+	// A race between two calls may overwrite a slot another just wrote: a link lost
+	// costs one element read the slow way, never a wrong one.
+	e.next[(e.nextAt.Add(1)-1)%memoWays].Store(next.hash + 1)
+}
+
+// at returns the entry whose bytes b holds at offset i, followed by whitespace and
+// then ',' or ']' (the end of an array element: a number remembered as "12" is not
+// the start of "123"); its successors of prev are tried first, then the entries
+// indexed by the bytes' prefix. nil when none matches: the caller scans.
+func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V]) *memoEntry[V] {
+	if prev != nil {
+		for k := range prev.next {
+			if h := prev.next[k].Load(); h != 0 {
+				if e := m.get(h - 1); e != nil && matches(b, i, e.raw) {
+					return e
+				}
+			}
+		}
+	}
+	if len(b)-i < memoPrefix || m.maxLength < memoPrefix {
+		return nil
+	}
+	p := xxhash.Sum64(b[i : i+memoPrefix])
+	sh := &m.shards[p%memoShards]
+	sh.mu.Lock()
+	ways, ok := sh.cur.prefix[p]
+	if !ok {
+		ways = sh.old.prefix[p]
+	}
+	sh.mu.Unlock()
+	for _, h := range ways {
+		if h == 0 {
+			break
+		}
+		if e := m.get(h - 1); e != nil && matches(b, i, e.raw) {
+			return e
+		}
+	}
+	return nil
+}
+
+// matches reports whether b holds raw at offset i, then (after whitespace) ',' or ']'.
+func matches(b []byte, i int, raw string) bool {
+	end := i + len(raw)
+	if end > len(b) || string(b[i:end]) != raw {
+		return false
+	}
+	for ; end < len(b); end++ {
+		switch b[end] {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case ',', ']':
+			return true
+		}
+		return false
+	}
+	return false
+}
+
+// Hits is one call's use of a Memo: it vouches, during validation, for the elements
+// the memo holds (Skip: their bytes are those of an element validated before), then
+// gives them to the walk that reads the messages (Take) without scanning them again.
+// Get one with Memo.Hits; Release it when the call's parse is done.
+type Hits[V any] struct {
+	m    *Memo[V]
+	at   []memoHit[V]  // elements vouched for, in offset order
+	k    int           // the first of at not yet taken
+	prev *memoEntry[V] // Skip's previous element, when it was found
+	last *memoEntry[V] // the walk's previous element, when remembered
+}
+
+type memoHit[V any] struct {
+	i, end int
+	e      *memoEntry[V]
+}
+
+// Hits returns a Hits for one call.
+func (m *Memo[V]) Hits() *Hits[V] {
+	h, _ := m.hits.Get().(*Hits[V])
+	if h == nil {
+		h = &Hits[V]{m: m}
+	}
+	return h
+}
+
+// Release returns h to its memo; h must not be used after.
+func (h *Hits[V]) Release() {
+	clear(h.at)
+	h.at, h.k, h.prev, h.last = h.at[:0], 0, nil, nil
+	h.m.hits.Put(h)
+}
+
+// Skip returns the offset after the element that starts at b[i] when the memo holds
+// its bytes, else -1; first says that it is the first element of its array. It is
+// jsontext.Skipper: the validator calls it at each element of a top-level member's
+// array. The memo holds only elements of validated bodies, read at that same depth,
+// so an element whose bytes it holds is valid JSON and valid UTF-8.
+func (h *Hits[V]) Skip(b []byte, i int, first bool) int {
+	if first {
+		h.prev = nil
+	}
+	e := h.m.at(b, i, h.prev)
+	h.prev = e
+	if e == nil {
+		return -1
+	}
+	end := i + len(e.raw)
+	h.at = append(h.at, memoHit[V]{i: i, end: end, e: e})
+	return end
+}
+
+// Begin starts the walk of an array's elements (Take and Read, in order).
+func (h *Hits[V]) Begin() { h.last = nil }
+
+// Take returns the value of the element at b[i] and the offset after it when Skip
+// vouched for it; offsets must be asked in increasing order.
+func (h *Hits[V]) Take(i int) (v V, end int, ok bool) {
+	for h.k < len(h.at) && h.at[h.k].i < i {
+		h.k++
+	}
+	if h.k == len(h.at) || h.at[h.k].i != i {
+		return v, 0, false
+	}
+	e := h.at[h.k].e
+	h.last.link(e)
+	h.last = e
+	return e.v, h.at[h.k].end, true
+}
+
+// Read is Memo.Read for the walk's next element, raw, which Take did not have: it
+// remembers raw as the successor of the element before it.
+func (h *Hits[V]) Read(raw []byte, read func(s string) V) V {
+	e := h.m.read(raw, read)
+	h.last.link(e)
+	h.last = e
+	if e == nil {
+		return read(string(raw))
+	}
+	return e.v
 }
 
 // Slot remembers one value that a consumer derives from a message by a pure function

@@ -83,3 +83,54 @@ func TestSlot(t *testing.T) {
 		}
 	}
 }
+
+// TestHitsSkip: Skip vouches for an element only where the body holds its bytes
+// followed by the end of an array element, through its predecessor or its prefix,
+// and Take gives the walk what Skip found.
+func TestHitsSkip(t *testing.T) {
+	m := NewMemo[string](1 << 20)
+	long := `{"role":"system","content":"` + strings.Repeat("p", memoPrefix) + `"}`
+	short := `{"role":"user","content":"hi"}`
+	num := strings.Repeat("7", memoPrefix+1)
+	h := m.Hits()
+	h.Begin()
+	for _, raw := range []string{long, short, num} {
+		h.Read([]byte(raw), func(s string) string { return s })
+	}
+	h.Release()
+	tests := []struct {
+		body string
+		at   []int // offsets Skip vouches for, from the start of each element
+	}{
+		{`[` + long + `,` + short + `]`, []int{1, 2 + len(long)}},
+		{`[` + long + ` , ` + short + ` ]`, []int{1, 4 + len(long)}},
+		{`[` + short + `,` + long + `]`, []int{2 + len(short)}}, // short: no predecessor, too short to index
+		{`[` + long + `x]`, nil},
+		{`[` + num + `7]`, nil}, // a longer number
+		{`[` + num + `]`, []int{1}},
+		{`[` + long[:len(long)-1] + `]`, nil},
+	}
+	for _, tt := range tests {
+		h := m.Hits()
+		b := []byte(tt.body)
+		var got []int
+		first := true
+		for i := 1; i < len(b); i++ {
+			if b[i] != '{' && b[i] != '7' || b[i-1] == '7' {
+				continue
+			}
+			if end := h.Skip(b, i, first); end >= 0 {
+				got = append(got, i)
+				if v, e, ok := h.Take(i); !ok || e != end || v != string(b[i:end]) {
+					t.Fatalf("%s: Take(%d) = %q, %d, %v", tt.body, i, v, e, ok)
+				}
+				i = end - 1
+			}
+			first = false
+		}
+		h.Release()
+		if fmt.Sprint(got) != fmt.Sprint(tt.at) {
+			t.Errorf("%s: Skip vouched at %v, want %v", tt.body, got, tt.at)
+		}
+	}
+}

@@ -135,6 +135,10 @@ type Request interface {
 	// Splice returns a new body with text inserted per placement; every other byte of
 	// body (the body that was parsed) is unchanged.
 	Splice(body []byte, p Placement, text string) []byte
+	// SpliceTo appends to dst the body Splice returns (body itself when Splice
+	// inserts nothing) and returns the extended slice: the caller splices into a
+	// buffer it reuses rather than a new one per call.
+	SpliceTo(dst, body []byte, p Placement, text string) []byte
 	// Decoder returns a fresh decoder for this call's answer.
 	Decoder() Decoder
 }

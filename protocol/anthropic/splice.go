@@ -25,8 +25,18 @@ type anchor struct {
 // still works). body must be the body given to Parse; any other body, an unknown
 // placement or an empty text come back unchanged (the same slice).
 func (r *Request) Splice(body []byte, p protocol.Placement, text string) []byte {
+	return r.insertion(body, p, text).Apply(body)
+}
+
+// SpliceTo appends to dst the body Splice returns.
+func (r *Request) SpliceTo(dst, body []byte, p protocol.Placement, text string) []byte {
+	return r.insertion(body, p, text).AppendTo(dst, body)
+}
+
+// insertion resolves a splice.
+func (r *Request) insertion(body []byte, p protocol.Placement, text string) jsontext.Insertion {
 	a, ok := r.anchorFor(p)
-	return jsontext.Splice(body, r.bodyLen, a.at, ok, a.Wrap, text)
+	return jsontext.Spliced(body, r.bodyLen, a.at, ok, a.Wrap, text)
 }
 
 // anchorFor resolves a placement to an anchor; false when there is none.

@@ -292,40 +292,50 @@ func (r *ConverseRequest) Parsed() *protocol.View { return &r.View }
 // AppendToTask and NewMessage return body unchanged, as do a body other than the
 // one parsed, an unknown placement and an empty text.
 func (r *ConverseRequest) Splice(body []byte, p protocol.Placement, text string) []byte {
+	return r.insertion(body, p, text).Apply(body)
+}
+
+// SpliceTo appends to dst the body Splice returns.
+func (r *ConverseRequest) SpliceTo(dst, body []byte, p protocol.Placement, text string) []byte {
+	return r.insertion(body, p, text).AppendTo(dst, body)
+}
+
+// insertion resolves a splice.
+func (r *ConverseRequest) insertion(body []byte, p protocol.Placement, text string) jsontext.Insertion {
 	if len(body) != r.bodyLen || text == "" {
-		return body
+		return jsontext.Insertion{}
 	}
 	if p != protocol.AppendToTask {
 		text = strings.TrimLeftFunc(text, unicode.IsSpace)
 		if text == "" {
-			return body
+			return jsontext.Insertion{}
 		}
 	}
 	switch p {
 	case protocol.AppendToTask:
 		if r.Task == "" {
-			return body
+			return jsontext.Insertion{}
 		}
-		return jsontext.Insert(body, r.task.at, "", text, "")
+		return ins(r.task.at, "", text, "")
 	case protocol.System:
 		switch r.sysState {
 		case sysAbsent:
-			return jsontext.Insert(body, r.objOpen+1, `"system":[{"text":"`, text, `"}],`)
+			return ins(r.objOpen+1, `"system":[{"text":"`, text, `"}],`)
 		case sysArray:
-			return jsontext.Insert(body, r.sysClose, sep(r.sysBlocks > 0)+`{"text":"`, text, `"}`)
+			return ins(r.sysClose, sep(r.sysBlocks > 0)+`{"text":"`, text, `"}`)
 		}
 	case protocol.NewMessage:
 		switch {
 		case r.Task == "":
 		case !r.task.inSystem:
-			return jsontext.Insert(body, r.task.close, `,{"text":"`, text, `"}`)
+			return ins(r.task.close, `,{"text":"`, text, `"}`)
 		case r.first.ok:
-			return jsontext.Insert(body, r.first.open+1, `{"text":"`, text, `"}`+sep(r.first.blocks > 0))
+			return ins(r.first.open+1, `{"text":"`, text, `"}`+sep(r.first.blocks > 0))
 		default:
-			return jsontext.Insert(body, r.msgsOpen+1, `{"role":"user","content":[{"text":"`, text, `"}]}`+sep(r.msgsLen > 0))
+			return ins(r.msgsOpen+1, `{"role":"user","content":[{"text":"`, text, `"}]}`+sep(r.msgsLen > 0))
 		}
 	}
-	return body
+	return jsontext.Insertion{}
 }
 
 // sep is "," when an array already has elements.

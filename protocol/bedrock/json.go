@@ -22,3 +22,8 @@ func rootObject(body []byte) (gjson.Result, error) {
 	}
 	return gjson.Result{Type: gjson.JSON, Raw: js}, nil
 }
+
+// ins is the insertion of text between prefix and suffix at offset at.
+func ins(at int, prefix, text, suffix string) jsontext.Insertion {
+	return jsontext.Insertion{At: at, Prefix: prefix, Text: text, Suffix: suffix, OK: true}
+}

@@ -194,55 +194,65 @@ func (r *LlamaRequest) raw(decoded int) int {
 // unchanged, as do a body other than the one parsed, an unknown placement, an empty
 // text and a task block without an end-of-turn token for NewMessage.
 func (r *LlamaRequest) Splice(body []byte, p protocol.Placement, text string) []byte {
+	return r.insertion(body, p, text).Apply(body)
+}
+
+// SpliceTo appends to dst the body Splice returns.
+func (r *LlamaRequest) SpliceTo(dst, body []byte, p protocol.Placement, text string) []byte {
+	return r.insertion(body, p, text).AppendTo(dst, body)
+}
+
+// insertion resolves a splice.
+func (r *LlamaRequest) insertion(body []byte, p protocol.Placement, text string) jsontext.Insertion {
 	if len(body) != r.bodyLen || text == "" {
-		return body
+		return jsontext.Insertion{}
 	}
 	trimmed := strings.TrimLeftFunc(text, unicode.IsSpace)
 	if p != protocol.AppendToTask && trimmed == "" {
-		return body
+		return jsontext.Insertion{}
 	}
 	switch p {
 	case protocol.AppendToTask:
 		if r.Task == "" {
-			return body
+			return jsontext.Insertion{}
 		}
-		return jsontext.Insert(body, r.raw(r.taskAt), "", text, "")
+		return ins(r.raw(r.taskAt), "", text, "")
 	case protocol.System:
-		return r.spliceSystem(body, text, trimmed)
+		return r.spliceSystem(text, trimmed)
 	case protocol.NewMessage:
 		if r.Task == "" {
-			return body
+			return jsontext.Insertion{}
 		}
 		if r.tmpl == nil {
 			at := len(r.prompt)
 			if t := strings.TrimRightFunc(r.prompt, unicode.IsSpace); strings.HasSuffix(t, "[/INST]") {
 				at = len(t) - len("[/INST]")
 			}
-			return jsontext.Insert(body, r.raw(at), "", "\n\n"+trimmed, "")
+			return ins(r.raw(at), "", "\n\n"+trimmed, "")
 		}
 		b := r.blocks[r.taskBlock]
 		if b.eotEnd < 0 {
-			return body
+			return jsontext.Insertion{}
 		}
-		return jsontext.Insert(body, r.raw(b.eotEnd), r.header("user"), trimmed, r.tmpl.eot)
+		return ins(r.raw(b.eotEnd), r.header("user"), trimmed, r.tmpl.eot)
 	}
-	return body
+	return jsontext.Insertion{}
 }
 
 // spliceSystem splices for the System placement.
-func (r *LlamaRequest) spliceSystem(body []byte, text, trimmed string) []byte {
+func (r *LlamaRequest) spliceSystem(text, trimmed string) jsontext.Insertion {
 	if r.tmpl == nil {
-		return jsontext.Insert(body, r.raw(0), "", trimmed+"\n\n", "")
+		return ins(r.raw(0), "", trimmed+"\n\n", "")
 	}
 	for _, b := range r.blocks {
 		if b.role == "system" && b.isMessage {
 			if b.textStart == b.text {
 				text = trimmed // nothing to separate the text from
 			}
-			return jsontext.Insert(body, r.raw(b.text), "", text, "")
+			return ins(r.raw(b.text), "", text, "")
 		}
 	}
-	return jsontext.Insert(body, r.raw(r.blocks[0].start), r.header("system"), trimmed, r.tmpl.eot)
+	return ins(r.raw(r.blocks[0].start), r.header("system"), trimmed, r.tmpl.eot)
 }
 
 // header is the raw JSON text that opens a block of role: the header tokens and the

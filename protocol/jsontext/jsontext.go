@@ -75,8 +75,13 @@ func stringEnd(b []byte, i int) int {
 
 // Validate reports whether body is one JSON document that gjson may walk safely:
 // valid, and nested no deeper than MaxDepth (gjson validates recursively).
-func Validate(body []byte) error {
-	ok, deep := Valid(body)
+func Validate(body []byte) error { return ValidateSkipping(body, nil) }
+
+// ValidateSkipping is Validate that takes s's word for the elements it vouches for
+// (see Skipper): a body whose messages were all validated before costs a validation
+// of the rest of it, with the same errors.
+func ValidateSkipping(body []byte, s Skipper) error {
+	ok, deep, utf8OK := valid(body, s)
 	if deep {
 		return fmt.Errorf("%w: nested deeper than %d levels", protocol.ErrInvalidJSON, MaxDepth)
 	}
@@ -85,7 +90,7 @@ func Validate(body []byte) error {
 	}
 	// JSON is UTF-8 (RFC 8259); the upstreams reject anything else, and a context
 	// spliced next to invalid bytes would be recorded corrupt.
-	if !utf8.Valid(body) {
+	if !utf8OK {
 		return fmt.Errorf("%w: the body is not valid UTF-8", protocol.ErrInvalidJSON)
 	}
 	return nil
@@ -193,12 +198,38 @@ func hex4(s string) rune {
 // are written as they are: they carry the JSON around the text, such as
 // `{"type":"text","text":"` and `"}`. body is not modified. at must be within body.
 func Insert(body []byte, at int, prefix, text, suffix string) []byte {
-	out := make([]byte, 0, len(body)+len(prefix)+len(text)+len(text)/8+len(suffix)+8)
-	out = append(out, body[:at]...)
-	out = append(out, prefix...)
-	out = AppendEscaped(out, text)
-	out = append(out, suffix...)
-	return append(out, body[at:]...)
+	return Insertion{At: at, Prefix: prefix, Text: text, Suffix: suffix, OK: true}.Apply(body)
+}
+
+// An Insertion is a splice resolved against a parsed body: Text, escaped, between
+// Prefix and Suffix, at offset At (see Insert); OK false when there is nothing to
+// insert. Adapters resolve one, then either apply it (Splice: a new body) or append
+// it (SpliceTo: into a buffer the caller reuses).
+type Insertion struct {
+	At                   int
+	Prefix, Text, Suffix string
+	OK                   bool
+}
+
+// Apply returns a new body with the insertion made, or body itself when there is none.
+func (in Insertion) Apply(body []byte) []byte {
+	if !in.OK {
+		return body
+	}
+	return in.AppendTo(make([]byte, 0, len(body)+len(in.Prefix)+len(in.Text)+len(in.Text)/8+len(in.Suffix)+8), body)
+}
+
+// AppendTo appends body with the insertion made (body as it is when there is none)
+// to dst and returns the extended slice.
+func (in Insertion) AppendTo(dst, body []byte) []byte {
+	if !in.OK {
+		return append(dst, body...)
+	}
+	dst = append(dst, body[:in.At]...)
+	dst = append(dst, in.Prefix...)
+	dst = AppendEscaped(dst, in.Text)
+	dst = append(dst, in.Suffix...)
+	return append(dst, body[in.At:]...)
 }
 
 // Wrap is what an insertion writes around the escaped text: Prefix and Suffix as
@@ -216,16 +247,21 @@ type Wrap struct {
 // another body, an offset past its end or an empty text (once trimmed) return body
 // itself, unmodified.
 func Splice(body []byte, bodyLen, at int, ok bool, w Wrap, text string) []byte {
+	return Spliced(body, bodyLen, at, ok, w, text).Apply(body)
+}
+
+// Spliced is Splice's insertion, for an adapter that applies or appends it.
+func Spliced(body []byte, bodyLen, at int, ok bool, w Wrap, text string) Insertion {
 	if !ok || len(body) != bodyLen || at > len(body) {
-		return body
+		return Insertion{}
 	}
 	if w.Trim {
 		text = strings.TrimLeftFunc(text, unicode.IsSpace)
 	}
 	if text == "" {
-		return body
+		return Insertion{}
 	}
-	return Insert(body, at, w.Prefix, text, w.Suffix)
+	return Insertion{At: at, Prefix: w.Prefix, Text: text, Suffix: w.Suffix, OK: true}
 }
 
 // ObjectBounds returns the offsets of the '{' and '}' that open and close the valid

@@ -50,19 +50,46 @@ func SkipWS(b []byte, i int) int {
 // Valid reports whether b is one JSON document as gjson.ValidBytes accepts it, and
 // tooDeep whether it nests deeper than MaxDepth. One pass, no recursion.
 func Valid(b []byte) (ok, tooDeep bool) {
+	ok, tooDeep, _ = valid(b, nil)
+	return ok, tooDeep
+}
+
+// A Skipper vouches for values validated before (protocol.Hits): the elements of a
+// request's messages array that an agent resends on every call. Skip returns the
+// offset after the value that starts at b[i] when its bytes are those of a value that
+// was valid JSON and valid UTF-8 at the same depth, else -1; first says that the value
+// is the first element of its array. The validator asks it about each element of an
+// array that is a member of the top-level object, and nothing else.
+type Skipper interface {
+	Skip(b []byte, i int, first bool) int
+}
+
+// valid is Valid that also reports whether the bytes it did not skip are UTF-8 (only
+// when ok): the bytes s vouched for are not validated again.
+func valid(b []byte, s Skipper) (ok, tooDeep, utf8OK bool) {
 	// Bit d of kinds is the kind of the container at depth d+1: set for an object.
 	var kinds [MaxDepth/64 + 1]uint64
 	depth := 0
 	i := SkipWS(b, 0)
+	first := false // the value at i is the first element of its array
+	utf8OK = true
+	checked := 0 // b[:checked] is UTF-8, or utf8OK is false
 	for {
 		// A value starts at i.
 		if i >= len(b) {
-			return false, false
+			return false, false, false
+		}
+		if s != nil && depth == 2 && kinds[0]&3 == 1 { // an element of a top-level member's array
+			if end := s.Skip(b, i, first); end >= 0 {
+				utf8OK = utf8OK && utf8.Valid(b[checked:i])
+				i, checked = end, end
+				goto after
+			}
 		}
 		switch c := b[i]; c {
 		case '{', '[':
 			if depth == MaxDepth {
-				return false, true
+				return false, true, false
 			}
 			if c == '{' {
 				kinds[depth>>6] |= 1 << (depth & 63)
@@ -70,6 +97,7 @@ func Valid(b []byte) (ok, tooDeep bool) {
 				kinds[depth>>6] &^= 1 << (depth & 63)
 			}
 			depth++
+			first = c == '['
 			i = SkipWS(b, i+1)
 			if i < len(b) && (c == '{' && b[i] == '}' || c == '[' && b[i] == ']') {
 				depth--
@@ -78,42 +106,47 @@ func Valid(b []byte) (ok, tooDeep bool) {
 			}
 			if c == '{' {
 				if i = validKey(b, i); i < 0 {
-					return false, false
+					return false, false, false
 				}
 			}
 			continue
 		case '"':
 			if i = validString(b, i+1); i < 0 {
-				return false, false
+				return false, false, false
 			}
 		case 't':
 			if !lit(b, i, "true") {
-				return false, false
+				return false, false, false
 			}
 			i += 4
 		case 'f':
 			if !lit(b, i, "false") {
-				return false, false
+				return false, false, false
 			}
 			i += 5
 		case 'n':
 			if !lit(b, i, "null") {
-				return false, false
+				return false, false, false
 			}
 			i += 4
 		default:
 			if i = validNumber(b, i); i < 0 {
-				return false, false
+				return false, false, false
 			}
 		}
 		// After a value: close containers, or go on to the next element or member.
+	after:
+		first = false
 		for {
 			i = SkipWS(b, i)
 			if depth == 0 {
-				return i == len(b), false
+				if i != len(b) {
+					return false, false, false
+				}
+				return true, false, utf8OK && utf8.Valid(b[checked:])
 			}
 			if i >= len(b) {
-				return false, false
+				return false, false, false
 			}
 			obj := kinds[(depth-1)>>6]&(1<<((depth-1)&63)) != 0
 			switch b[i] {
@@ -121,18 +154,18 @@ func Valid(b []byte) (ok, tooDeep bool) {
 				i = SkipWS(b, i+1)
 				if obj {
 					if i = validKey(b, i); i < 0 {
-						return false, false
+						return false, false, false
 					}
 				}
 			case '}', ']':
 				if (b[i] == '}') != obj {
-					return false, false
+					return false, false, false
 				}
 				depth--
 				i++
 				continue
 			default:
-				return false, false
+				return false, false, false
 			}
 			break
 		}

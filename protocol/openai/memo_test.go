@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"reflect"
 	"regexp"
@@ -121,4 +122,86 @@ func FuzzMemoMatchesFresh(f *testing.F) {
 		sameParse(t, body, rules)
 		sameParse(t, body, rules)
 	})
+}
+
+// skipPairs are bodies read one after the other: the first leaves its elements in
+// the memo, the second holds their bytes where they are not the same element, or
+// where the body around them is not valid.
+var skipPairs = [][2]string{
+	// A remembered number is the prefix of a longer one; a string of a longer one.
+	{`{"messages":[1234567890123456789012345678901234567890123456789012345678901234567890]}`,
+		`{"messages":[12345678901234567890123456789012345678901234567890123456789012345678901]}`},
+	{`{"messages":["aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]}`,
+		`{"messages":["aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]"]}`},
+	// A remembered message inside a string, followed by what ends an element.
+	{`{"messages":[{"role":"user","content":"Task: the remembered message, long enough to be indexed"}]}`,
+		`{"messages":["{\"role\":\"user\",\"content\":\"Task: the remembered message, long enough to be indexed\"}",{"role":"user","content":"Task: the remembered message, long enough to be indexed"}]}`},
+	// Remembered messages in a body that is not valid around them.
+	{`{"messages":[{"role":"user","content":"Task: the remembered message, long enough to be indexed"}]}`,
+		`{"messages":[{"role":"user","content":"Task: the remembered message, long enough to be indexed"}]`},
+	{`{"messages":[{"role":"user","content":"Task: the remembered message, long enough to be indexed"}]}`,
+		`{"messages":[{"role":"user","content":"Task: the remembered message, long enough to be indexed"}x]}`},
+	{`{"messages":[{"role":"user","content":"Task: the remembered message, long enough to be indexed"}]}`,
+		`{"messages":[{"role":"user","content":"Task: the remembered message, long enough to be indexed"},]}`},
+	{`{"messages":[{"role":"user","content":"Task: the remembered message, long enough to be indexed"}]}`,
+		`{"model":"` + "\xff" + `","messages":[{"role":"user","content":"Task: the remembered message, long enough to be indexed"}]}`},
+	{`{"messages":[{"role":"user","content":"Task: the remembered message, long enough to be indexed"}]}`,
+		`[{"role":"user","content":"Task: the remembered message, long enough to be indexed"}]`},
+	{`{"messages":[{"role":"user","content":"Task: the remembered message, long enough to be indexed"}]}`,
+		`{"m":{"messages":[{"role":"user","content":"Task: the remembered message, long enough to be indexed"}]}}`},
+	// Another order, a repeat, whitespace around them.
+	{`{"messages":[{"role":"system","content":"a system prompt long enough to be indexed by its prefix ok"},{"role":"user","content":"Task: one"},{"role":"user","content":"Task: two"}]}`,
+		`{"messages":[ {"role":"user","content":"Task: two"} , {"role":"system","content":"a system prompt long enough to be indexed by its prefix ok"},{"role":"user","content":"Task: one"},{"role":"user","content":"Task: one"}]}`},
+}
+
+// TestSkipKnownElements: a body whose elements the memo holds reads as it reads
+// afresh, and an invalid one is refused with the same error as afresh.
+func TestSkipKnownElements(t *testing.T) {
+	rules := protocol.DefaultTaskRules()
+	for _, p := range skipPairs {
+		for range 2 {
+			_, _ = Parse([]byte(p[0]), rules)
+		}
+		sameParse(t, []byte(p[1]), rules)
+		_, err := Parse([]byte(p[1]), rules)
+		saved := memo
+		memo = protocol.NewMemo[*element](0)
+		_, want := Parse([]byte(p[1]), rules)
+		memo = saved
+		if fmt.Sprint(err) != fmt.Sprint(want) {
+			t.Errorf("%s: error %v, afresh %v", p[1], err, want)
+		}
+	}
+}
+
+// FuzzSkipMatchesScan: whatever the memo holds from one body, another reads as it
+// reads afresh (the elements the memo vouches for are skipped, the rest scanned).
+func FuzzSkipMatchesScan(f *testing.F) {
+	for _, p := range skipPairs {
+		f.Add([]byte(p[0]), []byte(p[1]))
+	}
+	for _, b := range referenceBodies(f) {
+		f.Add([]byte(b), []byte(b))
+	}
+	rules := []protocol.TaskRule{{Regex: regexp.MustCompile(`Task: (.+)`)}, {FirstUserMessage: true}}
+	f.Fuzz(func(t *testing.T, prime, body []byte) {
+		_, _ = Parse(prime, rules)
+		sameParse(t, body, rules)
+	})
+}
+
+// TestSpliceTo: SpliceTo appends what Splice returns, for every placement.
+func TestSpliceTo(t *testing.T) {
+	for _, b := range referenceBodies(t) {
+		r, err := Parse([]byte(b), protocol.DefaultTaskRules())
+		if err != nil {
+			continue
+		}
+		for _, p := range []protocol.Placement{protocol.AppendToTask, protocol.System, protocol.NewMessage, "unknown"} {
+			want := append([]byte("dst:"), r.Splice([]byte(b), p, "\n\nctx \"q\"")...)
+			if got := r.SpliceTo([]byte("dst:"), []byte(b), p, "\n\nctx \"q\""); !bytes.Equal(got, want) {
+				t.Fatalf("%s %s:\n got %s\nwant %s", b, p, got, want)
+			}
+		}
+	}
 }

@@ -290,15 +290,19 @@ var scratch = sync.Pool{New: func() any { return new([]*element) }}
 // the texts task rules may match and where the System placement appends, and returns
 // the offset after the array. Only the elements not seen before are read (memo). On a
 // duplicate "messages" key the last call wins: it sets everything anew.
-func (r *Request) readMessages(body []byte) ([]segment, int) {
+func (r *Request) readMessages(body []byte, hits *protocol.Hits[*element]) ([]segment, int) {
 	var segs []segment
 	r.Messages, r.Slots = nil, nil
 	// An empty array gets the system message as its only element.
 	r.sys = anchor{at: r.arrOpen + 1, kind: insSystemMessage}
 	els := scratch.Get().(*[]*element)
+	hits.Begin()
 	arrEnd := jsontext.Elements(body, r.arrOpen, func(v int) int {
-		end := jsontext.SkipValue(body, v)
-		e := memo.Read(body[v:end], readElement)
+		e, end, ok := hits.Take(v)
+		if !ok {
+			end = jsontext.SkipValue(body, v)
+			e = hits.Read(body[v:end], readElement)
+		}
 		for _, t := range e.texts {
 			t.msg, t.idx, t.msgEnd = len(*els), v+t.idx, end
 			segs = append(segs, t)

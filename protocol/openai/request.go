@@ -42,7 +42,10 @@ type taskSpot struct {
 // Parse reads an OpenAI chat completions body. rules are tried in order; the first
 // that matches sets Task. A body whose task no rule finds parses fine with Task "".
 func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
-	if err := jsontext.Validate(body); err != nil {
+	// Elements sent before are validated once, when first read (memo).
+	hits := memo.Hits()
+	defer hits.Release()
+	if err := jsontext.ValidateSkipping(body, hits); err != nil {
 		return nil, err
 	}
 	// Read in place, never retained: the model is copied, and messages are read from
@@ -75,7 +78,7 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 				// and this way it is walked once.
 				r.arrOpen = v
 				var end int
-				segs, end = r.readMessages(body)
+				segs, end = r.readMessages(body, hits)
 				return end
 			}
 		}
