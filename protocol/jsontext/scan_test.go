@@ -113,3 +113,31 @@ func FuzzValid(f *testing.F) {
 		}
 	})
 }
+
+// TestSkipString: the end and the escape flag of strings with backslash runs before
+// quotes, escapes first, last and in the first word, and a plain string.
+func TestSkipString(t *testing.T) {
+	tests := []struct {
+		s       string // a valid JSON string, then a tail
+		end     int
+		escaped bool
+	}{
+		{`"plain text longer than a word",1`, 31, false},
+		{`"a"`, 3, false},
+		{`"\\"x"`, 4, true},
+		{`"\\\"x",1`, 7, true},
+		{`"ab\"cd\\\\\"ef\\"x"`, 18, true},
+		{`"aaaaaaaaaaaaaaaaaaaaaaaaaa\\\\\\"x"`, 34, true},
+		{`"{\"a\": \"b\\\\\", \"c\": 1}"]`, 30, true},
+		{`"\u00e9"`, 8, true},
+	}
+	for _, tt := range tests {
+		end, esc := SkipString([]byte(tt.s), 1)
+		if end != tt.end || esc != tt.escaped {
+			t.Errorf("SkipString(%s) = %d, %v; want %d, %v", tt.s, end, esc, tt.end, tt.escaped)
+		}
+		if r := gjson.Parse(tt.s[:tt.end]); r.Raw != tt.s[:tt.end] || r.Type != gjson.String {
+			t.Errorf("%s: not one string (%q)", tt.s[:tt.end], r.Raw)
+		}
+	}
+}
