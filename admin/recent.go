@@ -4,6 +4,9 @@ import (
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/camproxy/camproxy/replay"
 )
 
 // DefaultRecent is how many episodes NewRecent(0) remembers.
@@ -63,6 +66,18 @@ func NewRecent(n int) *Recent {
 func (r *Recent) shard(id string) *recentShard {
 	return &r.shards[maphash.String(r.seed, id)%recentShards]
 }
+
+// Record shows a finished turn of the data plane (it is one of proxy's recorders).
+func (r *Recent) Record(t *replay.Turn) {
+	if t.Episode.ID == "" {
+		return
+	}
+	r.Add(t.Episode.ID, Turn{Turn: t.Index, Status: t.Status, Error: t.Error, AugmentMs: ms(t.Augment), TTFBMs: ms(t.TTFB),
+		TotalMs: ms(t.Total), InputTokens: t.Usage.InputTokens, OutputTokens: t.Usage.OutputTokens, At: t.At})
+}
+
+// ms is a duration in milliseconds with microsecond precision, as steps record it.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
 
 // Add records a finished turn of episode id; the first turn seen makes it the newest
 // episode.

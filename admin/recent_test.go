@@ -8,6 +8,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/replay"
 )
 
 // BenchmarkRecentAdd is every finished turn reaching the dashboard: parallel workers,
@@ -156,5 +160,29 @@ func TestRecentConcurrent(t *testing.T) {
 				t.Fatalf("%d episodes held, want %d (forgotten ones leak)", kept, capacity)
 			}
 		})
+	}
+}
+
+// TestRecentRecordsTurns: as one of the data plane's recorders, Recent keeps each
+// finished turn with its timings in milliseconds, and skips turns of no episode.
+func TestRecentRecordsTurns(t *testing.T) {
+	r := NewRecent(4)
+	r.Record(&replay.Turn{Episode: episode.Episode{ID: "e1"}, Index: 0, Status: 200, Augment: 1500 * time.Microsecond,
+		TTFB: 20 * time.Millisecond, Total: 2 * time.Second, Usage: protocol.Usage{InputTokens: 7, OutputTokens: 3}})
+	r.Record(&replay.Turn{Index: 0, Status: 502}) // no episode: not shown
+	r.Record(&replay.Turn{Episode: episode.Episode{ID: "e1"}, Index: 1, Status: 502, Error: "upstream unreachable"})
+	if ids := r.IDs(10); !slices.Equal(ids, []string{"e1"}) {
+		t.Fatalf("episodes = %v, want [e1]", ids)
+	}
+	turns, _, ok := r.Turns("e1")
+	if !ok || len(turns) != 2 {
+		t.Fatalf("turns of e1 = %+v, want 2", turns)
+	}
+	t0, t1 := turns[0], turns[1]
+	if t0.AugmentMs != 1.5 || t0.TTFBMs != 20 || t0.TotalMs != 2000 || t0.InputTokens != 7 || t0.OutputTokens != 3 {
+		t.Errorf("turn 0 = %+v", t0)
+	}
+	if t1.Turn != 1 || t1.Status != 502 || t1.Error != "upstream unreachable" {
+		t.Errorf("turn 1 = %+v", t1)
 	}
 }

@@ -100,8 +100,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		}
 		rec = a.Recorder
 	}
-	recent := admin.NewRecent(0) // the dashboard's recent episodes
-	rec = recentRecorder{next: rec, recent: recent}
+	recent := admin.NewRecent(0) // the dashboard's recent episodes: it records every turn too
 	if o.Transport != nil {
 		for _, u := range ups {
 			u.Transport = o.Transport
@@ -163,7 +162,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	}
 	a.Proxy = proxy.New(proxy.Options{
 		Logger: log, Metrics: a.Metrics, Upstreams: ups, Runtime: run.rt,
-		Cache: a.Cache, Episodes: a.Episodes, Recorder: rec, MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout,
+		Cache: a.Cache, Episodes: a.Episodes, Recorders: []proxy.Recorder{rec, recent}, MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout,
 		IdleTimeout: cfg.Server.IdleTimeout, Tracing: a.tracing,
 	})
 	a.activate(run)
@@ -189,7 +188,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	return a, nil
 }
 
-// buildUpstreams makes the OpenAI, Anthropic and Bedrock upstreams, in that order,
+// buildUpstreams makes the upstreams by name (the keys of proxy.Options.Upstreams),
 // each with its own transport (their first-byte timeouts differ).
 func buildUpstreams(cfg *config.Config) (map[string]*proxy.Upstream, error) {
 	u := cfg.Upstreams

@@ -236,22 +236,3 @@ func (a *App) experiment() admin.Experiment {
 	}
 	return ex
 }
-
-// recentRecorder shows every finished turn to the dashboard's recent episodes, then
-// passes it on.
-type recentRecorder struct {
-	next   proxy.Recorder
-	recent *admin.Recent
-}
-
-func (r recentRecorder) Record(t *proxy.Turn) {
-	if t.Episode.ID != "" {
-		r.recent.Add(t.Episode.ID, admin.Turn{Turn: t.Index, Status: t.Status, Error: t.Error, AugmentMs: ms(t.Augment.Seconds()),
-			TTFBMs: ms(t.TTFB.Seconds()), TotalMs: ms(t.Total.Seconds()), InputTokens: t.Usage.InputTokens,
-			OutputTokens: t.Usage.OutputTokens, At: t.At})
-	}
-	r.next.Record(t)
-}
-
-// ms rounds a duration to milliseconds with microsecond precision, as steps record it.
-func ms(s float64) float64 { return float64(int64(s*1e6)) / 1e3 }

@@ -93,9 +93,9 @@ func newInmemProxy(tb testing.TB, upstream fasthttp.RequestHandler, discard bool
 			Augmenters: map[string]ContextSource{"cam": {Name: "cam", Version: func() string { return "v1" },
 				Timeout: 5 * time.Second, Augmenter: p.aug}},
 		},
-		Cache:    augment.NewCache(augment.CacheOptions{LocalEntries: 1024}, nil, log),
-		Episodes: episode.NewMemory(time.Hour, nil),
-		Recorder: p.rec, MaxBodyBytes: 32 << 20,
+		Cache:     augment.NewCache(augment.CacheOptions{LocalEntries: 1024}, nil, log),
+		Episodes:  episode.NewMemory(time.Hour, nil),
+		Recorders: []Recorder{p.rec}, MaxBodyBytes: 32 << 20,
 	})
 	if up.client != nil {
 		tb.Fatal("the upstream took the net/http path (an HTTP proxy in the environment?); the in-memory dialer needs the fasthttp one")

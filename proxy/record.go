@@ -11,6 +11,12 @@ type Recorder interface {
 	Record(t *replay.Turn)
 }
 
-type nopRecorder struct{}
+// recorders gives each turn to every recorder in turn (the replay buffer, the
+// dashboard's recent episodes).
+type recorders []Recorder
 
-func (nopRecorder) Record(*replay.Turn) {}
+func (rs recorders) Record(t *replay.Turn) {
+	for _, r := range rs {
+		r.Record(t)
+	}
+}

@@ -49,7 +49,7 @@ type Options struct {
 	Runtime      *Runtime
 	Cache        ContextCache
 	Episodes     episode.Store
-	Recorder     Recorder // nil = record nothing
+	Recorders    []Recorder // each sees every finished turn; none = record nothing
 	MaxBodyBytes int
 	ReadTimeout  time.Duration
 	IdleTimeout  time.Duration
@@ -104,9 +104,11 @@ type Server struct {
 // New builds the data plane.
 func New(o Options) *Server {
 	base, cancel := context.WithCancel(context.Background())
-	rec := o.Recorder
-	if rec == nil {
-		rec = nopRecorder{}
+	var rec recorders
+	for _, r := range o.Recorders {
+		if r != nil {
+			rec = append(rec, r)
+		}
 	}
 	s := &Server{
 		log: o.Logger, m: o.Metrics, routes: buildRoutes(o.Upstreams),
