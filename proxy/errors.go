@@ -63,6 +63,17 @@ const (
 
 // writeError renders e in the shape the client's SDK surfaces with its message.
 func writeError(fc *fasthttp.RequestCtx, st Style, e *Error) {
+	fc.Response.Reset()
+	fc.SetStatusCode(e.Status)
+	fc.SetContentType("application/json")
+	if st == StyleAWS {
+		fc.Response.Header.Set("X-Amzn-Errortype", awsType(e.Status))
+	}
+	fc.SetBody(errorBody(st, e))
+}
+
+// errorBody is e's JSON body in the shape st (also the data of a stream's error event).
+func errorBody(st Style, e *Error) []byte {
 	var body []byte
 	switch st {
 	case StyleAWS:
@@ -74,13 +85,7 @@ func writeError(fc *fasthttp.RequestCtx, st Style, e *Error) {
 		body, _ = sjson.SetBytes([]byte(`{"error":{"message":"","type":"","param":null,"code":null}}`), "error.message", e.Error())
 		body, _ = sjson.SetBytes(body, "error.type", e.Type)
 	}
-	fc.Response.Reset()
-	fc.SetStatusCode(e.Status)
-	fc.SetContentType("application/json")
-	if st == StyleAWS {
-		fc.Response.Header.Set("X-Amzn-Errortype", awsType(e.Status))
-	}
-	fc.SetBody(body)
+	return body
 }
 
 // awsType is the exception name an AWS SDK maps to its error type.

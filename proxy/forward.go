@@ -376,10 +376,7 @@ func (r *relay) errorEvent() []byte {
 		status = http.StatusGatewayTimeout
 	}
 	e := &Error{Status: status, Type: "upstream_error", Msg: "upstream " + r.up.Base.Host + " broke the stream", Err: r.err}
-	// The event's data is the route's error body, as writeError renders it.
-	var scratch fasthttp.RequestCtx
-	writeError(&scratch, r.event, e)
-	ev := append([]byte("event: error\ndata: "), scratch.Response.Body()...)
+	ev := append([]byte("event: error\ndata: "), errorBody(r.event, e)...)
 	return append(ev, "\n\n"...)
 }
 
