@@ -83,6 +83,9 @@ func NewMemory(idle time.Duration, now func() time.Time) *Memory {
 	return m
 }
 
+// Local reports that the store never waits on I/O: its callers need no deadline.
+func (m *Memory) Local() bool { return true }
+
 func (m *Memory) episodeShard(id string) *episodeShard {
 	return &m.episodes[maphash.String(m.seed, id)%memShards]
 }

@@ -54,17 +54,48 @@ func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, ide
 	return s.stream(fc, up, st, t, call, ex, ttfb, stop)
 }
 
-// watch cancels call when the client leaves — seen from the start, even while nothing
-// is written: a model that thinks for minutes before its first byte must stop when
-// nobody waits for it — or when shutdown's grace period is over. The returned func
-// stops watching.
+// watch cancels call when its client goes away or shutdown's grace period is over,
+// even while nothing is being written. The returned func stops watching. One timer
+// per call, checking both every peerPoll: most calls end before the first check, and
+// then cost that timer alone (no goroutine, no context.AfterFunc).
 func (s *Server) watch(conn net.Conn, call *upCall) func() {
-	stopPeer := s.watchPeer(conn, func() { call.cancel(errClientGone) })
-	stopBase := context.AfterFunc(s.base, func() { call.cancel(errShutdown) })
-	return func() {
-		stopPeer()
-		stopBase()
+	w := &watcher{conn: conn, base: s.base, call: call}
+	w.mu.Lock() // poll reads w.t under mu, so it sees the assignment
+	w.t = time.AfterFunc(peerPoll, w.poll)
+	w.mu.Unlock()
+	return w.stop
+}
+
+type watcher struct {
+	conn    net.Conn // nil: no peer to watch (in-memory tests)
+	base    context.Context
+	call    *upCall
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
+}
+
+func (w *watcher) poll() {
+	switch {
+	case w.base.Err() != nil:
+		w.call.cancel(errShutdown)
+		return
+	case w.conn != nil && peerClosed(w.conn):
+		w.call.cancel(errClientGone)
+		return
 	}
+	w.mu.Lock()
+	if !w.stopped {
+		w.t.Reset(peerPoll)
+	}
+	w.mu.Unlock()
+}
+
+func (w *watcher) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.t.Stop()
+	w.mu.Unlock()
 }
 
 // idleMsg says which rule cut an answer that stopped coming.
@@ -214,7 +245,7 @@ func (s *Server) stream(fc *fasthttp.RequestCtx, up *Upstream, st Style, t tee, 
 // write: that ends the call. The streaming rules, once for every client:
 //   - the idle timeout bounds each upstream read (upCall.beforeRead);
 //   - a client that stops reading is cut after the idle timeout (a write deadline);
-//   - a client that leaves (watchPeer, or a failed write) cancels the call: 499,
+//   - a client that leaves (watch, or a failed write) cancels the call: 499,
 //     errClientGone, never an upstream error;
 //   - shutdown's end cancels the call;
 //   - a stream that breaks (cut short, stalled, cancelled) closes the client's
@@ -385,36 +416,6 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// peerPoll is how often a stream checks whether its client left while the upstream is silent.
+// peerPoll is how often a call checks whether its client left (while the upstream is
+// silent) or shutdown's grace period ended.
 const peerPoll = 250 * time.Millisecond
-
-// watchPeer calls gone when the client closes its connection, even while nothing is
-// being written. The returned func stops watching. A timer chain, not a goroutine: most
-// calls end before the first check, and then cost one timer.
-func (s *Server) watchPeer(conn net.Conn, gone func()) func() {
-	if conn == nil {
-		return func() {}
-	}
-	var mu sync.Mutex
-	stopped := false
-	var t *time.Timer
-	mu.Lock() // the callback reads t under mu, so it sees the assignment
-	defer mu.Unlock()
-	t = time.AfterFunc(peerPoll, func() {
-		if peerClosed(conn) {
-			gone()
-			return
-		}
-		mu.Lock()
-		if !stopped {
-			t.Reset(peerPoll)
-		}
-		mu.Unlock()
-	})
-	return func() {
-		mu.Lock()
-		stopped = true
-		t.Stop()
-		mu.Unlock()
-	}
-}

@@ -32,6 +32,17 @@ const (
 // treated like a missing one (fail open).
 const storeTimeout = 500 * time.Millisecond
 
+// storeCtx is the context of one episode-store call: storeTimeout, unless the store is
+// in this process (episode.Memory), which never waits and needs no timer.
+func (s *Server) storeCtx() (context.Context, context.CancelFunc) {
+	if l, ok := s.episodes.(interface{ Local() bool }); ok && l.Local() {
+		return s.base, noCancel
+	}
+	return context.WithTimeout(s.base, storeTimeout)
+}
+
+func noCancel() {}
+
 // serveAugmented is the pipeline of DESIGN.md, one named step per line: parse the
 // call, find or start its episode, assign a new episode's arm and context, splice the
 // context in, forward and relay the answer; record runs when the answer has ended
@@ -165,7 +176,7 @@ func (c *call) context() {
 // X-CAM-Episode-Id) may have won: this call then takes its arm and context.
 func (c *call) open() {
 	c.ep.ContextSource = c.source
-	ctx, cancel := context.WithTimeout(c.s.base, storeTimeout)
+	ctx, cancel := c.s.storeCtx()
 	defer cancel()
 	stored, created, err := c.s.episodes.Create(ctx, c.ep)
 	switch {
@@ -215,7 +226,7 @@ func (run *Runtime) placementFor(arm string) Placement {
 // A call that continues a provider-side conversation (req.Continues) claims the tip of
 // that response id instead of stitching by messages: all its messages are new.
 func (s *Server) findEpisode(id string, req *protocol.View, chain, loose []uint64) (*episode.Episode, int, *uint64, bool) {
-	ctx, cancel := context.WithTimeout(s.base, storeTimeout)
+	ctx, cancel := s.storeCtx()
 	defer cancel()
 	msgs := req.Messages
 	var from int
@@ -368,7 +379,7 @@ func (c *call) done(status int, err error, ttfb time.Duration) {
 		status = 499
 	}
 	if c.claimed != nil && !c.advanced {
-		ctx, cancel := context.WithTimeout(s.base, storeTimeout)
+		ctx, cancel := s.storeCtx()
 		if rerr := s.episodes.Release(ctx, *c.claimed, c.ep.ID); rerr != nil {
 			s.log.Warn("episode tip not released; a retry may start a new episode", "episode", c.ep.ID, "err", rerr)
 		}
@@ -415,7 +426,7 @@ func (c *call) advance(answer protocol.Message) {
 		ep.History = c.ep.History + len(c.req.Messages) - min(c.newFrom, len(c.req.Messages)) + 1
 	}
 	ep.UpdatedAt = time.Now().UTC()
-	ctx, cancel := context.WithTimeout(c.s.base, storeTimeout)
+	ctx, cancel := c.s.storeCtx()
 	defer cancel()
 	if err := c.s.episodes.Update(ctx, &ep); err != nil {
 		c.s.log.Warn("episode update failed", "episode", ep.ID, "err", err)
