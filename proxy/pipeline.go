@@ -314,8 +314,9 @@ func jsonContentType(ct []byte) bool {
 		return true
 	}
 	mt, _, _ := bytes.Cut(ct, []byte(";"))
-	mt = bytes.ToLower(bytes.TrimSpace(mt))
-	return bytes.Equal(mt, []byte("application/json")) || bytes.HasSuffix(mt, []byte("+json"))
+	mt = bytes.TrimSpace(mt)
+	return bytes.EqualFold(mt, []byte("application/json")) ||
+		len(mt) >= 5 && bytes.EqualFold(mt[len(mt)-5:], []byte("+json"))
 }
 
 // call is one call's state through the pipeline; as the relay's tee it decodes the
@@ -342,8 +343,9 @@ type call struct {
 	claimed   *uint64 // the stitching tip this call claimed, released if it fails
 
 	dec      protocol.Decoder
-	body     bodyWriter // the relayed bytes on their way to dec, decoded of their Content-Encoding
-	status   int        // the upstream's status, once its headers arrived
+	body     bodyWriter   // the relayed bytes on their way to dec, decoded of their Content-Encoding
+	ident    identityBody // body of an identity answer (no allocation)
+	status   int          // the upstream's status, once its headers arrived
 	advanced bool
 	answer   protocol.Message
 	usage    protocol.Usage
@@ -351,7 +353,12 @@ type call struct {
 
 func (c *call) begin(status int, contentEncoding string) {
 	c.status = status
-	if status/100 == 2 {
+	switch {
+	case status/100 != 2:
+	case contentEncoding == "": // the common case, without an allocation
+		c.ident = identityBody{c.dec}
+		c.body = &c.ident
+	default:
 		c.body = decodeBody(contentEncoding, c.dec)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -30,6 +31,7 @@ type Upstream struct {
 
 	client *http.Client // the net/http path; nil on the fasthttp path
 
+	own   atomic.Pointer[fasthttp.HostClient] // the pool of Base's own host: every call's, without a lock
 	mu    sync.Mutex
 	hosts map[string]*fasthttp.HostClient // by scheme://host: SigV4 may pick the region's host per call
 }
@@ -87,6 +89,21 @@ const connectTimeout = 10 * time.Second
 // It dials with fasthttp's dialer, which takes the time left of the call's deadline
 // (a Dial set here instead — tests — is called without it).
 func (u *Upstream) hostClient(scheme, host string) *fasthttp.HostClient {
+	own := scheme == u.Base.Scheme && host == u.Base.Host
+	if own {
+		if hc := u.own.Load(); hc != nil {
+			return hc
+		}
+	}
+	hc := u.newHostClient(scheme, host)
+	if own {
+		u.own.Store(hc)
+	}
+	return hc
+}
+
+// newHostClient finds or makes the pool of scheme://host.
+func (u *Upstream) newHostClient(scheme, host string) *fasthttp.HostClient {
 	key := scheme + "://" + host
 	u.mu.Lock()
 	defer u.mu.Unlock()
