@@ -34,12 +34,18 @@ type sniffListener struct {
 	done   chan struct{}
 	once   sync.Once
 	wg     sync.WaitGroup
+	// sniff bounds how long a new connection may stay silent before it is classified:
+	// server.read_timeout, which fasthttp applies only once it has the connection.
+	sniff time.Duration
 }
 
-// sniffTimeout bounds how long a new connection may stay silent before it is classified.
+// sniffTimeout is the sniff's bound when the server has no read timeout.
 const sniffTimeout = 30 * time.Second
 
-func newSniffListener(ln net.Listener, log *slog.Logger) *sniffListener {
+func newSniffListener(ln net.Listener, log *slog.Logger, readTimeout time.Duration) *sniffListener {
+	if readTimeout <= 0 {
+		readTimeout = sniffTimeout
+	}
 	target := &url.URL{Scheme: "http", Host: ln.Addr().String()}
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
 		target.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(tcp.Port))
@@ -55,7 +61,7 @@ func newSniffListener(ln net.Listener, log *slog.Logger) *sniffListener {
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	s := &sniffListener{Listener: ln, log: log, h1: make(chan net.Conn), h2: &http2.Server{IdleTimeout: 90 * time.Second},
-		bridge: rp, done: make(chan struct{})}
+		bridge: rp, done: make(chan struct{}), sniff: readTimeout}
 	// An http.Server only to give the HTTP/2 connections a graceful shutdown (GOAWAY).
 	s.hs = &http.Server{Handler: rp}
 	_ = http2.ConfigureServer(s.hs, s.h2)
@@ -104,7 +110,7 @@ func (s *sniffListener) acceptLoop() {
 // HTTP/1 method differs within three bytes. The bytes read are replayed to whoever
 // serves the connection.
 func (s *sniffListener) classify(c net.Conn) {
-	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
+	_ = c.SetReadDeadline(time.Now().Add(s.sniff))
 	head := make([]byte, 3)
 	if _, err := io.ReadFull(c, head); err != nil {
 		_ = c.Close()
@@ -163,6 +169,31 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	}
 	return c.Conn.Read(p)
 }
+
+// Close closes as net/http does: the answer already written is followed by a FIN, and
+// what the client still sends is read and dropped for a moment (lingerTimeout) before
+// the socket closes. Closing a socket with unread bytes — the body of a request
+// refused before it was read, or bytes smuggled after one — sends a reset instead,
+// and a reset can destroy the answer in the client's buffer before it reads it.
+func (c *prefixConn) Close() error {
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return c.Conn.Close()
+	}
+	go func() {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(lingerTimeout))
+		_, _ = io.CopyN(io.Discard, c.Conn, lingerBytes)
+		_ = c.Conn.Close()
+	}()
+	return nil
+}
+
+// A closing connection is drained for at most lingerTimeout and lingerBytes (as
+// net/http's rstAvoidanceDelay and maxPostHandlerReadBytes).
+const (
+	lingerTimeout = 500 * time.Millisecond
+	lingerBytes   = 256 << 10
+)
 
 // Unwrap exposes the connection underneath, so that peerClosed can peek at it.
 func (c *prefixConn) Unwrap() net.Conn { return c.Conn }

@@ -66,13 +66,13 @@ type inmemProxy struct {
 
 // newInmemProxy starts a proxy whose OpenAI upstream is served by upstream. The upstream
 // is reached through fasthttp's own client path: its host client dials the in-memory
-// listener instead of the configured (never dialed) loopback address.
-func newInmemProxy(tb testing.TB, upstream fasthttp.RequestHandler, discard bool) *inmemProxy {
+// listener instead of the configured (never dialed) loopback address. Each setup may
+// change the proxy's options and the upstream server before either starts.
+func newInmemProxy(tb testing.TB, upstream fasthttp.RequestHandler, discard bool, setup ...func(*Options, *fasthttp.Server)) *inmemProxy {
 	tb.Helper()
 	p := &inmemProxy{ln: fasthttputil.NewInmemoryListener(), upLn: fasthttputil.NewInmemoryListener(),
 		rec: &turnSink{discard: discard, turns: make(chan *Turn, 16)}, aug: &fixedAugmenter{}}
 	upSrv := &fasthttp.Server{Handler: upstream, NoDefaultServerHeader: true}
-	go func() { _ = upSrv.Serve(p.upLn) }()
 
 	base, err := url.Parse("http://127.0.0.1:1/v1")
 	if err != nil {
@@ -84,7 +84,7 @@ func newInmemProxy(tb testing.TB, upstream fasthttp.RequestHandler, discard bool
 		tb.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	p.srv = New(Options{
+	o := Options{
 		Logger: log, Metrics: metrics.New(prometheus.NewRegistry()), Upstreams: map[string]*Upstream{"openai": up},
 		Runtime: &Runtime{
 			TaskRules: protocol.DefaultTaskRules(),
@@ -96,7 +96,12 @@ func newInmemProxy(tb testing.TB, upstream fasthttp.RequestHandler, discard bool
 		Cache:     augment.NewCache(augment.CacheOptions{LocalEntries: 1024}, nil, log),
 		Episodes:  episode.NewMemory(time.Hour, nil),
 		Recorders: []Recorder{p.rec}, MaxBodyBytes: 32 << 20,
-	})
+	}
+	for _, f := range setup {
+		f(&o, upSrv)
+	}
+	go func() { _ = upSrv.Serve(p.upLn) }()
+	p.srv = New(o)
 	if up.client != nil {
 		tb.Fatal("the upstream took the net/http path (an HTTP proxy in the environment?); the in-memory dialer needs the fasthttp one")
 	}

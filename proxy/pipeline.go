@@ -72,11 +72,17 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 	}
 	s.m.Context.WithLabelValues(c.ep.Arm, c.source).Inc()
 	s.stats.contextServed(c.ep.Arm, c.source)
-	out := c.splice(fc.PostBody())
+	out, buf := c.splice(fc.PostBody())
+	if buf != nil {
+		// Spliced: the received body is needed no more (the view holds none of it), and
+		// a large one is let go now rather than held through the whole call.
+		fc.Request.ReleaseBody(maxPooledBody)
+	}
 	propagate(c.sctx, s, fc)
 	// Read before forwarding: once a stream starts, c belongs to the relay.
 	id, arm, source := c.ep.ID, c.ep.Arm, c.source
 	s.forward(fc, rt.up, out, true, rt.style, c) // c.done records the turn
+	s.putSpliceBuf(rt.up, buf)                   // written upstream by now
 	h := &fc.Response.Header
 	h.Set(hdrEpisode, id)
 	h.Set(hdrArm, arm)
@@ -195,13 +201,17 @@ func (c *call) open() {
 
 // splice is step 5: the episode's context placed as its arm says. A call that
 // continues a provider-side conversation has it there already, except in
-// instructions, which the provider does not carry over.
-func (c *call) splice(body []byte) []byte {
+// instructions, which the provider does not carry over. The spliced body is written
+// into buf, a buffer of the server's (nil when nothing is spliced: out is body).
+func (c *call) splice(body []byte) (out []byte, buf *[]byte) {
 	pl := c.run.placementFor(c.ep.Arm)
 	if c.ep.Context == "" || !respliced(c.req, pl.Mode) {
-		return body
+		return body, nil
 	}
-	return c.r.Splice(body, pl.Mode, strings.ReplaceAll(pl.Template, "{{context}}", c.ep.Context))
+	text := strings.ReplaceAll(pl.Template, "{{context}}", c.ep.Context)
+	buf = c.s.spliceBuf(len(body) + len(text) + len(text)/8 + 64) // escaping grows the text a little
+	*buf = c.r.SpliceTo((*buf)[:0], body, pl.Mode, text)
+	return *buf, buf
 }
 
 // respliced reports whether a call of a known episode gets the episode's context. A

@@ -4,9 +4,10 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"github.com/camproxy/camproxy/tracing"
+	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/camproxy/camproxy/metrics"
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/tracing"
 )
 
 // ContextSource is an augmenter as the proxy uses it: its name and version (part of
@@ -98,7 +100,33 @@ type Server struct {
 	base       context.Context
 	cancelBase context.CancelFunc
 	bufs       sync.Pool
+	spliced    sync.Pool // *[]byte: spliced request bodies of at most maxPooledBody
 	tr         *tracing.Tracing
+}
+
+// maxPooledBody is the largest body buffer kept for reuse. A larger one (bodies near
+// server.max_body_bytes are rare) is allocated for its call and then let go: pooled,
+// it would hold its memory long after the call.
+const maxPooledBody = 4 << 20
+
+// spliceBuf returns a buffer of capacity n or more for a spliced body.
+func (s *Server) spliceBuf(n int) *[]byte {
+	if n <= maxPooledBody {
+		if b, ok := s.spliced.Get().(*[]byte); ok && cap(*b) >= n {
+			return b
+		}
+	}
+	b := make([]byte, 0, n)
+	return &b
+}
+
+// putSpliceBuf keeps b for the next call once up has sent it. net/http's transport
+// may still be writing a request body after its answer began (an early answer, or
+// HTTP/2): b is reused only after fasthttp's client, which has written it all.
+func (s *Server) putSpliceBuf(up *Upstream, b *[]byte) {
+	if b != nil && up.client == nil && cap(*b) <= maxPooledBody {
+		s.spliced.Put(b)
+	}
 }
 
 // New builds the data plane.
@@ -127,8 +155,10 @@ func New(o Options) *Server {
 	}
 	s.rt.Store(o.Runtime)
 	s.srv = &fasthttp.Server{
-		Handler:               s.handle,
-		ErrorHandler:          s.serverError,
+		Handler:      s.handle,
+		ErrorHandler: s.serverError,
+		// fasthttp's errors then quote no request buffer (serverError names only a class).
+		SecureErrorLogMessage: true,
 		Name:                  "camproxy",
 		MaxRequestBodySize:    o.MaxBodyBytes,
 		ReadTimeout:           o.ReadTimeout,
@@ -153,7 +183,7 @@ func New(o Options) *Server {
 // Serve accepts connections on ln until Shutdown. HTTP/2 clients with prior knowledge
 // (h2c) are bridged to the same pipeline.
 func (s *Server) Serve(ln net.Listener) error {
-	sl := newSniffListener(ln, s.log)
+	sl := newSniffListener(ln, s.log, s.srv.ReadTimeout)
 	s.sniff.Store(sl)
 	return s.srv.Serve(sl)
 }
@@ -174,6 +204,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 
 func (s *Server) handle(fc *fasthttp.RequestCtx) {
+	// fasthttp has read the request as chunked (or by its Content-Length, for
+	// identity); whatever follows on the connection is never read.
+	if p := framingProblem(fc.Request.Header.RawHeaders()); p != "" {
+		writeError(fc, styleFor(fc), framingError(p))
+		fc.SetConnectionClose()
+		return
+	}
 	rt, augmented := s.lookup(fc)
 	if augmented {
 		s.serveAugmented(fc, rt)
@@ -192,8 +229,52 @@ func (s *Server) passthrough(fc *fasthttp.RequestCtx, rt *route) {
 
 func statusLabel(code int) string { return strconv.Itoa(code) }
 
+// framingProblem says why a request head frames its body ambiguously — two parsers
+// (a front proxy and camproxy) could disagree on where the request ends — or "" when
+// it does not (RFC 9112 §6.1, §6.3, §5.2). raw is the head's header lines as received.
+// fasthttp v1.74 itself refuses repeated or non-numeric Content-Length, repeated
+// Transfer-Encoding, codings other than chunked and identity, and Transfer-Encoding
+// in HTTP/1.0; it keeps a request with both headers (framing it as chunked), honours
+// identity, and unfolds folded lines: those are refused here.
+func framingProblem(raw []byte) string {
+	var cl, te bool
+	for len(raw) > 0 {
+		var line []byte
+		line, raw, _ = bytes.Cut(raw, []byte("\n"))
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 {
+			break
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return "a header line folded onto the next (obs-fold)"
+		}
+		key, value, _ := bytes.Cut(line, []byte(":"))
+		switch {
+		case bytes.EqualFold(key, []byte("Content-Length")):
+			cl = true
+		case bytes.EqualFold(key, []byte("Transfer-Encoding")):
+			te = true
+			if !bytes.EqualFold(bytes.Trim(value, " \t"), []byte("chunked")) {
+				return "Transfer-Encoding other than chunked"
+			}
+		}
+	}
+	if cl && te {
+		return "both Content-Length and Transfer-Encoding"
+	}
+	return ""
+}
+
+// fasthttpLogger logs what fasthttp reports at debug level. An error is logged as its
+// class only: fasthttp's parse errors quote the request, Authorization included.
 type fasthttpLogger struct{ l *slog.Logger }
 
 func (f fasthttpLogger) Printf(format string, args ...any) {
-	f.l.Debug("fasthttp", "msg", format, "args", args)
+	for i, a := range args {
+		var ne net.Error
+		if err, ok := a.(error); ok && !errors.As(err, &ne) { // socket errors carry no request bytes
+			_, args[i] = requestProblem(err)
+		}
+	}
+	f.l.Debug("fasthttp: " + fmt.Sprintf(format, args...))
 }
