@@ -359,3 +359,47 @@ func TestHardeningBodyMemory(t *testing.T) {
 		t.Errorf("the proxy holds %.2f× the body while the call is upstream; want the spliced copy and the parsed messages only", liveX)
 	}
 }
+
+// FuzzFramingProblem: framingProblem reads untrusted bytes. Whatever they are, a head
+// with a folded line, or with both framing headers, or a Transfer-Encoding other than
+// chunked, is refused; one with none of these passes.
+func FuzzFramingProblem(f *testing.F) {
+	for _, seed := range []string{
+		"Host: a\r\nContent-Length: 5\r\n\r\n",
+		"Host: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"transfer-encoding: CHUNKED\r\ncontent-length: 0\r\n\r\n",
+		"Transfer-Encoding: identity\r\n\r\n",
+		"Transfer-Encoding:\r\n chunked\r\n\r\n",
+		"X-A: b\n\tc\n\n",
+		"Transfer-Encoding: chunked , gzip\r\n\r\n",
+		"",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got := framingProblem(raw)
+		var folded, cl, te, other bool
+		for _, line := range strings.Split(string(raw), "\n") {
+			line = strings.TrimSuffix(line, "\r")
+			if line == "" {
+				break
+			}
+			if line[0] == ' ' || line[0] == '\t' {
+				folded = true
+				break
+			}
+			k, v, _ := strings.Cut(line, ":")
+			switch strings.ToLower(k) {
+			case "content-length":
+				cl = true
+			case "transfer-encoding":
+				te = true
+				other = other || !strings.EqualFold(strings.Trim(v, " \t"), "chunked")
+			}
+		}
+		if want := folded || cl && te || other; want != (got != "") {
+			t.Errorf("framingProblem(%q) = %q; folded %v, Content-Length %v, Transfer-Encoding %v (not chunked %v)", raw, got, folded, cl, te, other)
+		}
+	})
+}
