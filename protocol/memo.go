@@ -289,6 +289,16 @@ type Hits[V any] struct {
 	k    int           // the first of at not yet taken
 	prev *memoEntry[V] // Skip's previous element, when it was found
 	last *memoEntry[V] // the walk's previous element, when remembered
+	// walked holds what Next read since Begin: the elements of the array walked last
+	// (on a duplicate key, the last array is the one a decoder keeps).
+	walked []Placed[V]
+}
+
+// Placed is one element of an array as a walk read it: its value, and where it sits
+// in the body (At, its first byte; End, the offset after it).
+type Placed[V any] struct {
+	V       V
+	At, End int
 }
 
 type memoHit[V any] struct {
@@ -308,7 +318,8 @@ func (m *Memo[V]) Hits() *Hits[V] {
 // Release returns h to its memo; h must not be used after.
 func (h *Hits[V]) Release() {
 	clear(h.at)
-	h.at, h.k, h.prev, h.last = h.at[:0], 0, nil, nil
+	clear(h.walked)
+	h.at, h.k, h.prev, h.last, h.walked = h.at[:0], 0, nil, nil, h.walked[:0]
 	h.m.hits.Put(h)
 }
 
@@ -331,8 +342,66 @@ func (h *Hits[V]) Skip(b []byte, i int, first bool) int {
 	return end
 }
 
-// Begin starts the walk of an array's elements (Take and Read, in order).
-func (h *Hits[V]) Begin() { h.last = nil }
+// Begin starts the walk of an array's elements (Next, or Take and Read, in order).
+func (h *Hits[V]) Begin() {
+	clear(h.walked)
+	h.last, h.walked = nil, h.walked[:0]
+}
+
+// Next reads the walk's next element, at b[i]: the value Skip vouched for without
+// looking at its bytes again, else read (Read) from a copy of the bytes up to
+// skip(b, i), the offset after the element (jsontext.SkipValue: this package does not
+// scan JSON). It appends the element to Walked and returns the offset after it.
+func (h *Hits[V]) Next(b []byte, i int, skip func([]byte, int) int, read func(s string) V) int {
+	v, end, ok := h.Take(i)
+	if !ok {
+		end = skip(b, i)
+		v = h.Read(b[i:end], read)
+	}
+	h.walked = append(h.walked, Placed[V]{V: v, At: i, End: end})
+	return end
+}
+
+// Walked is what Next read since Begin, in order; it is h's until Release.
+func (h *Hits[V]) Walked() []Placed[V] { return h.walked }
+
+// An Element is what a remembered element of a messages array gives each call that
+// sends it: the messages it normalises to (several when a wire message holds tool
+// results, which the chat shape makes messages of their own) and one slot for each.
+// Both are shared by every such call: read only.
+type Element interface {
+	Messages() ([]Message, []Slot)
+}
+
+// Collect sets v's Messages and Slots to head, when not nil (a top-level system
+// prompt: no slot), then the messages of els in order. Each slice is allocated once,
+// at its final length: the view outlives the call (the recorder keeps its messages),
+// so they cannot come from a pool.
+func Collect[E Element](v *View, head *Message, els []Placed[E]) {
+	n := 0
+	if head != nil {
+		n++
+	}
+	for _, p := range els {
+		m, _ := p.V.Messages()
+		n += len(m)
+	}
+	v.Messages, v.Slots = nil, nil
+	if n == 0 {
+		return
+	}
+	v.Messages, v.Slots = make([]Message, 0, n), make([]*Slot, 0, n)
+	if head != nil {
+		v.Messages, v.Slots = append(v.Messages, *head), append(v.Slots, nil)
+	}
+	for _, p := range els {
+		m, s := p.V.Messages()
+		v.Messages = append(v.Messages, m...)
+		for i := range s {
+			v.Slots = append(v.Slots, &s[i])
+		}
+	}
+}
 
 // Take returns the value of the element at b[i] and the offset after it when Skip
 // vouched for it; offsets must be asked in increasing order.

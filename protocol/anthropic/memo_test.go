@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"regexp"
 	"testing"
 
 	"github.com/camproxy/camproxy/protocol"
@@ -12,12 +13,7 @@ import (
 func sameParse(t *testing.T, body []byte, rules []protocol.TaskRule) {
 	t.Helper()
 	parse := func(b []byte) (*Request, error) { return Parse(b, rules) }
-	memotest.Same(t, body, parse, func(b []byte) (*Request, error) {
-		saved := memo
-		memo = protocol.NewMemo[*element](0) // remembers nothing
-		defer func() { memo = saved }()
-		return parse(b)
-	})
+	memotest.Same(t, body, parse, memotest.Fresh(&memo, parse))
 }
 
 // TestMemoMatchesFresh: a body read from the memo reads as it reads afresh — tool
@@ -43,6 +39,53 @@ func TestMemoMatchesFresh(t *testing.T) {
 			sameParse(t, []byte(b), rules)
 		}
 	}
+}
+
+// TestMemoMatchesRealData: every turn of the real tau-bench trajectories as a
+// Messages API body, and the bodies Claude Code sent (harness captures), read from
+// the memo exactly as afresh.
+func TestMemoMatchesRealData(t *testing.T) {
+	rules := []protocol.TaskRule{{Regex: regexp.MustCompile(`user_id is (\w+)`)}, {FirstUserMessage: true}}
+	for _, msgs := range memotest.Trajectories(t, 8) {
+		for n := 2; n <= len(msgs); n++ {
+			sameParse(t, messagesBody(t, msgs[:n]), rules)
+		}
+	}
+	captures := memotest.Captures(t, "claude-code")
+	for range 2 {
+		for f, b := range captures {
+			if _, err := Parse(b, protocol.DefaultTaskRules()); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			sameParse(t, b, protocol.DefaultTaskRules())
+		}
+	}
+}
+
+// skipPairs: see memotest.SkipPairs.
+var skipPairs = memotest.SkipPairs("messages",
+	`{"role":"user","content":[{"type":"text","text":"Task: the remembered message, long enough"}]}`,
+	`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{"a":1}}]}`)
+
+// TestSkipKnownElements: a body whose elements the memo holds reads as it reads
+// afresh, and an invalid one is refused with the same error.
+func TestSkipKnownElements(t *testing.T) {
+	parse := func(b []byte) (*Request, error) { return Parse(b, protocol.DefaultTaskRules()) }
+	for _, p := range skipPairs {
+		memotest.Primed(t, []byte(p[0]), []byte(p[1]), parse, memotest.Fresh(&memo, parse))
+	}
+}
+
+// FuzzSkipMatchesScan: whatever the memo holds from one body, another reads as it
+// reads afresh (the elements the memo vouches for are skipped, the rest scanned).
+func FuzzSkipMatchesScan(f *testing.F) {
+	for _, p := range skipPairs {
+		f.Add([]byte(p[0]), []byte(p[1]))
+	}
+	parse := func(b []byte) (*Request, error) { return Parse(b, []protocol.TaskRule{{FirstUserMessage: true}}) }
+	f.Fuzz(func(t *testing.T, prime, body []byte) {
+		memotest.Primed(t, prime, body, parse, memotest.Fresh(&memo, parse))
+	})
 }
 
 func FuzzMemoMatchesFresh(f *testing.F) {

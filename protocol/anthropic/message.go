@@ -92,23 +92,26 @@ func blocksText(c gjson.Result, visit func(text gjson.Result)) (text string, n i
 	return j.String(), n
 }
 
-// readSystem normalises the top-level system prompt into messages[0], returns its
-// texts for the task rules and sets where System inserts. open and closing are the
-// offsets of the braces of the body.
-func (r *Request) readSystem(system gjson.Result, open, closing int) []segment {
-	var segs []segment
+// readSystem normalises the top-level system prompt into the message that goes
+// first (nil when there is none), returns its texts for the task rules and sets
+// where System inserts. open and closing are the offsets of the braces of the body.
+func (r *Request) readSystem(system gjson.Result, open, closing int) (*protocol.Message, []segment) {
+	var (
+		segs []segment
+		sys  *protocol.Message
+	)
 	visit := func(t gjson.Result) {
 		segs = append(segs, segment{msg: -1, idx: t.Index, raw: t.Raw, text: t.Str, msgEnd: -1})
 	}
 	switch {
 	case system.Type == gjson.String:
 		visit(system)
-		r.Messages = append(r.Messages, protocol.Message{Role: "system", Content: system.Str})
+		sys = &protocol.Message{Role: "system", Content: system.Str}
 		// Into the string; an empty one gets no leading blank lines.
 		r.sys = anchor{at: closingQuote(system), Wrap: jsontext.Wrap{Trim: system.Str == ""}}
 	case system.IsArray():
 		text, n := blocksText(system, visit)
-		r.Messages = append(r.Messages, protocol.Message{Role: "system", Content: text})
+		sys = &protocol.Message{Role: "system", Content: text}
 		// A new text block before the ']': blocks before it keep their cache_control.
 		prefix := `{"type":"text","text":"`
 		if n > 0 {
@@ -123,7 +126,7 @@ func (r *Request) readSystem(system gjson.Result, open, closing int) []segment {
 		// one a last-key-wins decoder keeps.
 		r.sys = anchor{at: closing, Wrap: jsontext.Wrap{Prefix: `,"system":"`, Suffix: `"`, Trim: true}}
 	}
-	return segs
+	return sys, segs
 }
 
 // element is what one element of the messages array reads as, remembered by its
@@ -180,34 +183,25 @@ func readElement(raw string) *element {
 	return e
 }
 
-// readMessages normalises the messages array (at body[open]) in one pass and appends
-// the texts task rules may read to segs. Only the elements not seen before are read
-// (memo).
-func (r *Request) readMessages(body []byte, open int, segs []segment) []segment {
-	r.arrOpen = open
+// Messages is the element's messages and their slots (protocol.Element).
+func (e *element) Messages() ([]protocol.Message, []protocol.Slot) { return e.msgs, e.slots }
+
+// setMessages sets the view's messages — sys (the system prompt, when not nil), then
+// those of the elements of the messages array (the last one, on a duplicate key) — and
+// appends the texts task rules may read to segs.
+func (r *Request) setMessages(els []protocol.Placed[*element], sys *protocol.Message, segs []segment) []segment {
+	r.wireMessages = len(els)
 	turn := 0 // assistant messages so far
-	jsontext.Elements(body, open, func(v int) int {
-		end := jsontext.SkipValue(body, v)
-		e := memo.Read(body[v:end], readElement)
-		w := r.wireMessages
-		r.wireMessages++
-		for _, t := range e.texts {
-			t.msg, t.idx, t.msgEnd, t.turn = w, v+t.idx, end, turn
+	for w, p := range els {
+		for _, t := range p.V.texts {
+			t.msg, t.idx, t.msgEnd, t.turn = w, p.At+t.idx, p.End, turn
 			segs = append(segs, t)
 		}
-		if e.assistant {
+		if p.V.assistant {
 			turn++
 		}
-		if r.Slots == nil {
-			// The system prompt, if any, has no slot.
-			r.Slots = make([]*protocol.Slot, len(r.Messages), len(r.Messages)+8)
-		}
-		for i := range e.msgs {
-			r.Messages = append(r.Messages, e.msgs[i])
-			r.Slots = append(r.Slots, &e.slots[i])
-		}
-		return end
-	})
+	}
+	protocol.Collect(&r.View, sys, els)
 	return segs
 }
 

@@ -12,7 +12,6 @@ package anthropic
 
 import (
 	"fmt"
-	"strings"
 	"unsafe"
 
 	"github.com/camproxy/camproxy/protocol"
@@ -62,42 +61,54 @@ func ParseBody(body []byte, rules []protocol.TaskRule, model string, stream bool
 
 // parse reads body; outside, when not nil, holds the model and stream to use.
 func parse(body []byte, rules []protocol.TaskRule, outside *protocol.View) (*Request, error) {
-	if err := jsontext.Validate(body); err != nil {
+	// Elements sent before are validated once, when first read (memo).
+	hits := memo.Hits()
+	defer hits.Release()
+	if err := jsontext.ValidateSkipping(body, hits); err != nil {
 		return nil, err
 	}
 	// Read in place, never retained: the model and system prompt are copied, and
-	// messages are read from private copies of their bytes (readMessages), so the
-	// view stays valid after the caller reuses its buffer.
+	// messages are read from private copies of their bytes (memo), so the view stays
+	// valid after the caller reuses its buffer.
 	js := unsafe.String(unsafe.SliceData(body), len(body))
-	open, closing := jsontext.ObjectBounds(js)
-	if open < 0 {
+	open := jsontext.SkipWS(body, 0)
+	if body[open] != '{' {
 		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrMissingMessages)
 	}
-	root := gjson.Result{Type: gjson.JSON, Raw: js}
 	r := &Request{bodyLen: len(body)}
-	var system, msgs gjson.Result
-	// Last key wins on duplicates, as in the Python and Go decoders upstream.
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	var system gjson.Result
+	msgs := -1
+	// One walk of the body. Last key wins on duplicates, as in the Python and Go
+	// decoders upstream.
+	closing := jsontext.Members(body, js, open, func(key string, v int) int {
+		switch key {
 		case "model":
-			r.Model = strings.Clone(v.Str) // "" unless a string
+			var end int
+			r.Model, end = jsontext.CloneString(body, js, v) // "" unless a string
+			return end
 		case "stream":
-			r.Stream = v.Type == gjson.True
+			r.Stream = body[v] == 't'
 		case "system":
-			system = protocol.Detach(v)
+			var end int
+			system, end = jsontext.DetachAt(body, js, v)
+			return end
 		case "messages":
 			msgs = v
+			if body[v] == '[' {
+				r.arrOpen = v
+				return jsontext.ReadElements(body, v, hits, readElement)
+			}
 		}
-		return true
-	})
+		return -1
+	}) - 1
 	if outside != nil {
 		r.Model, r.Stream = outside.Model, outside.Stream
 	}
-	if !msgs.IsArray() {
+	if msgs < 0 || body[msgs] != '[' {
 		return nil, fmt.Errorf("%w: \"messages\" is missing or not an array", protocol.ErrMissingMessages)
 	}
-	segs := r.readSystem(system, open, closing)
-	segs = r.readMessages(body, msgs.Index, segs)
+	sys, segs := r.readSystem(system, open, closing)
+	segs = r.setMessages(hits.Walked(), sys, segs)
 	r.findTask(rules, body, segs)
 	return r, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -70,41 +71,59 @@ type convSegment struct {
 
 // parseConverse reads a body of the Converse shape.
 func parseConverse(body []byte, rules []protocol.TaskRule, fam family, op Op) (*ConverseRequest, error) {
-	root, err := rootObject(body)
-	if err != nil {
+	// Elements sent before are validated once, when first read (memo).
+	hits := convMemo.Hits()
+	defer hits.Release()
+	if err := jsontext.ValidateSkipping(body, hits); err != nil {
 		return nil, err
 	}
-	r := &ConverseRequest{op: op, fam: fam, bodyLen: len(body), objOpen: strings.IndexByte(root.Raw, '{')}
+	// Read in place, never retained: the system prompt is copied and messages are
+	// read from private copies of their bytes (memo), so the view stays valid after
+	// the caller reuses its buffer.
+	js := unsafe.String(unsafe.SliceData(body), len(body))
+	open := jsontext.SkipWS(body, 0)
+	if body[open] != '{' {
+		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrMissingMessages)
+	}
+	r := &ConverseRequest{op: op, fam: fam, bodyLen: len(body), objOpen: open}
 	r.Stream = op.Stream()
-	var sys, msgs gjson.Result
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	var sys gjson.Result
+	msgs := -1
+	// One walk of the body; the last of duplicate keys wins.
+	jsontext.Members(body, js, open, func(key string, v int) int {
+		switch key {
 		case "system":
-			sys = v
+			var end int
+			sys, end = jsontext.DetachAt(body, js, v)
+			return end
 		case "messages":
 			msgs = v
+			if body[v] == '[' {
+				r.msgsOpen = v
+				return jsontext.ReadElements(body, v, hits, readConvElement)
+			}
 		}
-		return true
+		return -1
 	})
-	if !msgs.IsArray() {
+	if msgs < 0 || body[msgs] != '[' {
 		return nil, fmt.Errorf("%w: \"messages\" is missing or not an array", protocol.ErrMissingMessages)
 	}
-	segs := r.readSystem(sys)
-	segs = r.readMessages(msgs, segs)
+	sysMsg, segs := r.readSystem(sys)
+	segs = r.setMessages(hits.Walked(), sysMsg, segs)
 	r.findTask(rules, body, segs)
 	return r, nil
 }
 
 // readSystem normalises the system prompt into a leading system message (its text
-// blocks joined with "\n") and returns its texts.
-func (r *ConverseRequest) readSystem(sys gjson.Result) []convSegment {
+// blocks joined with "\n"; nil when it has none) and returns its texts.
+func (r *ConverseRequest) readSystem(sys gjson.Result) (*protocol.Message, []convSegment) {
 	switch {
 	case !sys.Exists():
 		r.sysState = sysAbsent
-		return nil
+		return nil, nil
 	case !sys.IsArray():
 		r.sysState = sysOther
-		return nil
+		return nil, nil
 	}
 	r.sysState = sysArray
 	r.sysClose = closeOf(sys)
@@ -118,60 +137,100 @@ func (r *ConverseRequest) readSystem(sys gjson.Result) []convSegment {
 		}
 		return true
 	})
-	if j.Len() > 0 {
-		r.Messages = append(r.Messages, protocol.Message{Role: "system", Content: j.String()})
+	if j.Len() == 0 {
+		return nil, segs
 	}
-	return segs
+	return &protocol.Message{Role: "system", Content: j.String()}, segs
 }
 
-// readMessages normalises the messages to the OpenAI chat shape: a message's text
-// blocks joined with "\n" become its content, toolUse blocks its tool calls, and
-// the toolResult blocks of a message become one tool message each, in front of the
-// message that holds its text (omitted when it has none). It appends the texts of
-// user messages to segs.
-func (r *ConverseRequest) readMessages(msgs gjson.Result, segs []convSegment) []convSegment {
-	r.msgsOpen = msgs.Index
-	msgs.ForEach(func(_, m gjson.Result) bool {
-		n := r.msgsLen
-		r.msgsLen++
-		var role, content gjson.Result
-		if m.IsObject() {
-			m.ForEach(func(k, v gjson.Result) bool {
-				switch k.Str {
-				case "role":
-					role = v
-				case "content":
-					content = v
-				}
-				return true
-			})
-		}
-		var (
-			results int
-			texts   []convSegment
-		)
-		out, held, blocks := convMessage(role.Str, content, func(v gjson.Result) {
-			texts = append(texts, convSegment{idx: v.Index, raw: v.Raw, text: v.Str, close: closeOf(content)})
-		}, func(m protocol.Message) {
-			r.Messages = append(r.Messages, m)
-			results++
-		})
-		if n == 0 && role.Str == "user" && content.IsArray() {
-			r.first.ok, r.first.open, r.first.blocks = true, content.Index, blocks
-		}
-		if role.Str == "user" && results > 0 && !held {
-			return true // only tool results: they are the messages
-		}
-		i := len(r.Messages)
-		r.Messages = append(r.Messages, out)
-		if role.Str == "user" {
-			for _, s := range texts {
-				s.msg = i
-				segs = append(segs, s)
+// convElement is what one element of the messages array reads as, remembered by its
+// bytes (convMemo) since an agent resends every earlier message on every call: its
+// messages (tool results first, see readConvElement) with a slot each, the texts
+// task rules read (msg indexes msgs) and, for a user message whose content is an
+// array, where that array opens. Offsets count from the element's first byte.
+// Shared: never modified.
+type convElement struct {
+	msgs   []protocol.Message
+	slots  []protocol.Slot
+	texts  []convSegment
+	open   int // offset of the content's '[' of a user message; -1 otherwise
+	blocks int // elements of that content
+}
+
+// Messages is the element's messages and their slots (protocol.Element).
+func (e *convElement) Messages() ([]protocol.Message, []protocol.Slot) { return e.msgs, e.slots }
+
+// convMemo remembers the elements of Converse calls (protocol.MemoBytes at most).
+var convMemo = protocol.NewMemo[*convElement](protocol.MemoBytes)
+
+// readConvElement normalises one Converse message to the OpenAI chat shape: its text
+// blocks joined with "\n" become its content, toolUse blocks its tool calls, and its
+// toolResult blocks become one tool message each, in front of the message that holds
+// its text (omitted when it has none). raw is the element's own copy, which what it
+// returns may alias.
+func readConvElement(raw string) *convElement {
+	e := &convElement{open: -1}
+	m := gjson.Result{Type: gjson.JSON, Raw: raw}
+	var role, content gjson.Result
+	if m.IsObject() {
+		m.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "role":
+				role = v
+			case "content":
+				content = v
 			}
+			return true
+		})
+	}
+	user := role.Str == "user"
+	results := 0
+	out, held, blocks := convMessage(role.Str, content, func(v gjson.Result) {
+		if user {
+			e.texts = append(e.texts, convSegment{idx: v.Index, raw: v.Raw, text: v.Str, close: closeOf(content)})
 		}
-		return true
+	}, func(m protocol.Message) {
+		e.msgs = append(e.msgs, m)
+		results++
 	})
+	if user && content.IsArray() {
+		e.open, e.blocks = content.Index, blocks
+	}
+	if !user || results == 0 || held {
+		for i := range e.texts {
+			e.texts[i].msg = len(e.msgs)
+		}
+		e.msgs = append(e.msgs, out)
+	} else {
+		e.texts = nil // only tool results: they are the messages
+	}
+	e.slots = make([]protocol.Slot, len(e.msgs))
+	return e
+}
+
+// setMessages sets the view's messages — sys (the system prompt, when not nil), then
+// those of the elements of the messages array (the last one, on a duplicate key) —
+// and appends the texts of user messages to segs.
+func (r *ConverseRequest) setMessages(els []protocol.Placed[*convElement], sys *protocol.Message, segs []convSegment) []convSegment {
+	r.msgsLen = len(els)
+	n := 0 // messages before the element's
+	if sys != nil {
+		n++
+	}
+	for k, p := range els {
+		e := p.V
+		if k == 0 && e.open >= 0 {
+			r.first.ok, r.first.open, r.first.blocks = true, p.At+e.open, e.blocks
+		}
+		for _, s := range e.texts {
+			s.msg += n
+			s.idx += p.At
+			s.close += p.At
+			segs = append(segs, s)
+		}
+		n += len(e.msgs)
+	}
+	protocol.Collect(&r.View, sys, els)
 	return segs
 }
 

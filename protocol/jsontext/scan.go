@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/protocol"
 )
 
 // The fast path of the adapters: one validating pass over a body (Valid), then walks
@@ -530,4 +532,35 @@ func Elements(b []byte, i int, fn func(v int) int) int {
 		}
 		i = SkipWS(b, i+1)
 	}
+}
+
+// ReadElements reads the elements of the array at b[open] of the valid b through a
+// call's memo (protocol.Hits.Next): those it vouched for during validation are taken
+// as remembered, the others read and remembered. It returns the offset after the
+// array; hits.Walked holds the elements.
+func ReadElements[V any](b []byte, open int, hits *protocol.Hits[V], read func(s string) V) int {
+	hits.Begin()
+	return Elements(b, open, func(v int) int { return hits.Next(b, v, SkipValue, read) })
+}
+
+// CloneString returns the decoded string at b[v] of the valid b (js: the same bytes
+// as a string), copied so that it outlives b, or "" when the value is not a string;
+// and the offset after the value.
+func CloneString(b []byte, js string, v int) (string, int) {
+	if b[v] != '"' {
+		return "", SkipValue(b, v)
+	}
+	end, esc := SkipString(b, v+1)
+	if esc {
+		return Unquote(js[v:end]), end // unescaping copies
+	}
+	return strings.Clone(js[v+1 : end-1]), end
+}
+
+// DetachAt returns the value at b[v] of the valid b as protocol.Detach gives it (read
+// from a copy of its bytes, at its offset in b), and the offset after it: for the few
+// values of a body that a view keeps and no memo holds (a system prompt).
+func DetachAt(b []byte, js string, v int) (gjson.Result, int) {
+	end := SkipValue(b, v)
+	return protocol.Detach(gjson.Result{Type: gjson.JSON, Raw: js[v:end], Index: v}), end
 }

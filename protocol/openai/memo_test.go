@@ -20,12 +20,7 @@ const tauPath = "../../../shared/data/tau-bench/gpt-4o-airline.json"
 func sameParse(t *testing.T, body []byte, rules []protocol.TaskRule) {
 	t.Helper()
 	parse := func(b []byte) (*Request, error) { return Parse(b, rules) }
-	memotest.Same(t, body, parse, func(b []byte) (*Request, error) {
-		saved := memo
-		memo = protocol.NewMemo[*element](0) // remembers nothing
-		defer func() { memo = saved }()
-		return parse(b)
-	})
+	memotest.Same(t, body, parse, memotest.Fresh(&memo, parse))
 }
 
 // TestMemoMatchesFresh: every turn of the real tau-bench trajectories, each sent as

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"sync"
 	"unsafe"
 
 	"github.com/camproxy/camproxy/protocol"
@@ -282,52 +281,41 @@ func readElement(raw string) *element {
 	return e
 }
 
-// scratch holds the elements of one call between the walk and the one allocation of
-// its messages.
-var scratch = sync.Pool{New: func() any { return new([]*element) }}
+// Messages is the element's one message and its slot (protocol.Element).
+func (e *element) Messages() ([]protocol.Message, []protocol.Slot) {
+	return unsafe.Slice(&e.msg, 1), unsafe.Slice(&e.slot, 1)
+}
 
-// readMessages normalises the messages array (at r.arrOpen in the valid body), records
-// the texts task rules may match and where the System placement appends, and returns
-// the offset after the array. Only the elements not seen before are read (memo). On a
-// duplicate "messages" key the last call wins: it sets everything anew.
-func (r *Request) readMessages(body []byte, hits *protocol.Hits[*element]) ([]segment, int) {
+// readMessages reads the messages array at r.arrOpen of the valid body through the
+// call's memo (only the elements not seen before are read) and returns the offset
+// after it; the view is set from them once the body is walked (setMessages).
+func (r *Request) readMessages(body []byte, hits *protocol.Hits[*element]) int {
+	return jsontext.ReadElements(body, r.arrOpen, hits, readElement)
+}
+
+// setMessages sets the messages of the view from the elements of the messages array
+// (the last one, on a duplicate key), records the texts task rules may match and
+// where the System placement appends, and returns those texts.
+func (r *Request) setMessages(els []protocol.Placed[*element]) []segment {
 	var segs []segment
-	r.Messages, r.Slots = nil, nil
 	// An empty array gets the system message as its only element.
 	r.sys = anchor{at: r.arrOpen + 1, kind: insSystemMessage}
-	els := scratch.Get().(*[]*element)
-	hits.Begin()
-	arrEnd := jsontext.Elements(body, r.arrOpen, func(v int) int {
-		e, end, ok := hits.Take(v)
-		if !ok {
-			end = jsontext.SkipValue(body, v)
-			e = hits.Read(body[v:end], readElement)
-		}
+	for k, p := range els {
+		e := p.V
 		for _, t := range e.texts {
-			t.msg, t.idx, t.msgEnd = len(*els), v+t.idx, end
+			t.msg, t.idx, t.msgEnd = k, p.At+t.idx, p.End
 			segs = append(segs, t)
 		}
-		if len(*els) == 0 {
+		if k == 0 {
 			r.sys = anchor{at: r.arrOpen + 1, kind: insSystemMessage, comma: true}
 			if e.sysIn {
 				r.sys = e.sys
-				r.sys.at += v
+				r.sys.at += p.At
 			}
 		}
-		*els = append(*els, e)
-		return end
-	})
-	if len(*els) > 0 {
-		r.Messages = make([]protocol.Message, len(*els))
-		r.Slots = make([]*protocol.Slot, len(*els))
 	}
-	for i, e := range *els {
-		r.Messages[i], r.Slots[i] = e.msg, &e.slot
-	}
-	clear(*els)
-	*els = (*els)[:0]
-	scratch.Put(els)
-	return segs, arrEnd
+	protocol.Collect(&r.View, nil, els)
+	return segs
 }
 
 // scanFields is readFields on the message object at b[i] of the valid body, reading

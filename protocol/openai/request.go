@@ -9,7 +9,6 @@ package openai
 
 import (
 	"fmt"
-	"strings"
 	"unsafe"
 
 	"github.com/camproxy/camproxy/protocol"
@@ -58,17 +57,13 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 	}
 	r := &Request{bodyLen: len(body), task: taskSpot{msg: -1}}
 	msgs := -1
-	var segs []segment
 	// Last key wins on duplicates, as in the Python and Go decoders upstream.
 	jsontext.Members(body, js, start, func(key string, v int) int {
 		switch key {
 		case "model":
-			r.Model = "" // "" unless a string
-			if body[v] == '"' {
-				end, _ := jsontext.SkipString(body, v+1)
-				r.Model = strings.Clone(jsontext.Unquote(js[v:end]))
-				return end
-			}
+			var end int
+			r.Model, end = jsontext.CloneString(body, js, v) // "" unless a string
+			return end
 		case "stream":
 			r.Stream = body[v] == 't'
 		case "messages":
@@ -77,9 +72,7 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 				// Read here rather than after the walk: the array is most of the body,
 				// and this way it is walked once.
 				r.arrOpen = v
-				var end int
-				segs, end = r.readMessages(body, hits)
-				return end
+				return r.readMessages(body, hits)
 			}
 		}
 		return -1
@@ -87,7 +80,7 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 	if msgs < 0 || body[msgs] != '[' {
 		return nil, fmt.Errorf("%w: \"messages\" is missing or not an array", protocol.ErrMissingMessages)
 	}
-	r.findTask(rules, body, segs)
+	r.findTask(rules, body, r.setMessages(hits.Walked()))
 	return r, nil
 }
 

@@ -181,7 +181,7 @@ func (d *StreamDecoder) Message() protocol.Message {
 	for _, it := range items {
 		switch {
 		case it.done != "":
-			a.item(gjson.Parse(it.done), nil)
+			a.item(gjson.Parse(it.done))
 		case it.typ == typeMessage:
 			a.assistantText(string(it.text), nil)
 		case it.typ == typeFunctionCall:

@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -74,14 +75,60 @@ func clientSide(typ string) bool {
 // and custom calls as tool calls in order, every other item kept verbatim in Raw).
 // Input items and a response's output items go through the same code, so that an
 // answer and its echo in the next call's input normalise (and hash) alike.
+//
+// An item is read once into its effect (readEffect), then applied: a request's items
+// are remembered by their bytes (memo), so that a call applies the effects of the
+// items it resends without reading them again.
 type assembler struct {
 	msgs []protocol.Message
 	run  bool // the last message is an assistant run that later assistant items join
+	// slots, when track is set, holds one per message: the slot of the item that
+	// made it alone, nil for a run of several items (its digest is its own).
+	slots []*protocol.Slot
+	track bool
 }
 
-// item adds one item; visit, when not nil, sees each text of a message item with its
-// role (texts of user, system and developer messages are what task rules read).
-func (a *assembler) item(v gjson.Result, visit func(role string, text gjson.Result)) {
+// effectOp is what an item does to the messages.
+type effectOp uint8
+
+const (
+	opMessage effectOp = iota // adds a message that is not the assistant's: it ends a run
+	opText                    // an assistant message's text and parts join the run
+	opCall                    // a function or custom call joins the run
+	opRaw                     // a model-side item joins the run verbatim
+)
+
+// effect is one item read: what it does to the messages and the texts task rules
+// read in it. Shared once remembered: never modified.
+type effect struct {
+	op effectOp
+	// msg is the message of opMessage; for the others, the run the item makes alone.
+	// Its slices are clipped, so that a run it starts copies them when it grows.
+	msg   protocol.Message
+	text  string            // opText
+	parts []protocol.Part   // opText
+	call  protocol.ToolCall // opCall
+	raw   protocol.RawJSON  // opRaw
+	// texts are those of a system, developer or user message, offsets counted from
+	// the item's first byte (item, itemEnd and turn unset).
+	texts []segment
+	slot  protocol.Slot
+}
+
+// item reads one item and applies it.
+func (a *assembler) item(v gjson.Result) {
+	a.apply(readEffect(v))
+}
+
+// readItemEffect reads one element of the input list: raw is the element's own copy,
+// which what it returns may alias.
+func readItemEffect(raw string) *effect {
+	return readEffect(gjson.Result{Type: gjson.JSON, Raw: raw})
+}
+
+// readEffect reads one item, v.
+func readEffect(v gjson.Result) *effect {
+	e := &effect{}
 	it := readItem(v)
 	typ := it.typ.Str
 	if typ == "" && it.role.Exists() {
@@ -91,44 +138,89 @@ func (a *assembler) item(v gjson.Result, visit func(role string, text gjson.Resu
 	case typeMessage:
 		role := it.role.Str
 		var each func(gjson.Result)
-		if visit != nil {
-			each = func(t gjson.Result) { visit(role, t) }
+		if isTaskRole(role) {
+			each = func(t gjson.Result) {
+				e.texts = append(e.texts, segment{user: role == "user", idx: t.Index - v.Index, raw: t.Raw, text: t.Str})
+			}
 		}
 		text, parts := contentParts(it.content, each)
 		if role == "assistant" {
-			a.assistantText(text, parts)
-			return
+			e.op, e.text, e.parts = opText, text, parts
+			break
 		}
-		a.other(protocol.Message{Role: role, Content: text, Parts: parts})
+		e.msg = protocol.Message{Role: role, Content: text, Parts: parts}
 	case typeFunctionCall:
-		a.call(protocol.ToolCall{ID: it.callID.Str, Type: protocol.ToolFunction, Name: it.name.Str, Arguments: arguments(it.arguments)})
+		e.op = opCall
+		e.call = protocol.ToolCall{ID: it.callID.Str, Type: protocol.ToolFunction, Name: it.name.Str, Arguments: arguments(it.arguments)}
 	case typeCustomCall:
-		a.call(protocol.ToolCall{ID: it.callID.Str, Type: protocol.ToolCustom, Name: it.name.Str, Arguments: it.input.Str})
+		e.op = opCall
+		e.call = protocol.ToolCall{ID: it.callID.Str, Type: protocol.ToolCustom, Name: it.name.Str, Arguments: it.input.Str}
 	case typeFunctionOutput, typeCustomOutput:
 		text, parts := outputParts(it.output)
-		a.other(protocol.Message{Role: "tool", Content: text, Parts: parts, ToolCallID: it.callID.Str})
+		e.msg = protocol.Message{Role: "tool", Content: text, Parts: parts, ToolCallID: it.callID.Str}
 	case typeComputerOutput:
 		// The screenshot is the output: an image part (its bytes hashed when recorded,
 		// as every image), not the item verbatim with its bytes.
-		a.other(protocol.Message{Role: "tool", Parts: screenshot(it.output), ToolCallID: it.callID.Str})
+		e.msg = protocol.Message{Role: "tool", Parts: screenshot(it.output), ToolCallID: it.callID.Str}
 	default:
-		if role := it.role.Str; role != "" && role != "assistant" {
+		switch role := it.role.Str; {
+		case role != "" && role != "assistant":
 			// An item of another type that says whose it is (Codex's
 			// additional_tools, role developer): a message of that role.
-			a.other(protocol.Message{Role: role, Raw: []protocol.RawJSON{protocol.RawJSON(v.Raw)}})
-			return
-		}
-		if clientSide(typ) {
+			e.msg = protocol.Message{Role: role, Raw: []protocol.RawJSON{protocol.RawJSON(v.Raw)}}
+		case clientSide(typ):
 			id := it.callID.Str
 			if id == "" {
 				id = it.approvalID.Str
 			}
 			text, _ := outputParts(it.output)
-			a.other(protocol.Message{Role: "tool", Content: text, ToolCallID: id, Raw: []protocol.RawJSON{protocol.RawJSON(v.Raw)}})
-			return
+			e.msg = protocol.Message{Role: "tool", Content: text, ToolCallID: id, Raw: []protocol.RawJSON{protocol.RawJSON(v.Raw)}}
+		default:
+			e.op, e.raw = opRaw, protocol.RawJSON(v.Raw)
 		}
+	}
+	if e.op != opMessage {
+		var alone assembler
+		alone.join(e)
+		m := alone.msgs[0]
+		m.Parts, m.ToolCalls, m.Raw = slices.Clip(m.Parts), slices.Clip(m.ToolCalls), slices.Clip(m.Raw)
+		e.msg = m
+	}
+	return e
+}
+
+// apply adds what one item does to the messages.
+func (a *assembler) apply(e *effect) {
+	switch {
+	case e.op == opMessage:
+		a.other(e.msg)
+	case !a.run:
+		// The item's run alone, shared: what later items of the run add goes to a
+		// copy (its slices are clipped).
+		a.msgs = append(a.msgs, e.msg)
+		a.run = true
+	default:
+		a.join(e)
+		if a.track {
+			a.slots[len(a.slots)-1] = nil
+		}
+		return
+	}
+	if a.track {
+		a.slots = append(a.slots, &e.slot)
+	}
+}
+
+// join adds an assistant-side item to the run, starting one if needed.
+func (a *assembler) join(e *effect) {
+	switch e.op {
+	case opText:
+		a.assistantText(e.text, e.parts)
+	case opCall:
+		a.call(e.call)
+	case opRaw:
 		m := a.assistant()
-		m.Raw = append(m.Raw, protocol.RawJSON(v.Raw))
+		m.Raw = append(m.Raw, e.raw)
 	}
 }
 
@@ -181,7 +273,7 @@ func answer(output gjson.Result) protocol.Message {
 	var a assembler
 	if output.IsArray() {
 		output.ForEach(func(_, v gjson.Result) bool {
-			a.item(v, nil)
+			a.item(v)
 			return true
 		})
 	}

@@ -22,6 +22,7 @@ package responses
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -78,55 +79,71 @@ type segment struct {
 // sets Task. A body whose task no rule finds (no input, or only tool outputs after a
 // previous_response_id) parses fine with Task "".
 func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
-	if err := jsontext.Validate(body); err != nil {
+	// Items sent before are validated once, when first read (memo).
+	hits := memo.Hits()
+	defer hits.Release()
+	if err := jsontext.ValidateSkipping(body, hits); err != nil {
 		return nil, err
 	}
-	// One copy of the body: every string of the view aliases it, so the view stays
-	// valid after the caller reuses its buffer, at the cost of one allocation.
-	js := string(body)
-	open, closing := jsontext.ObjectBounds(js)
-	if open < 0 {
+	// Read in place, never retained: the strings the view keeps are copied, and items
+	// are read from private copies of their bytes (memo), so the view stays valid
+	// after the caller reuses its buffer.
+	js := unsafe.String(unsafe.SliceData(body), len(body))
+	open := jsontext.SkipWS(body, 0)
+	if body[open] != '{' {
 		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrInvalidJSON)
 	}
-	root := gjson.Result{Type: gjson.JSON, Raw: js}
 	r := &Request{bodyLen: len(body), arrOpen: -1}
 	var instructions, input gjson.Result
 	members := 0
-	// Last key wins on duplicates, as in the Python and Go decoders upstream.
-	root.ForEach(func(k, v gjson.Result) bool {
+	// One walk of the body. Last key wins on duplicates, as in the Python and Go
+	// decoders upstream.
+	closing := jsontext.Members(body, js, open, func(key string, v int) int {
 		members++
-		switch k.Str {
+		var end int
+		switch key {
 		case "model":
-			r.Model = v.Str // "" unless a string
+			r.Model, end = jsontext.CloneString(body, js, v) // "" unless a string
 		case "stream":
-			r.Stream = v.Type == gjson.True
+			r.Stream = body[v] == 't'
+			return -1
 		case "instructions":
-			instructions = v
+			instructions, end = jsontext.DetachAt(body, js, v)
 		case "input":
-			input = v
+			r.arrOpen, input = -1, gjson.Result{}
+			if body[v] == '[' {
+				r.arrOpen = v
+				return jsontext.ReadElements(body, v, hits, readItemEffect)
+			}
+			input, end = jsontext.DetachAt(body, js, v)
 		case "previous_response_id":
-			r.Continues = v.Str
+			r.Continues, end = jsontext.CloneString(body, js, v)
+		default:
+			return -1
 		}
-		return true
-	})
-	segs := r.readInstructions(instructions, open, closing, members)
-	segs = r.readInput(input, segs)
+		return end
+	}) - 1
+	head, segs := r.readInstructions(instructions, open, closing, members)
+	segs = r.readInput(input, head, hits.Walked(), segs)
 	r.findTask(rules, body, segs)
 	return r, nil
 }
 
+// memo remembers the items of this adapter's calls (protocol.MemoBytes at most).
+var memo = protocol.NewMemo[*effect](protocol.MemoBytes)
+
 // Parsed returns the call's view.
 func (r *Request) Parsed() *protocol.View { return &r.View }
 
-// readInstructions normalises instructions into messages[0], returns its text for the
-// task rules and sets where System inserts.
-func (r *Request) readInstructions(ins gjson.Result, open, closing, members int) []segment {
+// readInstructions normalises instructions into the message that goes first (nil
+// when there is none), returns its text for the task rules and sets where System
+// inserts.
+func (r *Request) readInstructions(ins gjson.Result, open, closing, members int) (*protocol.Message, []segment) {
 	switch {
 	case ins.Type == gjson.String:
-		r.Messages = append(r.Messages, protocol.Message{Role: "system", Content: ins.Str})
 		// Into the string; an empty one gets no leading blank lines.
 		r.sys = anchor{at: closingQuote(ins), Wrap: jsontext.Wrap{Trim: ins.Str == ""}}
-		return []segment{{item: -1, idx: ins.Index, raw: ins.Raw, text: ins.Str}}
+		return &protocol.Message{Role: "system", Content: ins.Str}, []segment{{item: -1, idx: ins.Index, raw: ins.Raw, text: ins.Str}}
 	case !ins.Exists():
 		// A new first member.
 		suffix := `",`
@@ -139,40 +156,44 @@ func (r *Request) readInstructions(ins gjson.Result, open, closing, members int)
 		// the one a last-key-wins decoder keeps.
 		r.sys = anchor{at: closing, Wrap: jsontext.Wrap{Prefix: `,"instructions":"`, Suffix: `"`, Trim: true}}
 	}
-	return nil
+	return nil, nil
 }
 
-// readInput normalises input (a string or a list of items) and appends the texts
-// task rules may read to segs.
-func (r *Request) readInput(input gjson.Result, segs []segment) []segment {
+// readInput sets the view's messages — head (the instructions, when not nil), then
+// input: a string (one user message), or the items of the list at r.arrOpen, els,
+// assembled — and appends the texts task rules may read to segs.
+func (r *Request) readInput(input gjson.Result, head *protocol.Message, els []protocol.Placed[*effect], segs []segment) []segment {
+	var a assembler
+	if head != nil {
+		a.msgs = append(a.msgs, *head)
+	}
 	switch {
 	case input.Type == gjson.String:
-		r.Messages = append(r.Messages, protocol.Message{Role: "user", Content: input.Str})
+		r.Messages = append(a.msgs, protocol.Message{Role: "user", Content: input.Str})
 		return append(segs, segment{item: -2, user: true, idx: input.Index, raw: input.Raw, text: input.Str})
-	case !input.IsArray():
+	case r.arrOpen < 0:
+		r.Messages = a.msgs
 		return segs
 	}
-	r.arrOpen = input.Index
-	var a assembler
-	a.msgs = r.Messages
+	r.items = len(els)
+	// A message per item at most: each slice allocated once.
+	n := len(els) + len(a.msgs)
+	a.msgs = append(make([]protocol.Message, 0, n), a.msgs...)
+	a.slots, a.track = make([]*protocol.Slot, len(a.msgs), n), true
 	turn, seen := 0, len(a.msgs) // assistant messages in a.msgs[:seen]
-	input.ForEach(func(_, v gjson.Result) bool {
-		i := r.items
-		r.items++
-		end := v.Index + len(v.Raw)
+	for i, p := range els {
 		for ; seen < len(a.msgs); seen++ {
 			if a.msgs[seen].Role == "assistant" {
 				turn++
 			}
 		}
-		a.item(v, func(role string, t gjson.Result) {
-			if isTaskRole(role) {
-				segs = append(segs, segment{item: i, user: role == "user", idx: t.Index, raw: t.Raw, text: t.Str, itemEnd: end, turn: turn})
-			}
-		})
-		return true
-	})
-	r.Messages = a.msgs
+		for _, t := range p.V.texts {
+			t.item, t.idx, t.itemEnd, t.turn = i, p.At+t.idx, p.End, turn
+			segs = append(segs, t)
+		}
+		a.apply(p.V)
+	}
+	r.Messages, r.Slots = a.msgs, a.slots
 	return segs
 }
 
