@@ -39,7 +39,12 @@ type Options struct {
 	Reward   func(ctx context.Context, arm string, reward float64, previous *float64)
 	Rollouts RolloutOptions
 	// Token, if set, is required on every endpoint but /healthz, /readyz and /metrics.
+	// Without one the API answers loopback peers only, unless AllowUnauthenticated.
 	Token string
+	// LoopbackOnly: the API answers loopback peers only, token or not (a sidecar).
+	LoopbackOnly bool
+	// AllowUnauthenticated: without a token, every host may use the API.
+	AllowUnauthenticated bool
 	// The dashboard (/ui, /v1/status, /v1/episodes?recent=N): the running experiment,
 	// the data plane's counts, the replay backlog and the episodes this instance
 	// served. Each may be nil: what it would show is left out.
@@ -60,9 +65,7 @@ func New(o Options) http.Handler {
 	a := &api{o: o, rollouts: newRollouts(o.Rollouts)}
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
-	if o.Token != "" {
-		r.Use(requireToken(o.Token))
-	}
+	r.Use(guard(&o))
 	if o.Episodes != nil {
 		r.Post("/v1/feedback", a.feedback)
 		r.Get("/v1/episodes/{id}", a.episodeInfo)

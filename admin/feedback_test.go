@@ -41,7 +41,7 @@ func TestFeedback(t *testing.T) {
 	h := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Gatherer: reg, Metrics: m, Episodes: store, Record: rec.add})
 	post := func(body string) (int, string) {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/feedback", strings.NewReader(body)))
+		h.ServeHTTP(w, localRequest(http.MethodPost, "/v1/feedback", strings.NewReader(body)))
 		if msg := gjson.GetBytes(w.Body.Bytes(), "error.message"); msg.Exists() {
 			return w.Code, msg.String()
 		}
@@ -96,14 +96,14 @@ func TestFeedback(t *testing.T) {
 	}
 
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/episodes/ep-1", nil))
+	h.ServeHTTP(w, localRequest(http.MethodGet, "/v1/episodes/ep-1", nil))
 	var info map[string]any
 	_ = json.Unmarshal(w.Body.Bytes(), &info)
 	if w.Code != 200 || info["arm"] != "cam" || info["task_id"] != "t1" || info["context"] != "ctx" || info["turns"] != 3.0 || info["reward"] != 0.75 {
 		t.Fatalf("episode info %d %v", w.Code, info)
 	}
 	w = httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/episodes/nope", nil))
+	h.ServeHTTP(w, localRequest(http.MethodGet, "/v1/episodes/nope", nil))
 	if w.Code != 404 {
 		t.Fatalf("unknown episode: %d", w.Code)
 	}

@@ -78,7 +78,7 @@ func newUIEnv(t *testing.T, token string, live bool) *uiEnv {
 
 func (e *uiEnv) do(method, path, body string, hdr map[string]string) *httptest.ResponseRecorder {
 	e.t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req := localRequest(method, path, strings.NewReader(body))
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
