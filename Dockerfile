@@ -22,6 +22,19 @@ LABEL org.opencontainers.image.title="camproxy" \
       org.opencontainers.image.source="https://github.com/camproxy/camproxy" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/camproxy /camproxy
+# `docker run … serve` without --config: the built-in defaults bind 127.0.0.1, which
+# nothing outside the container reaches, so the image's config binds every interface
+# and puts the admin API (all but /healthz, /readyz, /metrics) behind
+# CAMPROXY_ADMIN_TOKEN: without it camproxy names the fix and does not start.
+COPY <<'EOF' /etc/camproxy-image.yaml
+server:
+  listen: "0.0.0.0:8080"
+  admin_listen: "0.0.0.0:9090"
+admin:
+  token: "${CAMPROXY_ADMIN_TOKEN:-}"
+  loopback_only: ${CAMPROXY_ADMIN_LOOPBACK_ONLY:-false}
+EOF
+ENV CAMPROXY_CONFIG=/etc/camproxy-image.yaml
 # Numeric (distroless's nonroot), so Kubernetes' runAsNonRoot can verify it.
 USER 65532:65532
 # 8080 data plane; 9090 admin: GET /healthz (alive), /readyz (ready), /metrics — what

@@ -27,6 +27,7 @@ import (
 	"github.com/camproxy/camproxy/augment"
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/internal/redislog"
 	"github.com/camproxy/camproxy/metrics"
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/protocol"
@@ -84,6 +85,19 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
+	}
+	// go-redis logs through a process-wide logger, a line per failed dial; every
+	// Redis client camproxy serves with is made below, so route it here, once.
+	redislog.Route(log)
+	// The admin API holds task texts, contexts and episodes: a config that is not
+	// validated (a caller's own) gets the same refusal as config.Load's.
+	if err := cfg.AdminExposure(); err != nil {
+		return nil, err
+	}
+	if cfg.AdminOpen() {
+		log.Warn("ADMIN API OPEN TO EVERY HOST: admin.allow_unauthenticated is set and admin.token is not; anyone who reaches " +
+			cfg.Server.AdminListen + " reads task texts, contexts and episodes and posts feedback and rollouts. " +
+			"Set admin.token (e.g. ${CAMPROXY_ADMIN_TOKEN}) or bind server.admin_listen to 127.0.0.1")
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -181,6 +195,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	a.admin = &http.Server{
 		Handler: admin.New(admin.Options{Logger: log, Gatherer: reg, Metrics: a.Metrics, Ready: checks,
 			Episodes: a.Episodes, Record: a.record, Reward: a.observeReward, Token: cfg.Admin.Token,
+			LoopbackOnly: cfg.Admin.LoopbackOnly, AllowUnauthenticated: cfg.Admin.AllowUnauthenticated,
 			Experiment: a.experiment, Traffic: a.Proxy, Backlog: backlog, Recent: recent,
 			Rollouts: admin.RolloutOptions{Runner: cfg.Rollouts.Runner, MaxInFlight: cfg.Rollouts.MaxInFlight, DefaultTimeout: cfg.Rollouts.DefaultTimeout}}),
 		ReadHeaderTimeout: 10 * time.Second,

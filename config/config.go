@@ -82,11 +82,20 @@ type Tracing struct {
 	SampleRatio float64           `yaml:"sample_ratio"`      // of traces camproxy starts; an agent's sampled trace is always followed
 }
 
-// Admin secures the admin plane.
+// Admin secures the admin plane. Without a token its API (tasks, contexts,
+// episodes, feedback, rollouts) answers loopback peers only, and a non-loopback
+// server.admin_listen is refused unless one of the settings below says why it is safe.
 type Admin struct {
 	// Token, when set, is required (Authorization: Bearer TOKEN) on every admin
 	// endpoint but /healthz, /readyz and /metrics. Use ${ENV} to keep it out of the file.
 	Token string `yaml:"token"`
+	// LoopbackOnly: the API answers this host's processes only, token or not, while
+	// /healthz, /readyz and /metrics answer everyone. A sidecar's setting: the kubelet
+	// probes the pod's IP, the agent in the pod posts feedback to 127.0.0.1.
+	LoopbackOnly bool `yaml:"loopback_only"`
+	// AllowUnauthenticated serves the API to every host without a token (logged
+	// loudly at start): only behind a network that is trusted as a whole.
+	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
 }
 
 // Rollouts is the bridge that turns "run the agent with this context" into a reward.
@@ -273,8 +282,10 @@ Be specific to this task, not generic. Do not restate the task, do not address t
 func Default() *Config {
 	return &Config{
 		Server: Server{
-			Listen:        ":8080",
-			AdminListen:   ":9090",
+			// Loopback: a sidecar's agent is in the same pod; a gateway binds
+			// 0.0.0.0 explicitly (and sets admin.token for the admin plane).
+			Listen:        "127.0.0.1:8080",
+			AdminListen:   "127.0.0.1:9090",
 			MaxBodyBytes:  32 << 20,
 			ShutdownGrace: 30 * time.Second,
 			ReadTimeout:   60 * time.Second,

@@ -312,6 +312,7 @@ func TestBadConfig(t *testing.T) {
 		{"listen not host:port", "server: {listen: '8080'}", "server.listen", "host:port"},
 		{"listen bad port", "server: {listen: ':http-ish'}", "server.listen", "port"},
 		{"admin same as listen", "server: {listen: ':8080', admin_listen: ':8080'}", "server.admin_listen", "differ"},
+		{"admin on every interface without a token", "server: {admin_listen: '0.0.0.0:9090'}", "server.admin_listen", "admin.token"},
 		{"max body", "server: {max_body_bytes: 0}", "server.max_body_bytes", "> 0"},
 		{"zero duration", "server: {shutdown_grace: 0s}", "server.shutdown_grace", "> 0"},
 		{"negative duration", "server: {read_timeout: -1s}", "server.read_timeout", "> 0"},
@@ -711,5 +712,20 @@ func TestEnvExpansionSkipsComments(t *testing.T) {
 	_, err = Parse([]byte("# comment\n\nupstreams:\n  openai:\n    api_key: \"${NOPE}\"\n"), env(nil))
 	if err == nil || !strings.Contains(err.Error(), "line 5") {
 		t.Fatalf("line numbers after a comment: %v", err)
+	}
+}
+
+// TestDefaultsAreLoopback (issue 18, 8): with no config both planes answer this
+// host only; other hosts are an explicit choice.
+func TestDefaultsAreLoopback(t *testing.T) {
+	d := Default()
+	if d.Server.Listen != "127.0.0.1:8080" || d.Server.AdminListen != "127.0.0.1:9090" || d.Admin != (Admin{}) {
+		t.Fatalf("defaults: listen %q admin_listen %q admin %+v", d.Server.Listen, d.Server.AdminListen, d.Admin)
+	}
+	for addr, want := range map[string]bool{"127.0.0.1:1": true, "127.9.9.9:1": true, "[::1]:1": true, "localhost:1": true, "LocalHost:1": true,
+		"[::ffff:127.0.0.1]:1": true, ":1": false, "0.0.0.0:1": false, "[::]:1": false, "10.0.0.1:1": false, "example.com:1": false, "nonsense": false} {
+		if IsLoopback(addr) != want {
+			t.Errorf("IsLoopback(%q) = %v", addr, !want)
+		}
 	}
 }

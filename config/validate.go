@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -62,7 +63,50 @@ func (c *Config) validate() []error {
 	if t := c.Admin.Token; t != "" && t != mask && (len(t) < 16 || strings.TrimSpace(t) != t) {
 		p.add("admin.token", "must be at least 16 characters without surrounding spaces (got %d characters)", len(t))
 	}
+	if err := c.AdminExposure(); err != nil {
+		p = append(p, err)
+	}
 	return p
+}
+
+// AdminExposure refuses an admin plane other hosts reach with no token and no
+// setting that says why that is safe: its API holds task texts, contexts and
+// episodes, and takes feedback and rollouts.
+func (c *Config) AdminExposure() error {
+	a, addr := c.Admin, c.Server.AdminListen
+	if a.Token != "" || a.LoopbackOnly || a.AllowUnauthenticated || IsLoopback(addr) {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil // checkListen reports it
+	}
+	return &FieldError{Key: "server.admin_listen", Msg: fmt.Sprintf("%q is reachable from other hosts and admin.token is not set: "+
+		"the admin API (tasks, contexts, episodes, feedback, rollouts) would answer anyone. Set admin.token "+
+		"(e.g. token: \"${CAMPROXY_ADMIN_TOKEN}\", 16+ characters), or bind server.admin_listen to 127.0.0.1:PORT, "+
+		"or set admin.loopback_only: true (probes and /metrics from anywhere, the API from this host only); "+
+		"admin.allow_unauthenticated: true opens it to every host", addr)}
+}
+
+// AdminOpen reports that the admin API answers every host without a token (the
+// allow_unauthenticated opt-out on a non-loopback address): start-up warns of it.
+func (c *Config) AdminOpen() bool {
+	a := c.Admin
+	return a.Token == "" && a.AllowUnauthenticated && !a.LoopbackOnly && !IsLoopback(c.Server.AdminListen)
+}
+
+// IsLoopback reports whether the host of addr (host:port) is a loopback address or
+// "localhost": only this host's processes reach a listener there. An empty host
+// binds every interface.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 func (s Server) check(p *problems) {
@@ -425,7 +469,7 @@ func checkSink(sink string) string {
 func checkListen(p *problems, key, addr string) bool {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		p.add(key, "%q is not host:port, e.g. \":8080\"", addr)
+		p.add(key, "%q is not host:port, e.g. \"127.0.0.1:8080\" (this host only) or \"0.0.0.0:8080\" (every interface)", addr)
 		return false
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {

@@ -289,12 +289,17 @@ func checkCommon(t *testing.T, r *rendered) {
 	}
 }
 
+// gatewayToken stands in for the admin token the gateway reads from its Secret.
+const gatewayToken = "token-from-the-secret-0123456789"
+
 // sidecarConfig parses the ConfigMap's config.yaml with the environment a sidecar of
-// the given settings gets from the injector (nil settings: the gateway, no env).
+// the given settings gets from the injector (nil settings: the gateway, whose only
+// variable is the admin token from its Secret).
 func sidecarConfig(t *testing.T, cm *corev1.ConfigMap, o Options, s *settings) *config.Config {
 	t.Helper()
-	env := map[string]string{}
+	env := map[string]string{"CAMPROXY_ADMIN_TOKEN": gatewayToken}
 	if s != nil {
+		env = map[string]string{}
 		for _, e := range o.sidecarEnv(*s) {
 			env[e.Name] = e.Value
 		}
@@ -457,8 +462,13 @@ func checkCamproxy(t *testing.T, r *rendered) (injector *appsv1.Deployment, opts
 	if !slices.Equal(cfgArms, opts.Arms) {
 		t.Errorf("--arms %v, the config's arms %v", opts.Arms, cfgArms)
 	}
-	if gw.Server.Listen != ":8080" || gw.Server.AdminListen != ":9090" {
-		t.Errorf("gateway listens on %s / %s", gw.Server.Listen, gw.Server.AdminListen)
+	if gw.Server.Listen != "0.0.0.0:8080" || gw.Server.AdminListen != "0.0.0.0:9090" || gw.Admin.Token != gatewayToken || gw.Admin.LoopbackOnly {
+		t.Errorf("gateway listens on %s / %s, admin %+v: want every interface, the API behind the token", gw.Server.Listen, gw.Server.AdminListen, gw.Admin)
+	}
+	// Without its Secret the gateway refuses to start rather than open its admin API.
+	if _, err := config.Parse([]byte(cm.Data[ConfigKey]), func(string) (string, bool) { return "", false }); err == nil ||
+		!strings.Contains(err.Error(), "admin.token") {
+		t.Errorf("the gateway's config without CAMPROXY_ADMIN_TOKEN: %v, want refused", err)
 	}
 	if gw.Cache.RedisURL == "" || gw.Episodes.Store != config.StoreRedis || len(gw.Replay.Sinks) != 1 || strings.HasPrefix(gw.Replay.Sinks[0], "file:") {
 		t.Errorf("the fleet must share Redis and one replay sink: cache %q episodes %q sinks %v", gw.Cache.RedisURL, gw.Episodes.Store, gw.Replay.Sinks)
@@ -475,6 +485,9 @@ func checkCamproxy(t *testing.T, r *rendered) (injector *appsv1.Deployment, opts
 			t.Fatal(err)
 		}
 		sc := sidecarConfig(t, cm, opts, &s)
+		if !sc.Admin.LoopbackOnly || sc.Admin.Token != "" {
+			t.Errorf("sidecar pinned to %s: admin %+v, want its API for the pod's own containers only", arm, sc.Admin)
+		}
 		if sc.Server.Listen != "127.0.0.1:8080" || sc.Server.AdminListen != ":9090" || sc.Experiment.Name != "pinned-"+arm || sc.Experiment.Adaptive.Enabled {
 			t.Errorf("sidecar pinned to %s: listen %s admin %s experiment %s adaptive %v", arm, sc.Server.Listen,
 				sc.Server.AdminListen, sc.Experiment.Name, sc.Experiment.Adaptive.Enabled)
@@ -489,6 +502,10 @@ func checkCamproxy(t *testing.T, r *rendered) (injector *appsv1.Deployment, opts
 	// The gateway runs that config as the sidecar does.
 	gwd := get[appsv1.Deployment](t, r, "Deployment", ns, "camproxy")
 	gc := gwd.Spec.Template.Spec.Containers[0]
+	if i := slices.IndexFunc(gc.Env, func(e corev1.EnvVar) bool { return e.Name == "CAMPROXY_ADMIN_TOKEN" }); i < 0 ||
+		gc.Env[i].ValueFrom == nil || gc.Env[i].ValueFrom.SecretKeyRef == nil {
+		t.Errorf("the gateway's CAMPROXY_ADMIN_TOKEN does not come from a Secret: %+v", gc.Env)
+	}
 	if !slices.Equal(gc.Args, []string{"serve", "--config", ConfigDir + "/" + ConfigKey}) || gc.WorkingDir != DataDir {
 		t.Errorf("gateway args %v workingDir %s", gc.Args, gc.WorkingDir)
 	}

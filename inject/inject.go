@@ -74,12 +74,13 @@ const (
 // Environment variables of the sidecar. The config in the ConfigMap refers to them
 // with ${VAR:-default}, so the same file serves a gateway (defaults) and a sidecar.
 const (
-	EnvListen      = "CAMPROXY_LISTEN"       // server.listen: the data plane, loopback only
-	EnvAdminListen = "CAMPROXY_ADMIN_LISTEN" // server.admin_listen: probes and metrics
-	EnvExperiment  = "CAMPROXY_EXPERIMENT"   // experiment.name
-	EnvArm         = "CAMPROXY_ARM"          // the pinned arm (informational)
-	EnvAdaptive    = "CAMPROXY_ADAPTIVE"     // experiment.adaptive.enabled: "false" on a pinned pod
-	EnvWeightPref  = "CAMPROXY_WEIGHT_"      // + arm name: experiment.arms[].weight
+	EnvListen            = "CAMPROXY_LISTEN"              // server.listen: the data plane, loopback only
+	EnvAdminListen       = "CAMPROXY_ADMIN_LISTEN"        // server.admin_listen: probes and metrics
+	EnvAdminLoopbackOnly = "CAMPROXY_ADMIN_LOOPBACK_ONLY" // admin.loopback_only: the admin API to the pod's own containers
+	EnvExperiment        = "CAMPROXY_EXPERIMENT"          // experiment.name
+	EnvArm               = "CAMPROXY_ARM"                 // the pinned arm (informational)
+	EnvAdaptive          = "CAMPROXY_ADAPTIVE"            // experiment.adaptive.enabled: "false" on a pinned pod
+	EnvWeightPref        = "CAMPROXY_WEIGHT_"             // + arm name: experiment.arms[].weight
 )
 
 // Options is the injector's configuration: what it injects.

@@ -26,6 +26,9 @@ func (o Options) sidecarEnv(s settings) []corev1.EnvVar {
 		{Name: EnvListen, Value: fmt.Sprintf("127.0.0.1:%d", s.port)},
 		// The kubelet probes the admin plane on the pod's IP.
 		{Name: EnvAdminListen, Value: fmt.Sprintf(":%d", s.adminPort)},
+		// … but its API (feedback, episodes, the dashboard) only to the pod's own
+		// containers: a sidecar has no admin token.
+		{Name: EnvAdminLoopbackOnly, Value: "true"},
 	}
 	if s.experiment != "" {
 		env = append(env, corev1.EnvVar{Name: EnvExperiment, Value: s.experiment})

@@ -138,7 +138,7 @@ func TestWebhookFixtures(t *testing.T) {
 		warning          string            // in Warnings
 		keep             []string          // JSON fragments of the pod that must survive
 	}
-	sidecarDefault := map[string]string{EnvListen: "127.0.0.1:8080", EnvAdminListen: ":9090"}
+	sidecarDefault := map[string]string{EnvListen: "127.0.0.1:8080", EnvAdminListen: ":9090", EnvAdminLoopbackOnly: "true"}
 	cases := []struct {
 		fixture string
 		path    string
@@ -216,7 +216,7 @@ func TestWebhookFixtures(t *testing.T) {
 		{"pinned", PathPod, true, want{
 			init: []string{"camproxy"}, containers: []string{"agent"},
 			env: map[string]map[string]string{"agent": sidecarURLs},
-			sidecarEnv: map[string]string{EnvListen: "127.0.0.1:8080", EnvAdminListen: ":9090",
+			sidecarEnv: map[string]string{EnvListen: "127.0.0.1:8080", EnvAdminListen: ":9090", EnvAdminLoopbackOnly: "true",
 				EnvExperiment: "tau-airline-v2", EnvArm: "cam", EnvAdaptive: "false",
 				"CAMPROXY_WEIGHT_BASELINE": "0", "CAMPROXY_WEIGHT_CAM": "1"},
 			configMap: "camproxy-tau",
@@ -238,7 +238,7 @@ func TestWebhookFixtures(t *testing.T) {
 				"ANTHROPIC_BASE_URL":               "http://127.0.0.1:18080",
 				"AWS_ENDPOINT_URL_BEDROCK_RUNTIME": "http://127.0.0.1:18080",
 			}},
-			sidecarEnv: map[string]string{EnvListen: "127.0.0.1:18080", EnvAdminListen: ":19090"},
+			sidecarEnv: map[string]string{EnvListen: "127.0.0.1:18080", EnvAdminListen: ":19090", EnvAdminLoopbackOnly: "true"},
 			configMap:  "camproxy",
 			annotations: map[string]string{AnnotationInject: "true", AnnotationPort: "18080",
 				AnnotationAdminPort: "19090", AnnotationStatus: StatusInjected},
