@@ -1,0 +1,85 @@
+package testkit
+
+import (
+	"testing"
+	"time"
+)
+
+// waitMargin is what Eventually leaves of go test's -timeout, so that a condition
+// that never holds fails the test with its reason instead of the whole binary
+// panicking with every goroutine's stack.
+const waitMargin = 10 * time.Second
+
+// Eventually polls cond until it holds. It has no bound of its own: how long a
+// condition takes on a loaded machine says nothing about the code, so the only
+// bound is go test's -timeout (less a margin), past which the test fails with
+// what. Use it for a state that follows an event the test cannot observe
+// directly (a metric updated after a response is written, a background flush);
+// wait on a channel wherever there is one.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	if !Poll(t, cond) {
+		t.Fatalf("never happened (waited until go test's -timeout was near): %s", what)
+	}
+}
+
+// Poll is Eventually for callers that report the failure themselves: it returns
+// whether cond came to hold before go test's -timeout (less a margin).
+func Poll(t testing.TB, cond func() bool) bool {
+	t.Helper()
+	end, bounded := deadline(t)
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if bounded && time.Now().After(end) {
+			return false
+		}
+		time.Sleep(pause)
+	}
+}
+
+func deadline(t testing.TB) (time.Time, bool) {
+	d, ok := t.(interface{ Deadline() (time.Time, bool) })
+	if !ok {
+		return time.Time{}, false
+	}
+	end, bounded := d.Deadline()
+	if !bounded {
+		return time.Time{}, false
+	}
+	if m := time.Until(end) / 10; m < waitMargin {
+		return end.Add(-m), true // a short -timeout: keep most of it for waiting
+	}
+	return end.Add(-waitMargin), true
+}
+
+// Await receives from ch. Like Eventually it has no bound of its own but go
+// test's -timeout (less a margin), past which the test fails with what: a value
+// that never comes is a hang, and how long one takes on a loaded machine is not.
+func Await[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	var expired <-chan time.Time
+	if end, bounded := deadline(t); bounded {
+		timer := time.NewTimer(time.Until(end))
+		defer timer.Stop()
+		expired = timer.C
+	}
+	select {
+	case v := <-ch:
+		return v
+	case <-expired:
+		t.Fatalf("never happened (waited until go test's -timeout was near): %s", what)
+		panic("unreachable")
+	}
+}
+
+// Patience is how long a wait in the test may last: until go test's -timeout less
+// a margin (an hour when there is none). It is for a goroutine the test started that
+// must give up on its own, in time.After(testkit.Patience(t)), and report.
+func Patience(t testing.TB) time.Duration {
+	if end, bounded := deadline(t); bounded {
+		return time.Until(end)
+	}
+	return time.Hour
+}
