@@ -12,12 +12,18 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/camproxy/camproxy/internal/testkit"
 )
 
 const testRedisAddr = "127.0.0.1:6379"
+
+// The Redis-down tests dial closed ports on purpose; go-redis would log each dial.
+func init() { testkit.QuietRedis() }
 
 // testRedis connects to the real Redis the tests need, or skips.
 func testRedis(t *testing.T, db int) *redis.Client {
@@ -207,43 +213,49 @@ func TestCacheLoadErrorNotCached(t *testing.T) {
 }
 
 func TestCacheDepartedCallerDoesNotCancelLoad(t *testing.T) {
-	c := NewCache(CacheOptions{LocalEntries: 10, TTL: time.Hour}, nil, nil)
-	started, release := make(chan struct{}), make(chan struct{})
-	var loadErr atomic.Value
-	load := func(ctx context.Context) (string, error) {
-		close(started)
-		<-release
-		if err := ctx.Err(); err != nil {
-			loadErr.Store(err)
-			return "", err
+	// In a bubble, synctest.Wait knows when the second caller has joined the
+	// flight (it is blocked waiting for the load) instead of guessing with a sleep.
+	// No local tier: its expiry goroutine never ends, and a late second caller then
+	// starts a load of its own, which this test would catch (started closed twice).
+	synctest.Test(t, func(t *testing.T) {
+		c := NewCache(CacheOptions{LocalEntries: 0, TTL: time.Hour}, nil, nil)
+		started, release := make(chan struct{}), make(chan struct{})
+		var loadErr atomic.Value
+		load := func(ctx context.Context) (string, error) {
+			close(started)
+			<-release
+			if err := ctx.Err(); err != nil {
+				loadErr.Store(err)
+				return "", err
+			}
+			return "v", nil
 		}
-		return "v", nil
-	}
 
-	leaving, leave := context.WithCancel(context.Background())
-	leftErr := make(chan error, 1)
-	go func() {
-		_, _, err := c.Get(leaving, "k", load)
-		leftErr <- err
-	}()
-	<-started
-	stayed := make(chan string, 1)
-	go func() {
-		v, _, _ := c.Get(context.Background(), "k", load)
-		stayed <- v
-	}()
-	time.Sleep(20 * time.Millisecond) // let the second caller join the flight
-	leave()
-	if err := <-leftErr; !errors.Is(err, context.Canceled) {
-		t.Fatalf("departed caller err = %v, want context.Canceled", err)
-	}
-	close(release)
-	if v := <-stayed; v != "v" {
-		t.Fatalf("remaining caller got %q, want v", v)
-	}
-	if err := loadErr.Load(); err != nil {
-		t.Fatalf("the shared load saw %v", err)
-	}
+		leaving, leave := context.WithCancel(context.Background())
+		leftErr := make(chan error, 1)
+		go func() {
+			_, _, err := c.Get(leaving, "k", load)
+			leftErr <- err
+		}()
+		<-started
+		stayed := make(chan string, 1)
+		go func() {
+			v, _, _ := c.Get(context.Background(), "k", load)
+			stayed <- v
+		}()
+		synctest.Wait() // the second caller has joined the flight
+		leave()
+		if err := <-leftErr; !errors.Is(err, context.Canceled) {
+			t.Fatalf("departed caller err = %v, want context.Canceled", err)
+		}
+		close(release)
+		if v := <-stayed; v != "v" {
+			t.Fatalf("remaining caller got %q, want v", v)
+		}
+		if err := loadErr.Load(); err != nil {
+			t.Fatalf("the shared load saw %v", err)
+		}
+	})
 }
 
 func TestCacheRedisOneLoadAcrossProcesses(t *testing.T) {
@@ -402,7 +414,7 @@ func TestCacheRedisDownFailsOpen(t *testing.T) {
 
 	// No local tier, so every Get would go to the dead Redis.
 	c := NewCache(CacheOptions{LocalEntries: 0, TTL: time.Minute}, rdb, log)
-	c.cooldown = 200 * time.Millisecond
+	c.cooldown = time.Hour // the Gets below all fall within it, however slow the machine
 	l := &counter{value: "v"}
 	for range 3 {
 		v, src, err := c.Get(context.Background(), "k", l.load)
@@ -420,8 +432,19 @@ func TestCacheRedisDownFailsOpen(t *testing.T) {
 	if c.redisUp() {
 		t.Error("Redis used again during the cooldown")
 	}
-	time.Sleep(c.cooldown)
-	if !c.redisUp() {
+
+	// A short cooldown ends: Redis is tried again. (Sleeping at least the cooldown
+	// is safe on any machine; it is the window above that must not be short.)
+	short := NewCache(CacheOptions{LocalEntries: 0, TTL: time.Minute}, rdb, nil)
+	short.cooldown = 20 * time.Millisecond
+	if _, _, err := short.Get(context.Background(), "k", l.load); err != nil {
+		t.Fatal(err)
+	}
+	if short.redisUp() {
+		t.Error("Redis not skipped after it failed")
+	}
+	time.Sleep(short.cooldown)
+	if !short.redisUp() {
 		t.Error("Redis still skipped after the cooldown")
 	}
 }

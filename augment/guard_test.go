@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,122 +83,137 @@ func breakerGauge(t *testing.T, reg *prometheus.Registry) float64 {
 	return 0
 }
 
+// The guard's timing runs on synctest's clock: the deadline is checked to the
+// nanosecond, and a loaded machine cannot stretch a sleep past OpenFor's window.
+
 func TestGuardDeadlineWithAugmenterIgnoringCtx(t *testing.T) {
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	hang := funcAugmenter(func(context.Context, Request) (string, error) {
-		<-release // ignores ctx on purpose
-		return "too late", nil
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release) // the bubble waits for the abandoned call to end
+		hang := funcAugmenter(func(context.Context, Request) (string, error) {
+			<-release // ignores ctx on purpose
+			return "too late", nil
+		})
+		const timeout = 50 * time.Millisecond
+		g := NewGuard("cam", hang, timeout, BreakerOptions{Failures: 5, OpenFor: time.Minute}, nil)
+		start := time.Now()
+		_, err := g.Augment(context.Background(), Request{Task: "t"})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want DeadlineExceeded", err)
+		}
+		if d := time.Since(start); d != timeout {
+			t.Errorf("returned after %v, want %v", d, timeout)
+		}
 	})
-	const timeout = 50 * time.Millisecond
-	g := NewGuard("cam", hang, timeout, BreakerOptions{Failures: 5, OpenFor: time.Minute}, nil)
-	start := time.Now()
-	_, err := g.Augment(context.Background(), Request{Task: "t"})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want DeadlineExceeded", err)
-	}
-	if d := time.Since(start); d > timeout+5*time.Second {
-		t.Errorf("returned after %v, want about %v", d, timeout)
-	}
 }
 
 func TestGuardBreakerOpensAndRecovers(t *testing.T) {
-	m, reg := newMetrics(t)
-	a := newCounting(failing)
-	const openFor = 150 * time.Millisecond
-	g := NewGuard("cam", a, time.Second, BreakerOptions{Failures: 3, OpenFor: openFor}, m)
-	if s := breakerGauge(t, reg); s != 0 {
-		t.Fatalf("gauge at start = %v, want 0", s)
-	}
-	for i := 0; i < 3; i++ {
-		if _, err := g.Augment(context.Background(), Request{}); !errors.Is(err, errBoom) {
-			t.Fatalf("call %d: err = %v, want errBoom", i, err)
+	synctest.Test(t, func(t *testing.T) {
+		m, reg := newMetrics(t)
+		a := newCounting(failing)
+		const openFor = 150 * time.Millisecond
+		g := NewGuard("cam", a, time.Second, BreakerOptions{Failures: 3, OpenFor: openFor}, m)
+		if s := breakerGauge(t, reg); s != 0 {
+			t.Fatalf("gauge at start = %v, want 0", s)
 		}
-	}
-	if g.State() != gobreaker.StateOpen {
-		t.Fatalf("state = %v after 3 failures, want open", g.State())
-	}
-	if s := breakerGauge(t, reg); s != 2 {
-		t.Fatalf("gauge when open = %v, want 2", s)
-	}
-	for i := 0; i < 5; i++ {
-		_, err := g.Augment(context.Background(), Request{})
-		if !errors.Is(err, ErrOpen) || !errors.Is(err, gobreaker.ErrOpenState) {
-			t.Fatalf("err = %v, want ErrOpen wrapping gobreaker.ErrOpenState", err)
+		for i := 0; i < 3; i++ {
+			if _, err := g.Augment(context.Background(), Request{}); !errors.Is(err, errBoom) {
+				t.Fatalf("call %d: err = %v, want errBoom", i, err)
+			}
 		}
-	}
-	if n := a.calls.Load(); n != 3 {
-		t.Fatalf("augmenter called %d times, want 3 (no calls while open)", n)
-	}
+		if g.State() != gobreaker.StateOpen {
+			t.Fatalf("state = %v after 3 failures, want open", g.State())
+		}
+		if s := breakerGauge(t, reg); s != 2 {
+			t.Fatalf("gauge when open = %v, want 2", s)
+		}
+		for i := 0; i < 5; i++ {
+			_, err := g.Augment(context.Background(), Request{})
+			if !errors.Is(err, ErrOpen) || !errors.Is(err, gobreaker.ErrOpenState) {
+				t.Fatalf("err = %v, want ErrOpen wrapping gobreaker.ErrOpenState", err)
+			}
+		}
+		if n := a.calls.Load(); n != 3 {
+			t.Fatalf("augmenter called %d times, want 3 (no calls while open)", n)
+		}
 
-	time.Sleep(openFor + 50*time.Millisecond)
-	if g.State() != gobreaker.StateHalfOpen {
-		t.Fatalf("state = %v after OpenFor, want half-open", g.State())
-	}
-	if s := breakerGauge(t, reg); s != 1 {
-		t.Fatalf("gauge when half-open = %v, want 1", s)
-	}
-	a.answer.Store(succeeding)
-	if got, err := g.Augment(context.Background(), Request{}); err != nil || got != "ctx" {
-		t.Fatalf("trial call = %q, %v", got, err)
-	}
-	if g.State() != gobreaker.StateClosed {
-		t.Fatalf("state = %v after a successful trial, want closed", g.State())
-	}
-	if s := breakerGauge(t, reg); s != 0 {
-		t.Fatalf("gauge when closed again = %v, want 0", s)
-	}
-	// Four calls reached the augmenter (3 failures, 1 trial); rejected ones are not timed.
-	mf := family(t, reg, "camproxy_augment_duration_seconds")
-	if mf == nil || len(mf.GetMetric()) != 1 || mf.GetMetric()[0].GetHistogram().GetSampleCount() != 4 {
-		t.Errorf("augment_duration_seconds = %v, want one series with 4 samples", mf)
-	}
+		time.Sleep(openFor - time.Millisecond)
+		if g.State() != gobreaker.StateOpen {
+			t.Fatalf("state = %v just before OpenFor, want open", g.State())
+		}
+		time.Sleep(2 * time.Millisecond)
+		if g.State() != gobreaker.StateHalfOpen {
+			t.Fatalf("state = %v after OpenFor, want half-open", g.State())
+		}
+		if s := breakerGauge(t, reg); s != 1 {
+			t.Fatalf("gauge when half-open = %v, want 1", s)
+		}
+		a.answer.Store(succeeding)
+		if got, err := g.Augment(context.Background(), Request{}); err != nil || got != "ctx" {
+			t.Fatalf("trial call = %q, %v", got, err)
+		}
+		if g.State() != gobreaker.StateClosed {
+			t.Fatalf("state = %v after a successful trial, want closed", g.State())
+		}
+		if s := breakerGauge(t, reg); s != 0 {
+			t.Fatalf("gauge when closed again = %v, want 0", s)
+		}
+		// Four calls reached the augmenter (3 failures, 1 trial); rejected ones are not timed.
+		mf := family(t, reg, "camproxy_augment_duration_seconds")
+		if mf == nil || len(mf.GetMetric()) != 1 || mf.GetMetric()[0].GetHistogram().GetSampleCount() != 4 {
+			t.Errorf("augment_duration_seconds = %v, want one series with 4 samples", mf)
+		}
+	})
 }
 
 func TestGuardHalfOpenFailureReopens(t *testing.T) {
-	a := newCounting(failing)
-	g := NewGuard("cam", a, time.Second, BreakerOptions{Failures: 1, OpenFor: 50 * time.Millisecond}, nil)
-	_, _ = g.Augment(context.Background(), Request{})
-	time.Sleep(100 * time.Millisecond)
-	if _, err := g.Augment(context.Background(), Request{}); !errors.Is(err, errBoom) {
-		t.Fatalf("trial err = %v, want errBoom", err)
-	}
-	if g.State() != gobreaker.StateOpen {
-		t.Fatalf("state = %v after a failed trial, want open", g.State())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		a := newCounting(failing)
+		g := NewGuard("cam", a, time.Second, BreakerOptions{Failures: 1, OpenFor: 50 * time.Millisecond}, nil)
+		_, _ = g.Augment(context.Background(), Request{})
+		time.Sleep(51 * time.Millisecond)
+		if _, err := g.Augment(context.Background(), Request{}); !errors.Is(err, errBoom) {
+			t.Fatalf("trial err = %v, want errBoom", err)
+		}
+		if g.State() != gobreaker.StateOpen {
+			t.Fatalf("state = %v after a failed trial, want open", g.State())
+		}
+	})
 }
 
 func TestGuardCallerCancelIsNotAFailure(t *testing.T) {
-	a := newCounting(func(ctx context.Context) (string, error) {
-		<-ctx.Done()
-		return "", ctx.Err()
+	synctest.Test(t, func(t *testing.T) {
+		a := newCounting(func(ctx context.Context) (string, error) {
+			<-ctx.Done()
+			return "", ctx.Err()
+		})
+		// The guard's deadline is far beyond the caller's, so only the caller ends these calls.
+		g := NewGuard("cam", a, time.Minute, BreakerOptions{Failures: 1, OpenFor: time.Minute}, nil)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(20*time.Millisecond, cancel)
+		if _, err := g.Augment(ctx, Request{}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+		// A caller deadline shorter than the guard's is the caller's too.
+		short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancelShort()
+		if _, err := g.Augment(short, Request{}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want DeadlineExceeded", err)
+		}
+		if g.State() != gobreaker.StateClosed {
+			t.Fatalf("state = %v after caller cancellations, want closed", g.State())
+		}
+
+		// The guard's own deadline is a failure: with Failures 1 it opens.
+		g2 := NewGuard("cam", a, 20*time.Millisecond, BreakerOptions{Failures: 1, OpenFor: time.Minute}, nil)
+		if _, err := g2.Augment(context.Background(), Request{}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want DeadlineExceeded", err)
+		}
+		if g2.State() != gobreaker.StateOpen {
+			t.Fatalf("state = %v after the guard's deadline, want open", g2.State())
+		}
 	})
-	// The guard's deadline is far beyond the caller's, so only the caller ends these calls.
-	g := NewGuard("cam", a, time.Minute, BreakerOptions{Failures: 1, OpenFor: time.Minute}, nil)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(20*time.Millisecond, cancel)
-	if _, err := g.Augment(ctx, Request{}); !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v, want context.Canceled", err)
-	}
-	// A caller deadline shorter than the guard's is the caller's too.
-	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancelShort()
-	if _, err := g.Augment(short, Request{}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want DeadlineExceeded", err)
-	}
-	if g.State() != gobreaker.StateClosed {
-		t.Fatalf("state = %v after caller cancellations, want closed", g.State())
-	}
-
-	// The guard's own deadline is a failure: with Failures 1 it opens.
-	g2 := NewGuard("cam", a, 20*time.Millisecond, BreakerOptions{Failures: 1, OpenFor: time.Minute}, nil)
-	if _, err := g2.Augment(context.Background(), Request{}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want DeadlineExceeded", err)
-	}
-	if g2.State() != gobreaker.StateOpen {
-		t.Fatalf("state = %v after the guard's deadline, want open", g2.State())
-	}
 }
 
 func TestGuardEmptyIsAFailure(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/camproxy/camproxy/internal/testkit"
 )
 
 func readFile(t *testing.T, path string) string {
@@ -35,19 +37,6 @@ func replaceFile(t *testing.T, path, content string) {
 	writeFile(t, tmp, content)
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// eventually polls cond until it holds or d has passed.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(d); ; time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("after %v: %s", d, what)
-		}
 	}
 }
 
@@ -197,13 +186,13 @@ func TestPlaybookReload(t *testing.T) {
 
 	// An in-place rewrite, then an atomic replace in the other format.
 	writeFile(t, path, "## A\n[a-1] helpful=1 harmful=0 :: first\n[a-2] :: second\n")
-	eventually(t, 5*time.Second, "the rewritten playbook is not served", func() bool { return serving() == "## A\n- first\n- second" })
+	testkit.Eventually(t, "the rewritten playbook is not served", func() bool { return serving() == "## A\n- first\n- second" })
 	v2 := p.Version()
 	if v2 == v1 {
 		t.Errorf("Version did not change with the playbook: %s", v2)
 	}
 	replaceFile(t, path, `{"version": 2, "entries": [{"section": "B", "content": "third"}]}`)
-	eventually(t, 5*time.Second, "the replaced playbook is not served", func() bool { return serving() == "## B\n- third" })
+	testkit.Eventually(t, "the replaced playbook is not served", func() bool { return serving() == "## B\n- third" })
 
 	// A broken file keeps the loaded playbook, at every poll and on an explicit Reload.
 	writeFile(t, path, `{"version": 3, "entries": [`)
@@ -226,5 +215,5 @@ func TestPlaybookReload(t *testing.T) {
 	}
 	// And a fixed file is picked up again.
 	writeFile(t, path, "## C\n- fourth\n")
-	eventually(t, 5*time.Second, "the fixed playbook is not served", func() bool { return serving() == "## C\n- fourth" })
+	testkit.Eventually(t, "the fixed playbook is not served", func() bool { return serving() == "## C\n- fourth" })
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/camproxy/camproxy/internal/testkit"
 )
 
 // tauBench is the real trajectory file of the shared data (DESIGN.md, Data).
@@ -252,7 +254,7 @@ func TestRAGReload(t *testing.T) {
 	v1 := r.Version()
 
 	writeFile(t, path, `{"task_id": 1, "task_description": "refund a cancelled flight", "guidance": "new guidance"}`+"\n")
-	eventually(t, 5*time.Second, "the rewritten store is not served", func() bool { return serving() == "new guidance" })
+	testkit.Eventually(t, "the rewritten store is not served", func() bool { return serving() == "new guidance" })
 	v2 := r.Version()
 	if v2 == v1 {
 		t.Error("Version did not change with the store")
@@ -273,7 +275,7 @@ func TestRAGReload(t *testing.T) {
 		t.Error("Version changed though the store did not")
 	}
 	replaceFile(t, path, `{"task_id": 1, "task_description": "refund a cancelled flight", "guidance": "fixed"}`+"\n")
-	eventually(t, 5*time.Second, "the fixed store is not served", func() bool { return serving() == "fixed" })
+	testkit.Eventually(t, "the fixed store is not served", func() bool { return serving() == "fixed" })
 }
 
 // fakeEmbeddings is an OpenAI-compatible /v1/embeddings server whose vectors are
@@ -413,14 +415,14 @@ func TestRAGEmbeddingsReloadAndRetry(t *testing.T) {
 		t.Fatalf("before the index: error = %v", err)
 	}
 	f.setFail(false)
-	eventually(t, 5*time.Second, "the store is not indexed once the endpoint is up", func() bool {
+	testkit.Eventually(t, "the store is not indexed once the endpoint is up", func() bool {
 		got, err := r.Augment(ctx, Request{Task: "a train to Paris"})
 		return err == nil && got == "B"
 	})
 
 	// A reload embeds only the descriptions it has not seen.
 	writeFile(t, path, line(1, "cancel my flight to Boston", "A")+line(2, "book a train to Paris", "B2")+line(3, "rent a car in Rome", "C"))
-	eventually(t, 5*time.Second, "the new store is not served", func() bool {
+	testkit.Eventually(t, "the new store is not served", func() bool {
 		got, err := r.Augment(ctx, Request{Task: "a car in Rome"})
 		return err == nil && got == "C"
 	})
