@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/protocol"
 )
 
@@ -18,6 +19,7 @@ type gateSink struct {
 	mu      sync.Mutex
 	down    bool
 	hold    chan struct{}
+	held    chan struct{} // if set, told (without blocking) when a Write waits for hold
 	written atomic.Int64
 	ids     sync.Map
 }
@@ -26,9 +28,13 @@ func (g *gateSink) Name() string { return "gate" }
 func (g *gateSink) Close() error { return nil }
 func (g *gateSink) Write(ctx context.Context, lines [][]byte) error {
 	g.mu.Lock()
-	down, hold := g.down, g.hold
+	down, hold, held := g.down, g.hold, g.held
 	g.mu.Unlock()
 	if hold != nil {
+		select {
+		case held <- struct{}{}:
+		default:
+		}
 		select {
 		case <-hold:
 		case <-ctx.Done():
@@ -66,11 +72,11 @@ func TestRecorderNeverWaitsForASlowSink(t *testing.T) {
 		r.Add(reward(i))
 	}
 	// The sink comes back but hangs: the writer is now stuck inside a drain.
-	hold := make(chan struct{})
+	hold, held := make(chan struct{}), make(chan struct{}, 1)
 	g.mu.Lock()
-	g.down, g.hold = false, hold
+	g.down, g.hold, g.held = false, hold, held
 	g.mu.Unlock()
-	time.Sleep(100 * time.Millisecond)
+	testkit.Await(t, held, "the writer never wrote to the recovered sink")
 	added := make(chan struct{})
 	go func() {
 		for i := range 2000 {
@@ -78,19 +84,12 @@ func TestRecorderNeverWaitsForASlowSink(t *testing.T) {
 		}
 		close(added)
 	}()
-	select {
-	case <-added:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Add blocked behind a sink that hangs")
-	}
+	// Add never waits for the sink: were it to, it would wait for hold, which only
+	// closes below.
+	testkit.Await(t, added, "Add blocked behind a sink that hangs")
 	close(hold)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	deadline := time.Now().Add(15 * time.Second)
-	for g.written.Load() < 2300 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err := r.Close(ctx); err != nil {
+	waitFor(t, "2300 events written", func() bool { return g.written.Load() >= 2300 })
+	if err := r.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
@@ -174,13 +173,8 @@ func TestRecorderBacklog(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds; a generous bound only keeps a broken recorder
-// from hanging the suite.
+// waitFor polls cond until it holds, bounded only by go test's -timeout.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-	}
+	testkit.Eventually(t, what, cond)
 }
