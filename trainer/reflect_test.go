@@ -9,13 +9,16 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/openai/openai-go/v3"
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/internal/testkit"
@@ -317,13 +320,14 @@ func TestReflectRetries429(t *testing.T) {
 		return script(body)
 	}
 	o, log := testOptions(t, newOpenAIModel(t, up), openAIName)
-	start := time.Now()
 	s, err := Reflect(context.Background(), []*Job{job}, o)
 	if err != nil || s.Done != 1 || s.Failed != 0 || s.Retries != 2 || s.Calls != 4 {
 		t.Fatalf("%+v %v\n%s", s, err, log)
 	}
-	if d := time.Since(start); d < 80*time.Millisecond {
-		t.Fatalf("took %s: the two retry-after waits of 40ms were not honoured", d)
+	// The waits came from the server's retry-after (that they are slept is
+	// TestChatWithRetrySleepsRetryAfter's, on synctest's clock).
+	if n := strings.Count(log.String(), "wait=40ms"); n != 2 {
+		t.Fatalf("%d retries waited the server's 40ms, want 2:\n%s", n, log)
 	}
 	if !strings.Contains(log.String(), "retrying") || strings.Contains(log.String(), "level=ERROR") {
 		t.Fatalf("log:\n%s", log)
@@ -554,6 +558,44 @@ func TestRetryAfterAndBackoff(t *testing.T) {
 	if got := p.backoff(1, fmt.Errorf("x"), func() float64 { return 0 }); got != 50*time.Millisecond {
 		t.Errorf("jitter floor %s", got)
 	}
+}
+
+// scriptedModel fails its first calls with errs, then answers.
+type scriptedModel struct {
+	errs  []error
+	calls int
+}
+
+func (m *scriptedModel) Chat(context.Context, *Request) (*Reply, error) {
+	m.calls++
+	if m.calls <= len(m.errs) {
+		return nil, m.errs[m.calls-1]
+	}
+	return &Reply{}, nil
+}
+
+// TestChatWithRetrySleepsRetryAfter: each retry waits what the server's
+// retry-after asked (capped at Max), measured on synctest's clock.
+func TestChatWithRetrySleepsRetryAfter(t *testing.T) {
+	tooMany := func(ms string) error {
+		return &openai.Error{StatusCode: 429, Response: &http.Response{StatusCode: 429, Header: http.Header{"Retry-After-Ms": {ms}}}}
+	}
+	synctest.Test(t, func(t *testing.T) {
+		m := &scriptedModel{errs: []error{tooMany("40"), tooMany("40"), tooMany("60000")}}
+		var waits []time.Duration
+		start := time.Now()
+		_, err := chatWithRetry(context.Background(), m, &Request{}, RetryPolicy{Retries: 5, Base: time.Millisecond, Max: time.Second, Timeout: time.Minute},
+			func(_ int, wait time.Duration, _ error) { waits = append(waits, wait) })
+		if err != nil || m.calls != 4 {
+			t.Fatalf("err %v after %d calls, want an answer on the 4th", err, m.calls)
+		}
+		if want := []time.Duration{40 * time.Millisecond, 40 * time.Millisecond, time.Second}; !slices.Equal(waits, want) {
+			t.Errorf("waits %v, want %v", waits, want)
+		}
+		if d := time.Since(start); d != 40*time.Millisecond+40*time.Millisecond+time.Second {
+			t.Errorf("slept %v, want the three waits (1.08s)", d)
+		}
+	})
 }
 
 func TestEstimate(t *testing.T) {
