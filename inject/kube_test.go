@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -43,7 +44,11 @@ type fakeAPIServer struct {
 func newFakeAPIServer(t *testing.T) *fakeAPIServer {
 	t.Helper()
 	f := &fakeAPIServer{token: "sa-token-1", objs: map[string][]byte{}}
-	f.Server = httptest.NewTLSServer(http.HandlerFunc(f.serve))
+	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	// A client refusing the server's certificate is a case under test: its TLS
+	// handshake error goes to the test's output, not to stderr.
+	f.Config.ErrorLog = log.New(t.Output(), "", 0)
+	f.StartTLS()
 	t.Cleanup(f.Close)
 	f.saDir = t.TempDir()
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: f.Certificate().Raw})

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/camproxy/camproxy/internal/testkit"
 )
 
 // serve starts s on a loopback port; the server stops with the test.
@@ -34,7 +36,7 @@ func serve(t *testing.T, s *Server) string {
 			if err != nil {
 				t.Errorf("Serve: %v", err)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(testkit.Patience(t)):
 			t.Error("Serve did not return after cancel")
 		}
 	})
@@ -53,13 +55,7 @@ func webhookClient(caPEM []byte, serverName string) *http.Client {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, what, cond)
 }
 
 func statusOf(c *http.Client, url string) int {

@@ -3,12 +3,15 @@ package policies
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/camproxy/camproxy/internal/testkit"
 )
 
 // simulate runs rounds of episodes through the policy, rewards them from truth, and
@@ -53,7 +56,7 @@ func bernoulli(p float64) func(*rand.Rand) float64 {
 func TestAdaptiveShiftsToTheBestArmAndStopsAHarmfulOne(t *testing.T) {
 	arms := []Arm{{Name: "baseline", Weight: 1}, {Name: "rag", Weight: 1}, {Name: "cam", Weight: 1}, {Name: "broken", Weight: 1}}
 	p, _ := New("exp", StickyEpisode, false, arms)
-	a, err := NewAdaptive(p, NewMemoryStats(), AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, MinEpisodes: 20, Seed: 1}, nil)
+	a, err := NewAdaptive(p, NewMemoryStats(), AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, MinEpisodes: 20, Seed: 1}, testkit.Logger(t, slog.LevelInfo))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +83,7 @@ func TestAdaptiveShiftsToTheBestArmAndStopsAHarmfulOne(t *testing.T) {
 func TestAdaptiveContinuousRewards(t *testing.T) {
 	arms := []Arm{{Name: "baseline", Weight: 1}, {Name: "cam", Weight: 1}}
 	p, _ := New("exp", StickyEpisode, false, arms)
-	a, _ := NewAdaptive(p, NewMemoryStats(), AdaptiveOptions{MinShare: 0.1, Alpha: 0.05, MinEpisodes: 20, Seed: 3}, nil)
+	a, _ := NewAdaptive(p, NewMemoryStats(), AdaptiveOptions{MinShare: 0.1, Alpha: 0.05, MinEpisodes: 20, Seed: 3}, testkit.Logger(t, slog.LevelInfo))
 	normal := func(mu float64) func(*rand.Rand) float64 {
 		return func(r *rand.Rand) float64 { return mu + 0.2*r.NormFloat64() }
 	}
@@ -92,7 +95,7 @@ func TestAdaptiveContinuousRewards(t *testing.T) {
 
 func TestAdaptiveNoDataKeepsEvenSplit(t *testing.T) {
 	p, _ := New("exp", StickyEpisode, false, []Arm{{Name: "a", Weight: 3}, {Name: "b", Weight: 1}})
-	a, _ := NewAdaptive(p, NewMemoryStats(), AdaptiveOptions{MinShare: 0.1, Alpha: 0.05, Seed: 1}, nil)
+	a, _ := NewAdaptive(p, NewMemoryStats(), AdaptiveOptions{MinShare: 0.1, Alpha: 0.05, Seed: 1}, testkit.Logger(t, slog.LevelInfo))
 	w, _ := a.Update(context.Background())
 	if math.Abs(w[0]-0.5) > 0.05 || math.Abs(w[1]-0.5) > 0.05 {
 		t.Fatalf("no rewards yet: weights %v, want about even (nothing known)", w)
@@ -103,7 +106,7 @@ func TestAdaptiveReplacedRewardIsNotCountedTwice(t *testing.T) {
 	s := NewMemoryStats()
 	ctx := context.Background()
 	p, _ := New("exp", StickyEpisode, false, []Arm{{Name: "a", Weight: 1}})
-	a, _ := NewAdaptive(p, s, AdaptiveOptions{MinShare: 0.1}, nil)
+	a, _ := NewAdaptive(p, s, AdaptiveOptions{MinShare: 0.1}, testkit.Logger(t, slog.LevelInfo))
 	_ = a.Observe(ctx, "a", 0, nil)
 	prev := 0.0
 	_ = a.Observe(ctx, "a", 1, &prev)
@@ -124,8 +127,8 @@ func TestRedisStatsShared(t *testing.T) {
 	arms := []Arm{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}}
 	p1, _ := New(exp, StickyEpisode, false, arms)
 	p2, _ := New(exp, StickyEpisode, false, arms)
-	a1, _ := NewAdaptive(p1, NewRedisStats(rdb), AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, MinEpisodes: 10, Seed: 1}, nil)
-	a2, _ := NewAdaptive(p2, NewRedisStats(rdb), AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, MinEpisodes: 10, Seed: 1}, nil)
+	a1, _ := NewAdaptive(p1, NewRedisStats(rdb), AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, MinEpisodes: 10, Seed: 1}, testkit.Logger(t, slog.LevelInfo))
+	a2, _ := NewAdaptive(p2, NewRedisStats(rdb), AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, MinEpisodes: 10, Seed: 1}, testkit.Logger(t, slog.LevelInfo))
 	ctx := context.Background()
 	for i := range 100 { // replica 1 sees only arm a's rewards, replica 2 only b's
 		_ = a1.Observe(ctx, "a", float64(i%2), nil)
@@ -144,7 +147,7 @@ func TestAdaptiveFewEqualRewardsAreNotCertainty(t *testing.T) {
 	arms := []Arm{{Name: "baseline", Weight: 1}, {Name: "cam", Weight: 1}, {Name: "rag", Weight: 1}}
 	p, _ := New("exp", StickyEpisode, false, arms)
 	s := NewMemoryStats()
-	a, _ := NewAdaptive(p, s, AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, MinEpisodes: 20, Seed: 1}, nil)
+	a, _ := NewAdaptive(p, s, AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, MinEpisodes: 20, Seed: 1}, testkit.Logger(t, slog.LevelInfo))
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 1))
 	for range 30 {
@@ -165,7 +168,7 @@ func TestAdaptiveFewEqualRewardsAreNotCertainty(t *testing.T) {
 func TestAdaptiveSurvivesInconsistentStats(t *testing.T) {
 	p, _ := New("exp", StickyEpisode, false, []Arm{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}})
 	s := NewMemoryStats()
-	a, _ := NewAdaptive(p, s, AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, Seed: 1}, nil)
+	a, _ := NewAdaptive(p, s, AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, Seed: 1}, testkit.Logger(t, slog.LevelInfo))
 	prev := 1.0
 	_ = a.Observe(context.Background(), "a", 0, &prev) // nothing counted before
 	w, err := a.Update(context.Background())

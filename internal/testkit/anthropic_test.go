@@ -209,7 +209,7 @@ func TestAnthropicStreamErrorAndCancel(t *testing.T) {
 	resp.Body.Close()
 	select {
 	case <-a.Cancelled:
-	case <-time.After(5 * time.Second):
+	case <-time.After(Patience(t)):
 		t.Fatal("cancellation not noticed")
 	}
 }

@@ -430,7 +430,7 @@ func TestBedrockCancel(t *testing.T) {
 	resp.Body.Close()
 	select {
 	case <-b.Cancelled:
-	case <-time.After(5 * time.Second):
+	case <-time.After(Patience(t)):
 		t.Fatal("cancellation not noticed")
 	}
 }
