@@ -176,7 +176,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	}
 	a.Proxy = proxy.New(proxy.Options{
 		Logger: log, Metrics: a.Metrics, Upstreams: ups, Runtime: run.rt,
-		Cache: a.Cache, Episodes: a.Episodes, Recorders: []proxy.Recorder{rec, recent}, MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout,
+		Cache: a.Cache, Episodes: a.Episodes, Recorders: []proxy.Recorder{rec, recent}, MaxBodyBytes: cfg.Server.MaxBodyBytes, MaxAnswerBytes: cfg.Replay.MaxAnswerBytes, ReadTimeout: cfg.Server.ReadTimeout,
 		IdleTimeout: cfg.Server.IdleTimeout, Tracing: a.tracing,
 	})
 	a.activate(run)

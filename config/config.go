@@ -247,6 +247,11 @@ type Replay struct {
 	// KeepMedia records the bytes of images, audio and files given inline in a
 	// conversation; by default a step keeps their SHA-256 and media type.
 	KeepMedia bool `yaml:"keep_media"`
+	// MaxAnswerBytes bounds the recorded copy of one answer (its text, reasoning, tool
+	// calls); past it the step keeps the answer's first bytes and says how many it
+	// lacks (answer_truncated_bytes). The agent always gets the answer whole. It bounds
+	// the memory an open stream holds for the record. 0: the default, 1 MiB.
+	MaxAnswerBytes int `yaml:"max_answer_bytes"`
 }
 
 // Values accepted by enumerated keys.
@@ -311,6 +316,9 @@ func Default() *Config {
 			Sinks:    []string{"file://./camproxy-data/replay"},
 			Queue:    10000,
 			SpoolDir: "./camproxy-data/spool",
+			// Above the longest answer a model writes (128k output tokens are about
+			// 0.5 MiB): only a runaway or hostile stream is cut (protocol.DefaultMaxAnswer).
+			MaxAnswerBytes: 1 << 20,
 		},
 		Rollouts: Rollouts{MaxInFlight: 64, DefaultTimeout: 10 * time.Minute},
 		Tracing:  Tracing{ServiceName: "camproxy", SampleRatio: 1},

@@ -152,8 +152,9 @@ func fullConfig() *Config {
 				"redis://:pw@redis.internal:6379/0?stream=camproxy:replay",
 				"s3://camproxy-replay/prod?region=eu-west-1",
 			},
-			Queue:    2048,
-			SpoolDir: "/var/lib/camproxy/spool",
+			Queue:          2048,
+			SpoolDir:       "/var/lib/camproxy/spool",
+			MaxAnswerBytes: 512 << 10,
 		},
 		Rollouts: Rollouts{Runner: "http://harness.internal:7000/run", MaxInFlight: 32, DefaultTimeout: 5 * time.Minute},
 		Tracing:  Tracing{ServiceName: "camproxy", SampleRatio: 1},
@@ -410,6 +411,7 @@ func TestBadConfig(t *testing.T) {
 		{"sink redis no host", "replay: {sinks: ['redis:///0']}", "replay.sinks[0]", "host"},
 		{"sinks scalar", "replay: {sinks: 'file:///tmp/r'}", "replay.sinks", "list"},
 		{"queue", "replay: {queue: 0}", "replay.queue", "> 0"},
+		{"max answer bytes", "replay: {max_answer_bytes: -1}", "replay.max_answer_bytes", ">= 0"},
 		{"spool dir", "replay: {spool_dir: ''}", "replay.spool_dir", "required"},
 	}
 	for _, tt := range tests {

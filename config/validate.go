@@ -439,6 +439,9 @@ func (r Replay) check(p *problems) {
 	if r.SpoolDir == "" {
 		p.add("replay.spool_dir", "required")
 	}
+	if r.MaxAnswerBytes < 0 {
+		p.add("replay.max_answer_bytes", "must be >= 0 (0: the default, 1048576), got %d", r.MaxAnswerBytes)
+	}
 }
 
 // checkSink returns what is wrong with a replay sink URI, or "".

@@ -152,6 +152,13 @@ type Decoder interface {
 	Finished() bool
 	Message() Message // role "assistant"
 	Usage() Usage
+	// Limit bounds the bytes of the answer the decoder keeps for Message (see
+	// Budget; n <= 0: DefaultMaxAnswer). Call it before the first Write. It bounds
+	// only the decoded copy: Finished and Usage see every event.
+	Limit(n int)
+	// Truncated is how many bytes of the answer Message lacks for the limit: 0
+	// when it is whole.
+	Truncated() int64
 }
 
 // Identified is implemented by decoders whose answers carry an id that a later call

@@ -114,6 +114,7 @@ func (s *Server) parse(fc *fasthttp.RequestCtx, rt *route) (*call, *Error) {
 	}
 	req := r.Parsed()
 	c := &call{s: s, rt: rt, run: run, r: r, req: req, dec: r.Decoder(), start: start}
+	c.dec.Limit(s.maxAnswer) // the recorded copy only: the relay is not the decoder's
 	c.sctx, c.span = s.startSpan(fc, rt, req)
 	return c, nil
 }
@@ -410,7 +411,7 @@ func (c *call) done(status int, err error, ttfb time.Duration) {
 		s.m.Tokens.WithLabelValues(c.ep.Arm, "output").Add(float64(c.usage.OutputTokens))
 	}
 	t := &Turn{Episode: *c.ep, NewEpisode: c.isNew, Index: c.index, Messages: c.req.Messages[min(c.newFrom, len(c.req.Messages)):],
-		Response: c.answer, Usage: c.usage, Status: status, Augment: c.augment, TTFB: ttfb, Total: total, At: time.Now().UTC()}
+		Response: c.answer, AnswerTruncated: c.dec.Truncated(), Usage: c.usage, Status: status, Augment: c.augment, TTFB: ttfb, Total: total, At: time.Now().UTC()}
 	switch {
 	case err != nil:
 		t.Error = err.Error()
@@ -448,8 +449,9 @@ func (c *call) advance(answer protocol.Message) {
 	if err := c.s.episodes.Update(ctx, &ep); err != nil {
 		c.s.log.Warn("episode update failed", "episode", ep.ID, "err", err)
 	}
-	// The chain of a continued call's messages is not the conversation's: no tip.
-	if c.req.Continues == "" {
+	// The chain of a continued call's messages is not the conversation's: no tip. Nor
+	// is a truncated answer's: the agent sends the whole one back, whose hash differs.
+	if c.req.Continues == "" && c.dec.Truncated() == 0 {
 		if err := c.s.episodes.SetTip(ctx, tip, ep.ID); err != nil {
 			c.s.log.Warn("episode tip not stored; the next turn may start a new episode", "episode", ep.ID, "err", err)
 		}

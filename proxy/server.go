@@ -53,9 +53,12 @@ type Options struct {
 	Episodes     episode.Store
 	Recorders    []Recorder // each sees every finished turn; none = record nothing
 	MaxBodyBytes int
-	ReadTimeout  time.Duration
-	IdleTimeout  time.Duration
-	Tracing      *tracing.Tracing // nil = tracing off
+	// MaxAnswerBytes bounds the recorded copy of each answer (replay.max_answer_bytes;
+	// <= 0: protocol.DefaultMaxAnswer); the agent always gets the answer whole.
+	MaxAnswerBytes int
+	ReadTimeout    time.Duration
+	IdleTimeout    time.Duration
+	Tracing        *tracing.Tracing // nil = tracing off
 }
 
 // Runtime is what a config reload replaces while calls are in flight: the task rules,
@@ -93,7 +96,9 @@ type Server struct {
 	rec      Recorder
 	stats    stats // episodes and context decisions by arm, for the dashboard
 	maxBody  int
-	srv      *fasthttp.Server
+	// maxAnswer bounds each answer's decoded copy, the one recorded (Options.MaxAnswerBytes).
+	maxAnswer int
+	srv       *fasthttp.Server
 
 	// base outlives shutdown's listener close so that in-flight upstream calls finish;
 	// it is cancelled only when the grace period is over.
@@ -140,7 +145,7 @@ func New(o Options) *Server {
 	}
 	s := &Server{
 		log: o.Logger, m: o.Metrics, routes: buildRoutes(o.Upstreams),
-		cache: o.Cache, episodes: o.Episodes, rec: rec, maxBody: o.MaxBodyBytes,
+		cache: o.Cache, episodes: o.Episodes, rec: rec, maxBody: o.MaxBodyBytes, maxAnswer: o.MaxAnswerBytes,
 		base: base, cancelBase: cancel,
 		bufs: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }},
 		tr:   o.Tracing,

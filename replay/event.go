@@ -54,11 +54,14 @@ type StepEvent struct {
 	Turn      int                `json:"turn"`
 	Messages  []protocol.Message `json:"messages"`
 	Response  *protocol.Message  `json:"response,omitempty"` // nil when the call produced no answer
-	Usage     protocol.Usage     `json:"usage"`
-	Timing    Timing             `json:"timing_ms"`
-	Status    int                `json:"status"`
-	Error     string             `json:"error,omitempty"`
-	At        time.Time          `json:"at"`
+	// AnswerTruncatedBytes is how many bytes of the answer Response lacks, cut at
+	// replay.max_answer_bytes (the agent got it whole); absent when it is whole.
+	AnswerTruncatedBytes int64          `json:"answer_truncated_bytes,omitempty"`
+	Usage                protocol.Usage `json:"usage"`
+	Timing               Timing         `json:"timing_ms"`
+	Status               int            `json:"status"`
+	Error                string         `json:"error,omitempty"`
+	At                   time.Time      `json:"at"`
 }
 
 // Timing is a step's latencies in milliseconds.

@@ -14,13 +14,16 @@ type Turn struct {
 	Index      int                // the turn's position in the episode, from 0
 	Messages   []protocol.Message // messages new since the episode's previous turn
 	Response   protocol.Message   // the answer; empty when the call failed
-	Usage      protocol.Usage
-	Status     int    // HTTP status relayed to the agent (499: the agent went away)
-	Error      string // why the call failed, if it did
-	Augment    time.Duration
-	TTFB       time.Duration
-	Total      time.Duration
-	At         time.Time
+	// AnswerTruncated is how many bytes of the answer Response lacks: it was cut at
+	// replay.max_answer_bytes (the agent got it whole). 0 when Response is whole.
+	AnswerTruncated int64
+	Usage           protocol.Usage
+	Status          int    // HTTP status relayed to the agent (499: the agent went away)
+	Error           string // why the call failed, if it did
+	Augment         time.Duration
+	TTFB            time.Duration
+	Total           time.Duration
+	At              time.Time
 }
 
 // Record takes a finished turn: the episode event when the turn opened its episode,
@@ -42,7 +45,7 @@ func (r *Recorder) Record(t *Turn) {
 		msgs = []protocol.Message{} // "messages": [], never null
 	}
 	r.Add(&StepEvent{V: Version, Type: TypeStep, ID: NewEventID(), EpisodeID: ep.ID,
-		Turn: t.Index, Messages: msgs, Response: resp, Usage: t.Usage,
+		Turn: t.Index, Messages: msgs, Response: resp, AnswerTruncatedBytes: t.AnswerTruncated, Usage: t.Usage,
 		Timing: Timing{Augment: ms(t.Augment), UpstreamTTFB: ms(t.TTFB), Total: ms(t.Total)},
 		Status: t.Status, Error: t.Error, At: t.At})
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
@@ -27,10 +28,21 @@ const mapBlocks = 8
 type EventDecoder struct {
 	blocks  []blockAcc
 	blockAt map[int64]int // index → position in blocks, once there are many
+	spare   blockAcc      // where deltas of blocks past the budget go
 	usage   usageAcc
-	done    bool // saw message_stop
-	failed  bool // saw an error event
+	done    bool            // saw message_stop
+	failed  bool            // saw an error event
+	budget  protocol.Budget // what the answer may keep
 }
+
+// blockSize is what a block's accumulator costs the budget besides its bytes.
+const blockSize = int(unsafe.Sizeof(blockAcc{}))
+
+// Limit bounds the bytes of the answer kept (see protocol.Budget).
+func (d *EventDecoder) Limit(n int) { d.budget.Limit(n) }
+
+// Truncated is how many bytes of the answer were dropped for the limit.
+func (d *EventDecoder) Truncated() int64 { return d.budget.Truncated() }
 
 // blockKind is what a content block holds.
 type blockKind uint8
@@ -126,18 +138,18 @@ func (d *EventDecoder) startBlock(index int64, cb gjson.Result) {
 	switch b.typ.Str {
 	case "text":
 		if acc := d.block(index, kindText); acc != nil {
-			acc.text = append(acc.text, b.text.Str...)
+			acc.text = d.budget.Append(acc.text, b.text.Str)
 		}
 	case "tool_use":
 		if acc := d.block(index, kindTool); acc != nil {
 			// Clone: the strings would otherwise pin the whole event.
-			acc.id = strings.Clone(b.id.Str)
-			acc.name = strings.Clone(b.name.Str)
-			acc.input = strings.Clone(b.input.Raw)
+			acc.id = d.budget.Clone(b.id.Str)
+			acc.name = d.budget.Clone(b.name.Str)
+			acc.input = d.budget.Clone(b.input.Raw)
 		}
 	default:
 		if acc := d.block(index, kindOther); acc != nil {
-			acc.start = strings.Clone(cb.Raw)
+			acc.start = d.budget.Clone(cb.Raw)
 		}
 	}
 }
@@ -166,7 +178,7 @@ func (d *EventDecoder) applyDelta(index int64, delta gjson.Result) {
 	switch typ.Str {
 	case "text_delta":
 		if acc := d.block(index, kindText); acc != nil {
-			acc.text = append(acc.text, text.Str...)
+			acc.text = d.budget.Append(acc.text, text.Str)
 		}
 	case "input_json_delta":
 		acc := d.block(index, kindTool)
@@ -174,16 +186,16 @@ func (d *EventDecoder) applyDelta(index int64, delta gjson.Result) {
 			acc = d.block(index, kindOther) // server_tool_use, mcp_tool_use
 		}
 		if acc != nil {
-			acc.args = append(acc.args, partial.Str...)
+			acc.args = d.budget.Append(acc.args, partial.Str)
 		}
 	case "thinking_delta":
 		if acc := d.block(index, kindOther); acc != nil {
-			acc.thinking = append(acc.thinking, thinking.Str...)
+			acc.thinking = d.budget.Append(acc.thinking, thinking.Str)
 			acc.sawThinking = true
 		}
 	case "signature_delta":
 		if acc := d.block(index, kindOther); acc != nil {
-			acc.signature = append(acc.signature, signature.Str...)
+			acc.signature = d.budget.Append(acc.signature, signature.Str)
 			acc.sawSig = true
 		}
 	}
@@ -212,6 +224,10 @@ func (d *EventDecoder) block(index int64, kind blockKind) *blockAcc {
 			return nil
 		}
 		return &d.blocks[pos]
+	}
+	if !d.budget.Take(blockSize) {
+		d.spare = blockAcc{kind: kind}
+		return &d.spare
 	}
 	d.blocks = append(d.blocks, blockAcc{index: index, kind: kind})
 	switch {

@@ -124,6 +124,7 @@ type JSONDecoder struct {
 	done   bool
 	msg    protocol.Message
 	usage  protocol.Usage
+	budget protocol.Budget // what the answer may keep
 }
 
 // Write buffers p. It never fails.
@@ -152,6 +153,7 @@ func (d *JSONDecoder) decode() {
 		return
 	}
 	if m, u, err := DecodeResponse(d.buf); err == nil {
+		d.budget.Trim(&m)
 		d.msg, d.usage, d.done = m, u, true
 		d.buf = nil
 	}
@@ -176,4 +178,13 @@ func (d *JSONDecoder) Message() protocol.Message {
 func (d *JSONDecoder) Usage() protocol.Usage {
 	d.decode()
 	return d.usage
+}
+
+// Limit bounds the bytes of the answer kept (see protocol.Budget).
+func (d *JSONDecoder) Limit(n int) { d.budget.Limit(n) }
+
+// Truncated is how many bytes of the answer were dropped for the limit.
+func (d *JSONDecoder) Truncated() int64 {
+	d.decode()
+	return d.budget.Truncated()
 }

@@ -27,5 +27,11 @@ func (d *StreamDecoder) Message() protocol.Message { return d.events.Message() }
 // Usage returns the usage reported so far (see EventDecoder.Usage).
 func (d *StreamDecoder) Usage() protocol.Usage { return d.events.Usage() }
 
+// Limit bounds the bytes of the answer kept (see protocol.Budget).
+func (d *StreamDecoder) Limit(n int) { d.events.Limit(n) }
+
+// Truncated is how many bytes of the answer were dropped for the limit.
+func (d *StreamDecoder) Truncated() int64 { return d.events.Truncated() }
+
 // Finished reports whether the message_stop event arrived and no error event did.
 func (d *StreamDecoder) Finished() bool { return d.events.Finished() }

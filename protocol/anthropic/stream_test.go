@@ -281,6 +281,7 @@ func TestStreamDecoderIgnoresGarbage(t *testing.T) {
 
 func TestStreamDecoderBigEvent(t *testing.T) {
 	var d StreamDecoder
+	d.Limit(2 << 20) // the event, not the answer's cap, is under test
 	big := sseEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+strings.Repeat("z", 1<<20)+`"}}`)
 	for i := 0; i < len(big); i += 1000 {
 		_, _ = d.Write([]byte(big[i:min(i+1000, len(big))]))

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/base64"
+	"math"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/tidwall/gjson"
@@ -25,6 +27,7 @@ type jsonDecoder struct {
 	done   bool
 	msg    protocol.Message
 	usage  protocol.Usage
+	budget protocol.Budget // what the answer may keep
 }
 
 func newJSONDecoder(decode func([]byte) (protocol.Message, protocol.Usage, bool)) *jsonDecoder {
@@ -43,6 +46,7 @@ func (d *jsonDecoder) Write(p []byte) (int, error) {
 	d.buf = append(d.buf, p...)
 	if t := bytes.TrimRight(p, " \t\r\n"); len(t) > 0 && t[len(t)-1] == '}' {
 		if m, u, ok := d.decode(d.buf); ok {
+			d.budget.Trim(&m)
 			d.msg, d.usage, d.done, d.buf = m, u, true, nil
 		}
 	}
@@ -62,6 +66,12 @@ func (d *jsonDecoder) Message() protocol.Message {
 
 // Usage is the decoded token usage.
 func (d *jsonDecoder) Usage() protocol.Usage { return d.usage }
+
+// Limit bounds the bytes of the answer kept (see protocol.Budget).
+func (d *jsonDecoder) Limit(n int) { d.budget.Limit(n) }
+
+// Truncated is how many bytes of the answer were dropped for the limit.
+func (d *jsonDecoder) Truncated() int64 { return d.budget.Truncated() }
 
 // decodeConverseResponse reads a Converse answer, which an Amazon Nova InvokeModel
 // answer shares: {"output":{"message":{"role","content":[…]}},"stopReason",
@@ -123,6 +133,7 @@ func decodeLlamaResponse(body []byte) (protocol.Message, protocol.Usage, bool) {
 		return protocol.Message{}, protocol.Usage{}, false
 	}
 	var l llamaAcc
+	l.budget.Limit(math.MaxInt) // the jsonDecoder trims the whole answer
 	ok := l.chunk(gjson.ParseBytes(body))
 	return l.message(), l.usage, ok
 }
@@ -203,6 +214,24 @@ func (d *streamDecoder) Message() protocol.Message {
 		return d.llama.message()
 	}
 	return d.conv.message()
+}
+
+// Limit bounds the bytes of the answer kept (see protocol.Budget).
+func (d *streamDecoder) Limit(n int) {
+	d.conv.budget.Limit(n)
+	d.llama.budget.Limit(n)
+	d.claude.Limit(n)
+}
+
+// Truncated is how many bytes of the answer were dropped for the limit.
+func (d *streamDecoder) Truncated() int64 {
+	switch d.kind {
+	case streamClaude:
+		return d.claude.Truncated()
+	case streamLlama:
+		return d.llama.budget.Truncated()
+	}
+	return d.conv.budget.Truncated()
 }
 
 // Usage returns the token usage the model reported; a count it did not report is
@@ -322,7 +351,14 @@ type converseAcc struct {
 	reasons  []reasonAcc   // reasoningContent blocks, kept raw
 	usage    protocol.Usage
 	done     bool
+	budget   protocol.Budget // what the answer may keep
 }
+
+// Sizes of the accumulators, counted against the budget besides their bytes.
+const (
+	reasonSize = int(unsafe.Sizeof(reasonAcc{}))
+	toolSize   = int(unsafe.Sizeof(toolAcc{}))
+)
 
 // reasonAcc assembles one reasoningContent block from its deltas.
 type reasonAcc struct {
@@ -358,7 +394,7 @@ func (c *converseAcc) reason(index int64) *reasonAcc {
 			return &c.reasons[i]
 		}
 	}
-	if len(c.reasons) >= maxReasons {
+	if len(c.reasons) >= maxReasons || !c.budget.Take(reasonSize) {
 		return &reasonAcc{} // past the bound: dropped rather than unbounded
 	}
 	c.reasons = append(c.reasons, reasonAcc{index: index})
@@ -394,9 +430,9 @@ func (c *converseAcc) event(name string, v gjson.Result) {
 		tu.ForEach(func(k, f gjson.Result) bool {
 			switch k.Str {
 			case "toolUseId":
-				t.id = strings.Clone(f.Str)
+				t.id = c.budget.Clone(f.Str)
 			case "name":
-				t.name = strings.Clone(f.Str)
+				t.name = c.budget.Clone(f.Str)
 			}
 			return true
 		})
@@ -410,26 +446,26 @@ func (c *converseAcc) event(name string, v gjson.Result) {
 				}
 				// Text blocks are joined with "\n", as in a whole answer.
 				if c.hasText && index != c.lastText {
-					c.content = append(c.content, '\n')
+					c.content = c.budget.Append(c.content, "\n")
 				}
-				c.content = append(c.content, f.Str...)
+				c.content = c.budget.Append(c.content, f.Str)
 				c.hasText, c.lastText = true, index
 			case "toolUse":
 				if in := jsontext.ObjectKey(f, "input"); in.Type == gjson.String {
 					t := c.tool(index)
-					t.input = append(t.input, in.Str...)
+					t.input = c.budget.Append(t.input, in.Str)
 				}
 			case "reasoningContent":
 				r := c.reason(index)
 				f.ForEach(func(rk, rv gjson.Result) bool {
 					switch rk.Str {
 					case "text":
-						r.text = append(r.text, rv.Str...)
+						r.text = c.budget.Append(r.text, rv.Str)
 					case "signature":
-						r.signature = append(r.signature, rv.Str...)
+						r.signature = c.budget.Append(r.signature, rv.Str)
 						r.sawSig = true
 					case "redactedContent":
-						r.redacted = append(r.redacted, rv.Str...)
+						r.redacted = c.budget.Append(r.redacted, rv.Str)
 					}
 					return true
 				})
@@ -447,6 +483,9 @@ func (c *converseAcc) event(name string, v gjson.Result) {
 func (c *converseAcc) tool(index int64) *toolAcc {
 	if i, ok := c.toolAt[index]; ok {
 		return &c.tools[i]
+	}
+	if !c.budget.Take(toolSize) {
+		return &toolAcc{} // past the budget: dropped
 	}
 	if c.toolAt == nil {
 		c.toolAt = make(map[int64]int)
@@ -495,6 +534,7 @@ type llamaAcc struct {
 	content []byte
 	usage   protocol.Usage
 	done    bool
+	budget  protocol.Budget // what the answer may keep
 }
 
 // chunk applies one {"generation","prompt_token_count","generation_token_count",
@@ -509,7 +549,7 @@ func (l *llamaAcc) chunk(v gjson.Result) bool {
 		switch k.Str {
 		case "generation":
 			if f.Type == gjson.String {
-				l.content = append(l.content, f.Str...)
+				l.content = l.budget.Append(l.content, f.Str)
 				ok = true
 			}
 		case "prompt_token_count":

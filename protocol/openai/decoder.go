@@ -19,10 +19,11 @@ func (r *Request) Decoder() protocol.Decoder {
 // JSONDecoder assembles a non-streamed chat.completion; it is finished once the bytes
 // written form a complete answer.
 type JSONDecoder struct {
-	buf   []byte
-	done  bool
-	msg   protocol.Message
-	usage protocol.Usage
+	buf    []byte
+	done   bool
+	msg    protocol.Message
+	usage  protocol.Usage
+	budget protocol.Budget // what the answer may keep
 }
 
 // Write buffers p and decodes once the body is a whole JSON document. A body that
@@ -39,6 +40,7 @@ func (d *JSONDecoder) Write(p []byte) (int, error) {
 	}
 	if jsontext.Validate(data) == nil {
 		if msg, usage, err := decodeValid(data); err == nil {
+			d.budget.Trim(&msg)
 			d.msg, d.usage, d.done = msg, usage, true
 			d.buf = nil
 			return len(p), nil
@@ -58,3 +60,9 @@ func (d *JSONDecoder) Message() protocol.Message { return d.msg }
 
 // Usage is the decoded token usage.
 func (d *JSONDecoder) Usage() protocol.Usage { return d.usage }
+
+// Limit bounds the bytes of the answer kept (see protocol.Budget).
+func (d *JSONDecoder) Limit(n int) { d.budget.Limit(n) }
+
+// Truncated is how many bytes of the answer were dropped for the limit.
+func (d *JSONDecoder) Truncated() int64 { return d.budget.Truncated() }

@@ -3,7 +3,7 @@ package openai
 import (
 	"cmp"
 	"slices"
-	"strings"
+	"unsafe"
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
@@ -29,7 +29,9 @@ type StreamDecoder struct {
 	reasoningContent, reasoning []byte
 	calls                       []callAcc
 	callAt                      map[int64]int // index → position in calls, once there are many
+	spare                       callAcc       // where deltas of calls past the budget go
 	usage                       protocol.Usage
+	budget                      protocol.Budget // what the answer may keep
 }
 
 // callAcc assembles one tool call from its deltas.
@@ -79,6 +81,12 @@ func (d *StreamDecoder) Message() protocol.Message {
 	}
 	return m
 }
+
+// Limit bounds the bytes of the answer kept (see protocol.Budget).
+func (d *StreamDecoder) Limit(n int) { d.budget.Limit(n) }
+
+// Truncated is how many bytes of the answer were dropped for the limit.
+func (d *StreamDecoder) Truncated() int64 { return d.budget.Truncated() }
 
 // Usage returns the usage of the usage chunk (stream_options.include_usage), if any.
 func (d *StreamDecoder) Usage() protocol.Usage { return d.usage }
@@ -164,13 +172,13 @@ func (d *StreamDecoder) readDelta(delta gjson.Result) {
 	delta.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "content":
-			d.content = append(d.content, v.Str...)
+			d.content = d.budget.Append(d.content, v.Str)
 		case "refusal":
-			d.refusal = append(d.refusal, v.Str...)
+			d.refusal = d.budget.Append(d.refusal, v.Str)
 		case "reasoning_content":
-			d.reasoningContent = append(d.reasoningContent, v.Str...)
+			d.reasoningContent = d.budget.Append(d.reasoningContent, v.Str)
 		case "reasoning":
-			d.reasoning = append(d.reasoning, v.Str...)
+			d.reasoning = d.budget.Append(d.reasoning, v.Str)
 		case "tool_calls":
 			if v.IsArray() {
 				pos := int64(-1)
@@ -213,10 +221,10 @@ func (d *StreamDecoder) readCallDelta(c gjson.Result, pos int64) {
 	// Later chunks repeat fields at most; set, don't append. Clone: the strings
 	// would otherwise pin the whole event they were cut from.
 	if id.Str != "" {
-		acc.id = strings.Clone(id.Str)
+		acc.id = d.budget.Clone(id.Str)
 	}
 	if typ.Str != "" {
-		acc.typ = strings.Clone(typ.Str)
+		acc.typ = d.budget.Clone(typ.Str)
 	}
 	d.readFunctionDelta(acc, fn)
 	if custom.IsObject() {
@@ -228,10 +236,10 @@ func (d *StreamDecoder) readCallDelta(c gjson.Result, pos int64) {
 			switch k.Str {
 			case "name":
 				if v.Str != "" {
-					acc.name = strings.Clone(v.Str)
+					acc.name = d.budget.Clone(v.Str)
 				}
 			case "input":
-				acc.args = append(acc.args, v.Str...)
+				acc.args = d.budget.Append(acc.args, v.Str)
 			}
 			return true
 		})
@@ -248,10 +256,10 @@ func (d *StreamDecoder) readFunctionDelta(acc *callAcc, fn gjson.Result) {
 		switch k.Str {
 		case "name":
 			if v.Str != "" {
-				acc.name = strings.Clone(v.Str)
+				acc.name = d.budget.Clone(v.Str)
 			}
 		case "arguments":
-			acc.args = append(acc.args, arguments(v)...)
+			acc.args = d.budget.Append(acc.args, arguments(v))
 		}
 		return true
 	})
@@ -273,6 +281,10 @@ func (d *StreamDecoder) call(index int64) *callAcc {
 			}
 		}
 	}
+	if !d.budget.Take(callSize) {
+		d.spare = callAcc{}
+		return &d.spare
+	}
 	d.calls = append(d.calls, callAcc{index: index})
 	switch {
 	case d.callAt != nil:
@@ -285,6 +297,9 @@ func (d *StreamDecoder) call(index int64) *callAcc {
 	}
 	return &d.calls[len(d.calls)-1]
 }
+
+// callSize is what a tool call's accumulator costs the budget besides its strings.
+const callSize = int(unsafe.Sizeof(callAcc{}))
 
 // indexOr returns the integer index v, or def when v is absent or not a number.
 func indexOr(v gjson.Result, def int64) int64 {

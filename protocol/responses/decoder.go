@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -81,11 +82,12 @@ func readUsage(v gjson.Result) protocol.Usage {
 // JSONDecoder assembles a non-streamed response object; it is finished once the
 // bytes written form a whole response object.
 type JSONDecoder struct {
-	buf   []byte
-	done  bool
-	id    string
-	msg   protocol.Message
-	usage protocol.Usage
+	buf    []byte
+	done   bool
+	id     string
+	msg    protocol.Message
+	usage  protocol.Usage
+	budget protocol.Budget // what the answer may keep
 }
 
 // Write buffers p and decodes once the body is a whole JSON document.
@@ -96,6 +98,7 @@ func (d *JSONDecoder) Write(p []byte) (int, error) {
 	d.buf = append(d.buf, p...)
 	if ok, _ := jsontext.Valid(d.buf); ok {
 		if id, msg, usage, ok := DecodeResponse(d.buf); ok {
+			d.budget.Trim(&msg)
 			d.id, d.msg, d.usage, d.done = id, msg, usage, true
 			d.buf = nil
 		}
@@ -120,6 +123,12 @@ func (d *JSONDecoder) Usage() protocol.Usage { return d.usage }
 // ResponseID is the response's id.
 func (d *JSONDecoder) ResponseID() string { return d.id }
 
+// Limit bounds the bytes of the answer kept (see protocol.Budget).
+func (d *JSONDecoder) Limit(n int) { d.budget.Limit(n) }
+
+// Truncated is how many bytes of the answer were dropped for the limit.
+func (d *JSONDecoder) Truncated() int64 { return d.budget.Truncated() }
+
 // StreamDecoder consumes the raw SSE bytes of a streamed response in arbitrary chunk
 // boundaries (a tee of what goes to the client). The final event — response.completed,
 // response.incomplete or response.failed — carries the whole response: its output and
@@ -136,11 +145,16 @@ type StreamDecoder struct {
 	final *protocol.Message // the final event's answer, when its output has items
 	usage protocol.Usage
 	items []outItem // output items so far, by output_index
-	spare outItem   // where events past maxItems go
+	spare outItem   // where events past maxItems, or past the budget, go
+
+	budget protocol.Budget // what the answer may keep
 }
 
 // maxItems bounds the output items a stream assembles; a response has a handful.
 const maxItems = 1024
+
+// itemSize is what an item's accumulator costs the budget besides its bytes.
+const itemSize = int(unsafe.Sizeof(outItem{}))
 
 // outItem assembles one output item from its events.
 type outItem struct {
@@ -169,6 +183,12 @@ func (d *StreamDecoder) Usage() protocol.Usage { return d.usage }
 
 // ResponseID is the response's id, known from response.created on.
 func (d *StreamDecoder) ResponseID() string { return d.id }
+
+// Limit bounds the bytes of the answer kept (see protocol.Budget).
+func (d *StreamDecoder) Limit(n int) { d.budget.Limit(n) }
+
+// Truncated is how many bytes of the answer were dropped for the limit.
+func (d *StreamDecoder) Truncated() int64 { return d.budget.Truncated() }
 
 // Message returns the answer: the final event's, else what the events so far hold.
 func (d *StreamDecoder) Message() protocol.Message {
@@ -246,6 +266,10 @@ func (d *StreamDecoder) onEvent(name, data []byte) {
 		}
 		d.usage = usage
 		if ok && (hasElements(jsontext.ObjectKey(resp, "output")) || len(d.items) == 0) {
+			// The final answer replaces what the events built: it alone is kept.
+			d.items, d.spare = nil, outItem{}
+			d.budget.Restart()
+			d.budget.Trim(&msg)
 			d.final = &msg
 		}
 		d.done = true
@@ -254,30 +278,30 @@ func (d *StreamDecoder) onEvent(name, data []byte) {
 	case "response.output_text.delta":
 		if it := d.item(index.Int()); it.typ == "message" || it.typ == "" {
 			it.typ = "message"
-			it.text = append(it.text, delta.Str...)
+			it.text = d.budget.Append(it.text, delta.Str)
 		}
 	case "response.output_text.done":
 		if it := d.item(index.Int()); text.Type == gjson.String {
 			it.typ = "message"
-			it.text = append(it.text[:0], text.Str...)
+			it.text = d.budget.Set(it.text, text.Str)
 		}
 	case "response.function_call_arguments.delta":
 		it := d.item(index.Int())
 		it.typ = "function_call"
-		it.args = append(it.args, delta.Str...)
+		it.args = d.budget.Append(it.args, delta.Str)
 	case "response.function_call_arguments.done":
 		if it := d.item(index.Int()); args.Type == gjson.String {
 			it.typ = "function_call"
-			it.args = append(it.args[:0], args.Str...)
+			it.args = d.budget.Set(it.args, args.Str)
 		}
 	case "response.custom_tool_call_input.delta":
 		it := d.item(index.Int())
 		it.typ = typeCustomCall
-		it.args = append(it.args, delta.Str...)
+		it.args = d.budget.Append(it.args, delta.Str)
 	case "response.custom_tool_call_input.done":
 		if it := d.item(index.Int()); input.Type == gjson.String {
 			it.typ = typeCustomCall
-			it.args = append(it.args[:0], input.Str...)
+			it.args = d.budget.Set(it.args, input.Str)
 		}
 	}
 }
@@ -290,8 +314,12 @@ func (d *StreamDecoder) readItem(index int64, v gjson.Result, done bool) {
 	if done && v.IsObject() {
 		// Whole: read like an item of the final output (any type, kept verbatim
 		// when the chat shape has no place for it).
-		it.typ = f.typ.Str
-		it.done = strings.Clone(v.Raw)
+		// Past the budget it is dropped, and what the deltas built stays.
+		if done, ok := d.budget.Swap(len(it.text)+len(it.args)+len(it.done), v.Raw); ok {
+			it.typ = f.typ.Str
+			it.done = done
+			it.text, it.args = nil, nil
+		}
 		return
 	}
 	switch f.typ.Str {
@@ -300,10 +328,10 @@ func (d *StreamDecoder) readItem(index int64, v gjson.Result, done bool) {
 	case typeFunctionCall, typeCustomCall:
 		it.typ = f.typ.Str
 		if f.callID.Str != "" {
-			it.callID = strings.Clone(f.callID.Str)
+			it.callID = d.budget.Clone(f.callID.Str)
 		}
 		if f.name.Str != "" {
-			it.name = strings.Clone(f.name.Str)
+			it.name = d.budget.Clone(f.name.Str)
 		}
 	default:
 		it.typ = "other"
@@ -318,7 +346,7 @@ func (d *StreamDecoder) item(index int64) *outItem {
 			return &d.items[i]
 		}
 	}
-	if len(d.items) >= maxItems {
+	if len(d.items) >= maxItems || !d.budget.Take(itemSize) {
 		d.spare = outItem{}
 		return &d.spare
 	}
