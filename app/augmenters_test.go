@@ -109,7 +109,7 @@ func TestGuidanceReloadReachesNewEpisodes(t *testing.T) {
 	}
 	time.Sleep(1100 * time.Millisecond) // the store is checked at most once a second
 	write("New guidance, longer than the old one.")
-	if !waitFor(func() bool {
+	if !waitFor(t, func() bool {
 		e.turn(newAgent(task, false))
 		return strings.HasSuffix(splicedTask(e.up.Last().Body), "New guidance, longer than the old one.")
 	}) {

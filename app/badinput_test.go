@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/internal/testkit"
 )
 
 // rawCall writes a raw HTTP/1.1 request and returns the status line and body of the
@@ -22,7 +24,7 @@ func rawCall(t *testing.T, addr, req string) (int, string, error) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = conn.SetDeadline(time.Now().Add(testkit.Patience(t)))
 	if _, err := io.WriteString(conn, req); err != nil {
 		return 0, "", err
 	}

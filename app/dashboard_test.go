@@ -399,7 +399,7 @@ func (b *chromium) call(ctx context.Context, method string, params any, inSessio
 
 func (b *chromium) must(method string, params any, inSession bool) gjson.Result {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Patience(b.t))
 	defer cancel()
 	r, err := b.call(ctx, method, params, inSession)
 	if err != nil {
@@ -425,10 +425,10 @@ func (b *chromium) eval(expr string) gjson.Result {
 	return r.Get("result.value")
 }
 
-// waitFor polls expr until it is true, for up to 15 s.
+// waitFor polls expr until it is true, for as long as go test's -timeout allows.
 func (b *chromium) waitFor(what, expr string) {
 	b.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(testkit.Patience(b.t))
 	for {
 		if b.eval("Boolean(" + expr + ")").Bool() {
 			return

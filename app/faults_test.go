@@ -127,7 +127,7 @@ func TestUpstreamFaultMatrix(t *testing.T) {
 			outcome{status: 502, msg: "unreachable", stepErr: true}},
 		{"hang (no first byte)", false, func(e *env) { e.up.Configure(func(u *testkit.Upstream) { u.Delay = time.Hour }) },
 			outcome{status: 504, msg: "first byte", stepErr: true}},
-		{"slow drip (1 byte per 2 idle timeouts)", false, func(e *env) { e.up.Configure(func(u *testkit.Upstream) { u.Drip = 2 * idle }) },
+		{"slow drip (1 byte per 10 idle timeouts)", false, func(e *env) { e.up.Configure(func(u *testkit.Upstream) { u.Drip = 10 * idle }) },
 			outcome{sdkErr: "", stepErr: true}},
 		{"reset mid-stream", true, func(e *env) { e.up.Configure(func(u *testkit.Upstream) { u.ResetAfter = 2 }) },
 			outcome{sdkErr: "", stepErr: true}},
@@ -260,7 +260,7 @@ func TestRedisOutage(t *testing.T) {
 	rs.Start()
 	time.Sleep(250 * time.Millisecond) // the store's cooldown
 	runAgents("back", 1, 1, nil)       // the first call after the cooldown finds Redis again
-	if !waitFor(func() bool { return strings.Contains(e.metric("camproxy_dependency_up"), `dependency="episodes"} 1`) }) {
+	if !waitFor(t, func() bool { return strings.Contains(e.metric("camproxy_dependency_up"), `dependency="episodes"} 1`) }) {
 		t.Fatalf("Redis back but dependency_up: %s", e.metric("camproxy_dependency_up"))
 	}
 	runAgents("killed-mid-run", 4, 4, func() { rs.Kill() })
@@ -273,7 +273,7 @@ func TestRedisOutage(t *testing.T) {
 	rs.Start()
 	time.Sleep(250 * time.Millisecond) // the store's cooldown
 	runAgents("restarted", 2, 2, nil)
-	if !waitFor(func() bool { return strings.Contains(e.metric("camproxy_dependency_up"), `dependency="episodes"} 1`) }) {
+	if !waitFor(t, func() bool { return strings.Contains(e.metric("camproxy_dependency_up"), `dependency="episodes"} 1`) }) {
 		t.Fatalf("Redis restarted but dependency_up: %s", e.metric("camproxy_dependency_up"))
 	}
 	conn, err := net.Dial("tcp", rs.Addr)
@@ -282,7 +282,7 @@ func TestRedisOutage(t *testing.T) {
 	}
 	fmt.Fprintf(conn, "*2\r\n$4\r\nKEYS\r\n$1\r\n*\r\n")
 	buf := make([]byte, 4096)
-	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	conn.SetReadDeadline(time.Now().Add(testkit.Patience(t)))
 	n, _ := conn.Read(buf)
 	conn.Close()
 	if !strings.Contains(string(buf[:n]), "ep_") {
@@ -358,12 +358,12 @@ func TestReplayDiskFull(t *testing.T) {
 		e.turn(a)
 		e.turn(a)
 	}
-	if !waitFor(func() bool { return strings.Contains(logs.String(), "replay sink failed; spooling events") }) {
+	if !waitFor(t, func() bool { return strings.Contains(logs.String(), "replay sink failed; spooling events") }) {
 		t.Fatalf("a full sink was not noticed:\n%s", logs.String())
 	}
 	spooled := e.metric("camproxy_replay_spooled_events")
 	os.Remove(filler) // room again: the spool drains
-	if !waitFor(func() bool { return strings.Contains(logs.String(), "replay sink is back; spool delivered") }) {
+	if !waitFor(t, func() bool { return strings.Contains(logs.String(), "replay sink is back; spool delivered") }) {
 		t.Fatalf("spool not delivered after the disk was freed:\n%s", logs.String())
 	}
 	events := e.metric("camproxy_replay_events_total")
@@ -386,7 +386,7 @@ func TestReplayDiskFull(t *testing.T) {
 	fill(t, spoolDir)
 	a := newAgent("Nowhere to write", false)
 	e2.turn(a)
-	if !waitFor(func() bool {
+	if !waitFor(t, func() bool {
 		return strings.Contains(logs2.String(), "REPLAY EVENTS LOST") && strings.Contains(e2.metric("camproxy_replay_events_total"), `result="lost"`)
 	}) {
 		t.Fatalf("no loud loss:\n%s\n%s", logs2.String(), e2.metric("camproxy_replay_events_total"))

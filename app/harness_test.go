@@ -39,7 +39,10 @@ func testConfig(up *testkit.Upstream, cam *testkit.CAM) *config.Config {
 	ac := config.DefaultAugmenter()
 	ac.Type = "cam"
 	ac.BaseURL = cam.URL + "/v1"
-	ac.Timeout = 400 * time.Millisecond
+	// Long enough never to matter: on a loaded machine a CAM answer can take half a
+	// second, and a test expecting the context must not get fail-open. The tests of
+	// the deadline itself set a short one (TestCAMFailsOpen).
+	ac.Timeout = 30 * time.Second
 	ac.Breaker = config.Breaker{Failures: 3, OpenFor: 400 * time.Millisecond}
 	cfg.Augmenters = map[string]config.Augmenter{"cam": ac}
 	cfg.Experiment.Arms = []config.Arm{{Name: "cam", Weight: 1, Augmenter: "cam"}}
@@ -96,12 +99,9 @@ func startAppWith(t *testing.T, cfg *config.Config, o Options) *App {
 	return a
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
+// testLogger logs to the test's output: shown for a test that fails (and with
+// -v), not spread over stderr for every test that passes.
+func testLogger(t *testing.T) *slog.Logger { return testkit.Logger(t, slog.LevelInfo) }
 
 // requireRedis returns a client for the test Redis or skips naming how to get one.
 func requireRedis(t *testing.T) *redis.Client {

@@ -103,7 +103,7 @@ func TestAdaptiveFromFeedback(t *testing.T) {
 		}
 		postFeedback(t, e.admin, h.Get("X-CAM-Episode-Id"), reward)
 	}
-	if !waitFor(func() bool {
+	if !waitFor(t, func() bool {
 		return strings.Contains(e.metric("camproxy_arm_weight"), `camproxy_arm_weight{arm="cam"} 0.95`)
 	}) {
 		t.Fatalf("weights after rewards favouring cam: %s", e.metric("camproxy_arm_weight"))

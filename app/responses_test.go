@@ -20,6 +20,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/protocol"
 )
 
@@ -298,7 +299,7 @@ func TestResponsesStreamNotBuffered(t *testing.T) {
 		}
 		select {
 		case <-got1:
-		case <-time.After(5 * time.Second):
+		case <-time.After(testkit.Patience(t)):
 			failed <- "event 0 did not reach the client before event 1 was due"
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/trainer"
 )
 
@@ -49,7 +50,7 @@ func TestRewardPy(t *testing.T) {
 	e, h := newRolloutEnv(t)
 	dir := t.TempDir()
 	o := trainer.DefaultGRPOOptions()
-	o.Out, o.Model, o.Prompter, o.RolloutURL, o.RolloutTimeout = dir, "m", promptOf{}, e.admin, 20*time.Second
+	o.Out, o.Model, o.Prompter, o.RolloutURL, o.RolloutTimeout = dir, "m", promptOf{}, e.admin, testkit.Patience(t).Truncate(time.Second)
 	if _, err := trainer.WriteGRPO([]trainer.Example{{TaskID: "1", Task: "t"}}, o); err != nil {
 		t.Fatal(err)
 	}
@@ -84,12 +85,12 @@ func TestRewardPy(t *testing.T) {
 		t.Fatalf("the rollout's context is not the stripped answer: %s", body)
 	}
 
-	h.delay.Store(int64(300 * time.Millisecond))
 	_, one, _, err := py("one")
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.peak.Store(0)
+	h.gate.Store(newBarrier(32)) // every run waits until all 32 are under way
 	scores, all, stderr, err := py("many")
 	if err != nil || len(scores) != 32 {
 		t.Fatalf("many: %v %v\n%s", scores, err, stderr)
@@ -99,25 +100,23 @@ func TestRewardPy(t *testing.T) {
 			t.Fatalf("score %d = %v, want %v (the harness's reward for that context)", i, s, want)
 		}
 	}
-	t.Logf("reward.py: one rollout %.2fs, 32 concurrent %.2fs (%.1fx)", one, all, all/one)
+	t.Logf("reward.py: one rollout %.2fs, 32 concurrent %.2fs", one, all)
 	if p := h.peak.Load(); p != 32 {
 		t.Fatalf("the harness ran at most %d agents at once: reward.py's 32 calls were not concurrent", p)
 	}
 
-	h.delay.Store(0)
+	h.gate.Store(nil)
 	if scores, _, stderr, err = py("batch"); err != nil || len(scores) != 4 || scores[0] != 1 || scores[1] != 0.25 {
 		t.Fatalf("batch: %v %v\n%s", scores, err, stderr)
 	}
 
 	// A runner that never reports: camproxy's 504 becomes the error score, with the reason.
+	// (How long reward.py took is not asserted: camproxy's message names the 1 s it
+	// was given, and a reward.py that hung would meet go test's -timeout.)
 	h.mute.Store(true)
-	start := time.Now()
 	scores, _, stderr, err = py("one", "CAMPROXY_ROLLOUT_TIMEOUT_S=1")
 	if err != nil || len(scores) != 1 || scores[0] != 0 || !strings.Contains(stderr, "HTTP 504") || !strings.Contains(stderr, "no reward posted to /v1/feedback within 1s") {
 		t.Fatalf("mute runner: %v %v\n%s", scores, err, stderr)
-	}
-	if d := time.Since(start); d > 15*time.Second {
-		t.Fatalf("a 1 s rollout timeout took %v", d)
 	}
 	if _, _, stderr, err = py("one", "CAMPROXY_ROLLOUT_TIMEOUT_S=1", "CAMPROXY_REWARD_ON_ERROR=raise"); err == nil || !strings.Contains(stderr, "RolloutError: HTTP 504") {
 		t.Fatalf("ON_ERROR=raise: %v\n%s", err, stderr)

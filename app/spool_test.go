@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/internal/testkit"
@@ -65,19 +64,15 @@ func TestSinksDownLoseNothing(t *testing.T) {
 		}
 	}
 	spooled := func(uri string) int { return e.app.Recorder.Spooled()[replay.Redact(uri)] }
-	if !waitFor(func() bool { return spooled(redisURI) > 0 }) {
+	if !waitFor(t, func() bool { return spooled(redisURI) > 0 }) {
 		t.Fatalf("redis down but nothing spooled: %v", e.app.Recorder.Spooled())
 	}
 	pr.Start()
-	deadline := time.Now().Add(10 * time.Second)
-	for spooled(redisURI) > 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if n := spooled(redisURI); n > 0 {
+	if !waitFor(t, func() bool { return spooled(redisURI) == 0 }) {
+		n := spooled(redisURI)
 		t.Fatalf("redis is back but %d events are still spooled", n)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := context.Background() // shutdown's drain is bounded by go test's -timeout only
 	if err := e.app.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -89,10 +84,7 @@ func TestSinksDownLoseNothing(t *testing.T) {
 	cfg := testConfig(e.up, e.cam)
 	mutate(cfg)
 	next := startApp(t, cfg)
-	deadline = time.Now().Add(15 * time.Second)
-	for next.Recorder.Spooled()[replay.Redact(s3URI)] > 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitFor(t, func() bool { return next.Recorder.Spooled()[replay.Redact(s3URI)] == 0 }) // the count below says what is missing
 	if err := next.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/internal/testkit"
 )
 
 // TestNetHTTPTransport: an upstream transport given in Options (or an HTTP proxy in
@@ -25,7 +27,7 @@ func TestNetHTTPTransport(t *testing.T) {
 	}
 	conn, r := streamRequest(t, e.app.Addr(), newAgent("Task: stream over net/http", false).body(`,"stream":true`))
 	defer conn.Close()
-	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = conn.SetReadDeadline(time.Now().Add(testkit.Patience(t)))
 	if ev := readEvent(t, r); !strings.Contains(ev, "chat.completion.chunk") {
 		t.Fatalf("first event %q", ev)
 	}
