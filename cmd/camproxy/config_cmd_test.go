@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/camproxy/camproxy/app"
 	"github.com/camproxy/camproxy/config"

@@ -51,7 +51,7 @@ func startServeAddrs(t *testing.T, cfg string) *serveProc {
 	select {
 	case a := <-up:
 		return &serveProc{cmd: cmd, data: a[0], admin: a[1]}
-	case <-time.After(20 * time.Second):
+	case <-time.After(testkit.Patience(t)):
 		t.Fatal("camproxy did not start")
 	}
 	return nil
@@ -176,14 +176,9 @@ func TestLearnFleetTwoProcesses(t *testing.T) {
 	}
 }
 
-// wait polls cond until it holds, for up to 30 s (two processes under -race).
+// wait polls cond until it holds, bounded only by go test's -timeout (two
+// processes under -race take what they take).
 func wait(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, what, cond)
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/camproxy/camproxy/inject"
+	"github.com/camproxy/camproxy/internal/testkit"
 )
 
 func noEnv(string) (string, bool) { return "", false }
@@ -147,7 +148,7 @@ func startInjector(t *testing.T, args string) (*exec.Cmd, *bytes.Buffer) {
 	}()
 	select {
 	case <-serving:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.Patience(t)):
 		_ = cmd.Process.Kill()
 		t.Fatalf("the injector did not start:\n%s", logs.String())
 	}
@@ -164,7 +165,7 @@ func stopInjector(t *testing.T, cmd *exec.Cmd) {
 		if err != nil {
 			t.Fatalf("exit after SIGTERM: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.Patience(t)):
 		_ = cmd.Process.Kill()
 		t.Fatal("the injector did not exit after SIGTERM")
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -82,16 +83,23 @@ replay: {sinks: ["file://%s/replay"], spool_dir: "%s/spool"}
 func TestSIGTERMDrainsStreams(t *testing.T) {
 	up := testkit.NewUpstream()
 	defer up.Close()
-	started := make(chan struct{}, 16)
+	started, release := make(chan struct{}, 16), make(chan struct{})
 	up.Configure(func(u *testkit.Upstream) {
 		u.Reply = func(gjson.Result) testkit.Reply {
 			return testkit.Reply{Content: "one two three four five six seven eight"}
 		}
+		// Every stream is held after its first chunk until camproxy has stopped
+		// accepting: the streams are in flight during the shutdown, by construction.
 		u.BeforeChunk = func(i int) {
-			if i == 1 {
+			switch i {
+			case 1:
 				started <- struct{}{}
+			case 2:
+				select {
+				case <-release:
+				case <-time.After(testkit.Patience(t)):
+				}
 			}
-			time.Sleep(40 * time.Millisecond)
 		}
 	})
 	dir := t.TempDir()
@@ -123,12 +131,20 @@ replay: {sinks: ["file://%s/replay"], spool_dir: "%s/spool"}
 	for range n {
 		select {
 		case <-started:
-		case <-time.After(10 * time.Second):
+		case <-time.After(testkit.Patience(t)):
 			t.Fatal("streams did not start")
 		}
 	}
 	start := time.Now()
 	_ = cmd.Process.Signal(syscall.SIGTERM)
+	wait(t, "camproxy to stop accepting after SIGTERM", func() bool {
+		c, err := net.Dial("tcp", listen)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	close(release)
 	for range n {
 		if r := <-results; !strings.HasSuffix(strings.TrimSpace(r), "data: [DONE]") || !strings.Contains(r, "eight") {
 			t.Fatalf("a stream in flight at SIGTERM did not finish whole: %q", r)
@@ -168,7 +184,7 @@ func startServe(t *testing.T, cfg string) *exec.Cmd {
 	}()
 	select {
 	case <-serving:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.Patience(t)):
 		t.Fatal("camproxy did not start")
 	}
 	return cmd

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/camproxy/camproxy/internal/testkit"
 )
 
 // TestMain lets the test binary act as camproxy itself, so signal tests exercise the
@@ -71,7 +73,7 @@ func TestSIGTERMExitsZero(t *testing.T) {
 	}()
 	select {
 	case <-serving:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.Patience(t)):
 		_ = cmd.Process.Kill()
 		t.Fatalf("camproxy did not start:\n%s", logs.String())
 	}
@@ -88,7 +90,7 @@ func TestSIGTERMExitsZero(t *testing.T) {
 		if err != nil {
 			t.Fatalf("exit after SIGTERM: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.Patience(t)):
 		_ = cmd.Process.Kill()
 		t.Fatal("camproxy did not exit after SIGTERM")
 	}

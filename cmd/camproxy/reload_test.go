@@ -54,7 +54,7 @@ func TestReloadOnFileChangeAndSIGHUP(t *testing.T) {
 	}()
 	select {
 	case <-serving:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.Patience(t)):
 		t.Fatal("camproxy did not start")
 	}
 	arm := func() string {
@@ -72,29 +72,19 @@ func TestReloadOnFileChangeAndSIGHUP(t *testing.T) {
 	if err := os.WriteFile(path, []byte(conf("second")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for arm() != "second" {
-		if time.Now().After(deadline) {
-			t.Fatal("an edited config file was not reloaded")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	wait(t, "an edited config file reloaded", func() bool { return arm() == "second" })
 	if err := os.WriteFile(path, []byte("experiment: {arms: [{name: x, weight: -1, augmenter: nope}]}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Process.Signal(syscall.SIGHUP)
-	deadline = time.Now().Add(10 * time.Second)
-	for {
+	if !testkit.Poll(t, func() bool {
 		mu.Lock()
-		refused := strings.Contains(logs.String(), "config reload refused")
-		mu.Unlock()
-		if refused {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no refusal logged:\n%s", logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		defer mu.Unlock()
+		return strings.Contains(logs.String(), "config reload refused")
+	}) {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("no refusal logged:\n%s", logs.String())
 	}
 	if got := arm(); got != "second" {
 		t.Fatalf("after a refused reload the arm is %q, want the old config's second", got)

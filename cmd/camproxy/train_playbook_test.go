@@ -489,13 +489,8 @@ func checkPlaybookSIGKILL(t *testing.T, uri, seed string) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill() }()
-	deadline := time.Now().Add(20 * time.Second)
-	for len(up.Requests()) < 8 { // inside iteration 2
-		if time.Now().After(deadline) {
-			t.Fatal("camproxy made fewer than 8 calls in 20s")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	// Eight calls: inside iteration 2.
+	wait(t, "camproxy making 8 calls", func() bool { return len(up.Requests()) >= 8 })
 	_ = cmd.Process.Kill() // SIGKILL
 	_ = cmd.Wait()
 	sent := len(up.Requests())

@@ -339,17 +339,10 @@ func checkReflectSIGKILL(t *testing.T, uri string, keys map[string]bool) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill() }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	wait(t, "camproxy writing 10 lines", func() bool {
 		data, _ := os.ReadFile(out)
-		if strings.Count(string(data), "\n") >= 10 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("camproxy wrote fewer than 10 lines in 20s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return strings.Count(string(data), "\n") >= 10
+	})
 	_ = cmd.Process.Kill() // SIGKILL
 	_ = cmd.Wait()
 	data, _ := os.ReadFile(out)

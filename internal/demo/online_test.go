@@ -20,12 +20,8 @@ import (
 	"github.com/camproxy/camproxy/report"
 )
 
-func logger() *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
+// logger logs to the test's output: shown for a test that fails (and with -v).
+func logger(t *testing.T) *slog.Logger { return testkit.Logger(t, slog.LevelInfo) }
 
 // start runs camproxy in front of the lab until the test ends.
 func start(t *testing.T, lab *demo.Lab, lc demo.Learning) *app.App {
@@ -34,7 +30,7 @@ func start(t *testing.T, lab *demo.Lab, lc demo.Learning) *app.App {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := app.New(cfg, app.Options{Logger: logger()})
+	a, err := app.New(cfg, app.Options{Logger: logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +42,7 @@ func start(t *testing.T, lab *demo.Lab, lc demo.Learning) *app.App {
 }
 
 func shutdown(t *testing.T, a *app.App) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := context.Background() // no deadline of its own: a hang meets go test's -timeout
 	if err := a.Shutdown(ctx); err != nil {
 		t.Errorf("shutdown: %v", err)
 	}
@@ -262,7 +257,7 @@ func TestOnlineFleetOnRedis(t *testing.T) {
 		if err := c.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		a, err := app.New(c, app.Options{Logger: logger()})
+		a, err := app.New(c, app.Options{Logger: logger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,12 +290,8 @@ func TestOnlineFleetOnRedis(t *testing.T) {
 		}
 	}
 	for _, a := range apps {
-		deadline := time.Now().Add(15 * time.Second)
-		for status(t, a).Get("learn.champion").String() != champion {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s does not serve the champion %s: %s", a.AdminAddr(), champion, status(t, a).Get("learn").Raw)
-			}
-			time.Sleep(10 * time.Millisecond)
+		if !testkit.Poll(t, func() bool { return status(t, a).Get("learn.champion").String() == champion }) {
+			t.Fatalf("%s does not serve the champion %s: %s", a.AdminAddr(), champion, status(t, a).Get("learn").Raw)
 		}
 	}
 	// Traffic through each process reaches the learnt versions (the champion, or a
@@ -327,16 +318,12 @@ func TestOnlineFleetOnRedis(t *testing.T) {
 		}
 	}
 	// And the two agree on the champion once the learner's last decision has reached both.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c0, c1 := status(t, apps[0]).Get("learn.champion").String(), status(t, apps[1]).Get("learn.champion").String()
-		if c0 == c1 && strings.HasPrefix(c0, config.LearnArmPrefix) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the processes disagree on the champion: %s vs %s", c0, c1)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var c0, c1 string
+	if !testkit.Poll(t, func() bool {
+		c0, c1 = status(t, apps[0]).Get("learn.champion").String(), status(t, apps[1]).Get("learn.champion").String()
+		return c0 == c1 && strings.HasPrefix(c0, config.LearnArmPrefix)
+	}) {
+		t.Fatalf("the processes disagree on the champion: %s vs %s", c0, c1)
 	}
 }
 
