@@ -40,6 +40,10 @@ func appendStep(b []byte, s *StepEvent) []byte {
 		b = append(b, `,"response":`...)
 		b = s.Response.AppendJSON(b)
 	}
+	if s.AnswerTruncatedBytes != 0 {
+		b = append(b, `,"answer_truncated_bytes":`...)
+		b = strconv.AppendInt(b, s.AnswerTruncatedBytes, 10)
+	}
 	b = append(b, `,"usage":{"input_tokens":`...)
 	b = strconv.AppendInt(b, s.Usage.InputTokens, 10)
 	b = append(b, `,"output_tokens":`...)

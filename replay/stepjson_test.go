@@ -36,7 +36,7 @@ func TestAppendStepIsJSONMarshal(t *testing.T) {
 			{Role: "user", Content: "look", Parts: []protocol.Part{{Type: "text", Text: "look"},
 				{Type: "image_url", Media: &protocol.Media{SHA256: "ab", MediaType: "image/png"}}}},
 			{Role: "tool", Content: "\x01\"\\", ToolCallID: "c0", Name: "n"}},
-			Response: &resp, Usage: protocol.Usage{InputTokens: 4000, OutputTokens: 60},
+			Response: &resp, AnswerTruncatedBytes: 7340032, Usage: protocol.Usage{InputTokens: 4000, OutputTokens: 60},
 			Timing: Timing{Augment: 0.01, UpstreamTTFB: 1234.567, Total: 1e-7}, Status: 200, At: at},
 		{V: 1, Type: TypeStep, ID: "s2", EpisodeID: "ep", Messages: []protocol.Message{}, Status: 502,
 			Error: "upstream <down>", Timing: Timing{Total: 1e21}, At: at.UTC()},
@@ -52,7 +52,8 @@ func TestAppendStepIsJSONMarshal(t *testing.T) {
 			t.Fatal(err)
 		}
 		back := ev.(*StepEvent)
-		if back.ID != s.ID || len(back.Messages) != len(s.Messages) || back.Error != s.Error || !back.At.Equal(s.At) {
+		if back.ID != s.ID || len(back.Messages) != len(s.Messages) || back.Error != s.Error || !back.At.Equal(s.At) ||
+			back.AnswerTruncatedBytes != s.AnswerTruncatedBytes {
 			t.Errorf("decoded %+v", back)
 		}
 		if s.Response != nil && !reflect.DeepEqual(back.Response.ToolCalls, s.Response.ToolCalls) {
