@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -153,12 +154,12 @@ func newForwardServer() *Server {
 	return s
 }
 
-// TestFirstByteTimeoutBoundsConnect: first_byte_timeout is one deadline from the start
+// TestHardeningFirstByteTimeoutBoundsConnect (issue 18 item 2): first_byte_timeout is one deadline from the start
 // of the call: an upstream that never accepts gets the agent a 504 when it passes,
 // not after a dial timeout of its own. The dial here blocks until it is given up on,
 // so a dial given no bound (as before) would deadlock the bubble; synctest's clock
 // makes the elapsed time exact.
-func TestFirstByteTimeoutBoundsConnect(t *testing.T) {
+func TestHardeningFirstByteTimeoutBoundsConnect(t *testing.T) {
 	const firstByte = 3 * time.Second
 	for _, client := range []string{"fasthttp", "net/http"} {
 		t.Run(client, func(t *testing.T) {
@@ -201,6 +202,8 @@ func TestFirstByteTimeoutBoundsConnect(t *testing.T) {
 				if !strings.Contains(string(fc.Response.Body()), "first_byte_timeout") {
 					t.Fatalf("the error does not name the deadline: %s", fc.Response.Body())
 				}
+				faultRow(t, "upstream", "accept never completes, first_byte_timeout 3s ("+client+")",
+					fmt.Sprintf("%d after %v (fake clock), names first_byte_timeout", res.status, firstByte), "failed step")
 				time.Sleep(time.Hour) // let the clients' background dial and idle cleaner end
 			})
 		})

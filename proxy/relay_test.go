@@ -336,10 +336,10 @@ func TestRelayClientGone(t *testing.T) {
 	}
 }
 
-// TestRelayEmptyStream: an upstream that sends a stream's head and closes before its
+// TestHardeningEmptyStream (issue 18 item 7): an upstream that sends a stream's head and closes before its
 // first byte gets the agent a 502 in its route's error style, saying so — not a 200
 // and a closed connection.
-func TestRelayEmptyStream(t *testing.T) {
+func TestHardeningEmptyStream(t *testing.T) {
 	tests := []struct {
 		name string
 		st   Style
@@ -365,6 +365,8 @@ func TestRelayEmptyStream(t *testing.T) {
 				if err := e.tee.wait(t); err == nil {
 					t.Fatal("recorded as a success")
 				}
+				faultRow(t, "upstream", "200 SSE head then close: "+tt.name+" ("+client+")",
+					fmt.Sprintf("%d %q", resp.StatusCode, trimTo(gjson.GetBytes(body, tt.msg).String(), 60)), "failed step")
 			})
 		}
 	}
