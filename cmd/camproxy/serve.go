@@ -36,6 +36,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, getenv func(str
 	if err != nil {
 		return err
 	}
+	if n := setMemoryLimit(getenv); n > 0 {
+		log.Info("heap kept under 90% of the container's memory limit (set GOMEMLIMIT to choose)", "bytes", n)
+	}
 	a, err := app.New(cfg, app.Options{Logger: log, Version: version})
 	if err != nil {
 		return usagef("%v", err)
