@@ -346,7 +346,10 @@ func TestLearnerFleetOnRedis(t *testing.T) {
 		c.Cache.RedisURL = "redis://127.0.0.1:6379/0"
 		c.Episodes.Store = "redis"
 		c.Replay.Sinks = []string{"redis://127.0.0.1:6379/0?stream=" + prefix + ":replay"}
-		c.Learn.LeaseTTL = 300 * time.Millisecond
+		// Renewed every 2 s with a 2 s budget per renewal: a loaded machine must not
+		// lose the lease to a slow Redis call (at 300 ms it did, and the follower
+		// stepped too). The handover below follows a release, not an expiry.
+		c.Learn.LeaseTTL = 6 * time.Second
 	}
 	fakes := []*fakeStep{{}, {}}
 	e1 := newEnvWith(t, shared, Options{Logger: testLogger(t), LearnStep: fakes[0].step})

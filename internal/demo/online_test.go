@@ -248,7 +248,9 @@ func TestOnlineFleetOnRedis(t *testing.T) {
 	cfg.Cache.RedisURL = rs.URL()
 	cfg.Episodes.Store = "redis"
 	cfg.Replay.Sinks = []string{stream}
-	cfg.Learn.LeaseTTL = 300 * time.Millisecond
+	// Renewed every 2 s with a 2 s budget per renewal: at 300 ms a loaded machine
+	// lost the lease to a slow Redis call, and both processes stepped.
+	cfg.Learn.LeaseTTL = 6 * time.Second
 	cfg2 := *cfg
 	cfg2.Replay.SpoolDir = t.TempDir()
 	var apps []*app.App
