@@ -126,16 +126,17 @@ func FuzzParseRollout(f *testing.F) {
 	f.Add([]byte(`{"task_id":42,"timeout_s":1e300}`))
 	f.Add([]byte(`{"task_id":"a\r\nX-Evil: 1"}`))
 	f.Add([]byte(`{"task_id":"x","context":7}`))
+	f.Add([]byte(`{"task_id":"x","queue_timeout_s":-1}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		rb, msg := parseRollout(body, time.Minute)
+		rb, msg := parseRollout(body, time.Minute, time.Hour)
 		if msg != "" {
 			return
 		}
 		if !episode.ValidID(rb.TaskID) {
 			t.Fatalf("accepted task_id %q, which cannot travel as a header", rb.TaskID)
 		}
-		if rb.Timeout <= 0 || rb.Timeout > maxRolloutTimeout {
-			t.Fatalf("accepted timeout %v", rb.Timeout)
+		if rb.Timeout <= 0 || rb.Timeout > maxRolloutTimeout || rb.QueueTimeout <= 0 || rb.QueueTimeout > maxRolloutTimeout {
+			t.Fatalf("accepted timeouts %v, %v", rb.Timeout, rb.QueueTimeout)
 		}
 	})
 }

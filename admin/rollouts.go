@@ -22,8 +22,13 @@ import (
 type RolloutOptions struct {
 	Runner         string // the harness endpoint that runs an agent; "" = off
 	MaxInFlight    int
-	DefaultTimeout time.Duration
-	Client         *http.Client // nil = a default client
+	DefaultTimeout time.Duration // a run's, from the moment it has a slot
+	// QueueTimeout bounds the wait for one of the MaxInFlight slots when a request
+	// gives no queue_timeout_s. It is not part of the run's timeout: a trainer asks
+	// for more rollouts at once than run, and a run that waited its turn would
+	// otherwise time out and score like a real failure. 0 = DefaultQueueTimeout.
+	QueueTimeout time.Duration
+	Client       *http.Client // nil = a default client
 }
 
 // rollouts turns "run the agent with this context" into a reward: it creates an
@@ -37,9 +42,15 @@ type rollouts struct {
 	waiters map[string]chan struct{}
 }
 
+// DefaultQueueTimeout is RolloutOptions.QueueTimeout's default.
+const DefaultQueueTimeout = time.Hour
+
 func newRollouts(o RolloutOptions) *rollouts {
 	if o.Client == nil {
 		o.Client = &http.Client{}
+	}
+	if o.QueueTimeout <= 0 {
+		o.QueueTimeout = DefaultQueueTimeout
 	}
 	return &rollouts{o: o, sem: make(chan struct{}, max(o.MaxInFlight, 1)), waiters: map[string]chan struct{}{}}
 }
@@ -71,14 +82,15 @@ func (r *rollouts) forget(id string) {
 
 type rolloutBody struct {
 	TaskID, Task, Context string
-	Timeout               time.Duration
+	Timeout               time.Duration // the run's
+	QueueTimeout          time.Duration // the wait for a slot
 }
 
 // maxRolloutTimeout bounds timeout_s: an agent run of more than a day is a mistake
 // (and a huge number would overflow the duration).
 const maxRolloutTimeout = 24 * time.Hour
 
-func parseRollout(body []byte, def time.Duration) (rolloutBody, string) {
+func parseRollout(body []byte, def, defQueue time.Duration) (rolloutBody, string) {
 	var rb rolloutBody
 	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
 		return rb, "rollout body must be a JSON object"
@@ -105,18 +117,26 @@ func parseRollout(body []byte, def time.Duration) (rolloutBody, string) {
 		}
 		*dst = v.String()
 	}
-	rb.Timeout = def
-	if t := doc.Get("timeout_s"); t.Exists() {
-		if t.Type != gjson.Number || t.Float() <= 0 || t.Float() > maxRolloutTimeout.Seconds() {
-			return rb, fmt.Sprintf(`"timeout_s" must be a number of seconds > 0 and at most %g`, maxRolloutTimeout.Seconds())
+	rb.Timeout, rb.QueueTimeout = def, defQueue
+	for _, f := range []struct {
+		key string
+		dst *time.Duration
+	}{{"timeout_s", &rb.Timeout}, {"queue_timeout_s", &rb.QueueTimeout}} {
+		t := doc.Get(f.key)
+		if !t.Exists() {
+			continue
 		}
-		rb.Timeout = time.Duration(t.Float() * float64(time.Second))
+		if t.Type != gjson.Number || t.Float() <= 0 || t.Float() > maxRolloutTimeout.Seconds() {
+			return rb, fmt.Sprintf(`%q must be a number of seconds > 0 and at most %g`, f.key, maxRolloutTimeout.Seconds())
+		}
+		*f.dst = time.Duration(t.Float() * float64(time.Second))
 	}
 	return rb, ""
 }
 
-// rollout handles POST /v1/rollouts {task_id, task, context, timeout_s} →
-// {episode_id, reward, success}; 504 when no reward arrives in time.
+// rollout handles POST /v1/rollouts {task_id, task, context, timeout_s,
+// queue_timeout_s} → {episode_id, reward, success}; 504 when no slot frees up
+// within queue_timeout_s, or no reward arrives within timeout_s of the start.
 func (a *api) rollout(w http.ResponseWriter, r *http.Request) {
 	ro := a.rollouts
 	if ro == nil || ro.o.Runner == "" {
@@ -128,20 +148,19 @@ func (a *api) rollout(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusRequestEntityTooLarge, "rollout body too large")
 		return
 	}
-	rb, msg := parseRollout(body, ro.o.DefaultTimeout)
+	rb, msg := parseRollout(body, ro.o.DefaultTimeout, ro.o.QueueTimeout)
 	if msg != "" {
 		writeErr(w, http.StatusBadRequest, msg)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), rb.Timeout)
-	defer cancel()
-	select { // bounded concurrency: the rest wait for a slot within their timeout
-	case ro.sem <- struct{}{}:
-		defer func() { <-ro.sem }()
-	case <-ctx.Done():
-		writeErr(w, http.StatusGatewayTimeout, fmt.Sprintf("no rollout slot free within %s (rollouts.max_in_flight = %d)", rb.Timeout, cap(ro.sem)))
+	if !ro.acquire(r.Context(), rb.QueueTimeout) {
+		writeErr(w, http.StatusGatewayTimeout, fmt.Sprintf("no rollout slot free within queue_timeout %s (rollouts.max_in_flight = %d)", rb.QueueTimeout, cap(ro.sem)))
 		return
 	}
+	defer func() { <-ro.sem }()
+	// The run's timeout starts once it has a slot.
+	ctx, cancel := context.WithTimeout(r.Context(), rb.Timeout)
+	defer cancel()
 	id := newRolloutID()
 	now := time.Now().UTC()
 	ep := &episode.Episode{ID: id, TaskID: rb.TaskID, Task: rb.Task, Arm: "rollout", Context: rb.Context,
@@ -180,6 +199,19 @@ func (a *api) rollout(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, http.StatusGatewayTimeout, fmt.Sprintf("rollout %s: no reward posted to /v1/feedback within %s", id, rb.Timeout))
 			return
 		}
+	}
+}
+
+// acquire takes a slot (bounded concurrency: the rest wait their turn), or gives
+// up after wait or when the caller leaves.
+func (ro *rollouts) acquire(ctx context.Context, wait time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	select {
+	case ro.sem <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

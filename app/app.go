@@ -197,7 +197,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 			Episodes: a.Episodes, Record: a.record, Reward: a.observeReward, Token: cfg.Admin.Token,
 			LoopbackOnly: cfg.Admin.LoopbackOnly, AllowUnauthenticated: cfg.Admin.AllowUnauthenticated,
 			Experiment: a.experiment, Traffic: a.Proxy, Backlog: backlog, Recent: recent,
-			Rollouts: admin.RolloutOptions{Runner: cfg.Rollouts.Runner, MaxInFlight: cfg.Rollouts.MaxInFlight, DefaultTimeout: cfg.Rollouts.DefaultTimeout}}),
+			Rollouts: admin.RolloutOptions{Runner: cfg.Rollouts.Runner, MaxInFlight: cfg.Rollouts.MaxInFlight, DefaultTimeout: cfg.Rollouts.DefaultTimeout, QueueTimeout: cfg.Rollouts.QueueTimeout}}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	return a, nil

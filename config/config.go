@@ -102,7 +102,10 @@ type Admin struct {
 type Rollouts struct {
 	Runner         string        `yaml:"runner"`          // the harness's HTTP endpoint; "" = the rollout API is off
 	MaxInFlight    int           `yaml:"max_in_flight"`   // rollouts running at once; more wait their turn
-	DefaultTimeout time.Duration `yaml:"default_timeout"` // when a request gives no timeout_s
+	DefaultTimeout time.Duration `yaml:"default_timeout"` // when a request gives no timeout_s; counted once a slot is free
+	// QueueTimeout bounds the wait for a free slot when a request gives no
+	// queue_timeout_s; it is not part of the run's timeout.
+	QueueTimeout time.Duration `yaml:"queue_timeout"`
 }
 
 // Server configures the proxy and admin listeners.
@@ -320,7 +323,7 @@ func Default() *Config {
 			// 0.5 MiB): only a runaway or hostile stream is cut (protocol.DefaultMaxAnswer).
 			MaxAnswerBytes: 1 << 20,
 		},
-		Rollouts: Rollouts{MaxInFlight: 64, DefaultTimeout: 10 * time.Minute},
+		Rollouts: Rollouts{MaxInFlight: 64, DefaultTimeout: 10 * time.Minute, QueueTimeout: time.Hour},
 		Tracing:  Tracing{ServiceName: "camproxy", SampleRatio: 1},
 		Learn: Learn{Every: 20, PromoteAlpha: 0.05, MaxCandidates: 2, MinEpisodes: 20, MaxTrial: 200, Store: "./camproxy-data/playbook",
 			BatchSize: 8, Prune: 3, MaxEntries: 100, MaxTurns: 12, GuidanceTasks: 5, CheckEvery: 5 * time.Second, LeaseTTL: 30 * time.Second,

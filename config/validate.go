@@ -422,6 +422,7 @@ func (r Rollouts) check(p *problems) {
 		p.add("rollouts.max_in_flight", "must be >= 1, got %d", r.MaxInFlight)
 	}
 	checkPositive(p, "rollouts.default_timeout", r.DefaultTimeout)
+	checkPositive(p, "rollouts.queue_timeout", r.QueueTimeout)
 }
 
 func (r Replay) check(p *problems) {
