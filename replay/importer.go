@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parquet-go/parquet-go"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
@@ -300,8 +301,10 @@ func importEventID(episodeID, typ string, turn int) string {
 }
 
 // ImportJSONL copies camproxy replay events, one JSON object a line, checking each
-// with Decode so that a sink never receives a line a reader would reject. Blank lines
-// are skipped; the first bad line stops the import with an error naming its number.
+// with Decode so that a sink never receives a line a reader would reject. A line that
+// is a `replay export` row (an object with episode_id and messages but no type) is
+// turned back into its events (see RowEvents), so an export can come back. Blank
+// lines are skipped; the first bad line stops the import with an error naming its number.
 // A line without an event id gets one derived from its bytes, so that readers can
 // still drop the copies a repeated import makes. Each emitted line is a fresh copy
 // that emit may keep.
@@ -314,6 +317,17 @@ func ImportJSONL(r io.Reader, emit func(line []byte) error) (events int, err err
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
 			continue
+		}
+		if isExportRow(line) {
+			k, err := importRowLine(line, emit)
+			events += k
+			if err != nil {
+				return events, fmt.Errorf("line %d: %w", n, err)
+			}
+			continue
+		}
+		if r := gjson.GetManyBytes(line, "v", "type"); !r[0].Exists() && !r[1].Exists() {
+			return events, fmt.Errorf("line %d: %w: neither a replay event (it has no \"v\" and \"type\") nor a replay export row (episode_id and a messages list)", n, ErrUnknownEvent)
 		}
 		line, err := checkedLine(line)
 		if err != nil {
@@ -344,4 +358,244 @@ func checkedLine(line []byte) ([]byte, error) {
 		return nil, fmt.Errorf("add event id: %w", err)
 	}
 	return out, nil
+}
+
+// Import formats, as `replay import --format` names them.
+const (
+	FormatTauBench = "tau-bench" // a tau-bench historical_trajectories JSON array
+	FormatJSONL    = "jsonl"     // replay events or `replay export` rows, one JSON object a line
+	FormatParquet  = "parquet"   // a `replay export --format parquet` file
+)
+
+// ErrUnknownFormat is returned by DetectFormat for input of no import format.
+var ErrUnknownFormat = errors.New("not a tau-bench JSON array (starts with [), JSON Lines of replay events or export rows (starts with {) or a replay export Parquet file (starts with PAR1)")
+
+// DetectFormat names the import format of a file from its first bytes: Parquet's
+// magic "PAR1", a JSON array (tau-bench), or a JSON object a line (events or export
+// rows, told apart line by line by ImportJSONL).
+func DetectFormat(head []byte) (string, error) {
+	if bytes.HasPrefix(head, []byte("PAR1")) {
+		return FormatParquet, nil
+	}
+	head = bytes.TrimLeft(bytes.TrimPrefix(head, []byte("\xef\xbb\xbf")), " \t\r\n")
+	switch {
+	case len(head) == 0:
+		return "", fmt.Errorf("empty input: %w", ErrUnknownFormat)
+	case head[0] == '[':
+		return FormatTauBench, nil
+	case head[0] == '{':
+		return FormatJSONL, nil
+	}
+	return "", ErrUnknownFormat
+}
+
+// isExportRow tells a `replay export` JSON line from a replay event: rows have no
+// "type" (every event has one) but an episode_id and messages.
+func isExportRow(line []byte) bool {
+	r := gjson.GetManyBytes(line, "type", "v", "episode_id", "messages")
+	return !r[0].Exists() && !r[1].Exists() && r[2].Exists() && r[3].IsArray()
+}
+
+func importRowLine(line []byte, emit func([]byte) error) (int, error) {
+	var row Row
+	if err := json.Unmarshal(line, &row); err != nil {
+		return 0, fmt.Errorf("export row: %w", err)
+	}
+	return emitRow(row, emit)
+}
+
+// ImportParquet reads a `replay export --format parquet` file and emits the events
+// of each row (see RowEvents). Parquet needs random access: the footer holds the
+// schema.
+func ImportParquet(r io.ReaderAt, size int64, emit func(line []byte) error) (episodes, events int, err error) {
+	f, err := parquet.OpenFile(r, size)
+	if err != nil {
+		return 0, 0, fmt.Errorf("parquet: %w", err)
+	}
+	rd := parquet.NewGenericReader[parquetRow](f)
+	defer rd.Close()
+	buf := make([]parquetRow, 64)
+	for {
+		n, rerr := rd.Read(buf)
+		for i := range buf[:n] {
+			k, err := emitRow(fromParquet(buf[i]), emit)
+			events += k
+			if err != nil {
+				return episodes, events, fmt.Errorf("parquet row %d: %w", episodes, err)
+			}
+			episodes++
+		}
+		if errors.Is(rerr, io.EOF) {
+			return episodes, events, nil
+		}
+		if rerr != nil {
+			return episodes, events, fmt.Errorf("parquet row %d: %w", episodes, rerr)
+		}
+		clear(buf)
+	}
+}
+
+func emitRow(row Row, emit func([]byte) error) (int, error) {
+	events, err := RowEvents(row)
+	if err != nil {
+		return 0, err
+	}
+	for i, ev := range events {
+		line, err := json.Marshal(ev)
+		if err != nil {
+			return i, fmt.Errorf("%s: encode: %w", row.EpisodeID, err)
+		}
+		if err := emit(line); err != nil {
+			return i, err
+		}
+	}
+	return len(events), nil
+}
+
+// RowEvents turns an exported row back into the events a reader reassembles into
+// the same row: an episode event, Turns steps whose messages and answers concatenate
+// to the row's messages (cut after each assistant message, as ImportTauBench does,
+// the surplus merged into the last step), and a reward event when the row has a
+// reward. What a row does not hold (step timings, usage, the reward's metadata) is
+// not invented: usage is zero, and times are synthesised as an import's are (see
+// SynthesisedSpan), so that a report shows no wall time for them. Ids are derived
+// from the episode id and turn, as ImportTauBench derives them, so that importing
+// an export of a tau-bench import into the same buffer adds nothing.
+func RowEvents(row Row) ([]any, error) {
+	if row.EpisodeID == "" {
+		return nil, errors.New("export row has no episode_id")
+	}
+	if row.Turns < 0 {
+		return nil, fmt.Errorf("export row %s: turns %d", row.EpisodeID, row.Turns)
+	}
+	id := row.EpisodeID
+	started := row.StartedAt.UTC()
+	events := []any{&EpisodeEvent{
+		V: Version, Type: TypeEpisode, ID: importEventID(id, TypeEpisode, 0), EpisodeID: id,
+		TaskID: row.TaskID, Task: row.Task, Arm: row.Arm, Context: row.Context, StartedAt: started,
+	}}
+	steps := rowSteps(row.Messages, row.Turns)
+	for turn, s := range steps {
+		s.V, s.Type, s.EpisodeID, s.Turn, s.Status = Version, TypeStep, id, turn, 200
+		s.ID = importEventID(id, TypeStep, turn)
+		s.At = started.Add(time.Duration(turn+1) * time.Millisecond)
+		events = append(events, s)
+	}
+	if row.Reward != nil {
+		events = append(events, &RewardEvent{
+			V: Version, Type: TypeReward, ID: importEventID(id, TypeReward, 0), EpisodeID: id,
+			Reward: *row.Reward, Success: row.Success, At: started.Add(time.Duration(len(steps)+1) * time.Millisecond),
+		})
+	}
+	return events, nil
+}
+
+// rowSteps splits messages into turns steps. An export's Turns counts the steps
+// that carried messages, which need not be one per assistant message (a call whose
+// answer was empty, a step after the last answer), so the split is adjusted to it:
+// surplus steps are merged into the last one, missing ones added empty at the end.
+// Messages without any turn still need a step to be kept.
+func rowSteps(msgs []protocol.Message, turns int) []*StepEvent {
+	steps := splitSteps(msgs)
+	if turns == 0 && len(steps) > 0 {
+		turns = 1
+	}
+	if len(steps) > turns {
+		last := &StepEvent{Messages: []protocol.Message{}}
+		for _, s := range steps[turns-1:] {
+			if last.Response != nil {
+				last.Messages = append(last.Messages, *last.Response)
+			}
+			last.Messages = append(last.Messages, s.Messages...)
+			last.Response = s.Response
+		}
+		steps = append(steps[:turns-1], last)
+	}
+	for len(steps) < turns {
+		steps = append(steps, &StepEvent{Messages: []protocol.Message{}})
+	}
+	return steps
+}
+
+// fromParquet is toParquet's inverse.
+func fromParquet(p parquetRow) Row {
+	r := Row{EpisodeID: p.EpisodeID, TaskID: p.TaskID, Task: p.Task, Arm: p.Arm, Context: p.Context,
+		Turns: int(p.Turns), Reward: p.Reward, Success: p.Success, StartedAt: p.StartedAt,
+		Messages: make([]protocol.Message, len(p.Messages))}
+	for i, pm := range p.Messages {
+		m := protocol.Message{Role: pm.Role, Content: pm.Content, ToolCallID: pm.ToolCallID, Name: pm.Name}
+		for _, tc := range pm.ToolCalls {
+			c := protocol.ToolCall{ID: tc.ID, Type: tc.Type}
+			switch {
+			case tc.Custom != nil:
+				c.Name, c.Arguments = tc.Custom.Name, tc.Custom.Input
+			case tc.Function != nil:
+				c.Name, c.Arguments = tc.Function.Name, tc.Function.Arguments
+			}
+			m.ToolCalls = append(m.ToolCalls, c)
+		}
+		for _, pp := range pm.ContentParts {
+			m.Parts = append(m.Parts, fromParquetPart(pp))
+		}
+		for _, raw := range pm.Raw {
+			m.Raw = append(m.Raw, protocol.RawJSON(raw))
+		}
+		r.Messages[i] = m
+	}
+	return r
+}
+
+func fromParquetPart(p parquetPart) protocol.Part {
+	if p.Raw != nil {
+		var out protocol.Part
+		if json.Unmarshal([]byte(*p.Raw), &out) == nil {
+			return out
+		}
+		return protocol.Part{Type: p.Type, Raw: protocol.RawJSON(*p.Raw)}
+	}
+	out := protocol.Part{Type: p.Type}
+	if p.Text != nil {
+		out.Text = *p.Text
+	}
+	pm := p.ImageURL
+	if pm == nil {
+		pm = p.InputAudio
+	}
+	if pm == nil {
+		pm = p.File
+	}
+	if pm != nil {
+		out.Media = &protocol.Media{URL: deref(pm.URL), Detail: deref(pm.Detail), FileID: deref(pm.FileID),
+			Filename: deref(pm.Filename), Format: deref(pm.Format), Data: deref(pm.Data), SHA256: deref(pm.SHA256),
+			MediaType: deref(pm.MediaType)}
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// Synthesised times. An import has no clock to take times from, so it puts them on
+// a grid no recording produces: the i-th run of a tau-bench file starts at
+// ImportEpoch + i seconds, and the k-th step of every imported episode is k ms after
+// its start. Reports use these to draw no time axis and no wall time from them.
+
+// ImportEpoch is the start of the first episode ImportTauBench writes.
+func ImportEpoch() time.Time { return importEpoch }
+
+// SynthesisedStart reports whether a start time is one ImportTauBench made up: a
+// whole second within a year of ImportEpoch. (A recorded start has nanoseconds.)
+func SynthesisedStart(t time.Time) bool {
+	d := t.Sub(importEpoch)
+	return d >= 0 && d < 365*24*time.Hour && t.Nanosecond() == 0
+}
+
+// SynthesisedSpan reports whether an episode's steps are an import's: its last step
+// exactly Steps ms after its start, as no real call takes.
+func SynthesisedSpan(ep *Episode) bool {
+	return ep.Steps > 0 && ep.EndedAt.Sub(ep.StartedAt) == time.Duration(ep.Steps)*time.Millisecond
 }

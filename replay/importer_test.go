@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/camproxy/camproxy/protocol"
 )
@@ -345,5 +347,158 @@ func TestImportJSONLBadLine(t *testing.T) {
 	_, err = ImportJSONL(strings.NewReader("{\"v\":2,\"type\":\"step\",\"episode_id\":\"x\"}\n"), func([]byte) error { return nil })
 	if !errors.Is(err, ErrUnknownEvent) || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("unknown version: %v", err)
+	}
+}
+
+// roundTripBuffer is exportBuffer plus episodes whose turns are not one per
+// assistant answer: a failed-then-empty call (more turns than answers) and an answer
+// whose step also carried the next one (fewer turns than answers).
+func roundTripBuffer() *Buffer {
+	b := exportBuffer()
+	t0 := b.Episodes[0].StartedAt
+	msgs := []protocol.Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "a"}, {Role: "user", Content: "more"}, {Role: "assistant", Content: "b"}}
+	b.Episodes = append(b.Episodes,
+		&Episode{ID: "ep-3", TaskID: "t2", Task: "hi", Arm: "cam", StartedAt: t0.Add(2 * time.Minute), Steps: 4, Messages: msgs, Reward: ptr(0.25)},
+		&Episode{ID: "ep-4", TaskID: "t2", Task: "hi", Arm: "cam", StartedAt: t0.Add(3 * time.Minute), Steps: 1, Messages: msgs, Reward: ptr(0.0), Success: ptr(false)},
+	)
+	return b
+}
+
+var exporters = []struct {
+	format string
+	export func(io.Writer, *Buffer) error
+	load   func(t *testing.T, data []byte, emit func([]byte) error) error
+}{
+	{FormatJSONL, ExportJSONL, func(t *testing.T, data []byte, emit func([]byte) error) error {
+		_, err := ImportJSONL(bytes.NewReader(data), emit)
+		return err
+	}},
+	{FormatParquet, ExportParquet, func(t *testing.T, data []byte, emit func([]byte) error) error {
+		_, _, err := ImportParquet(bytes.NewReader(data), int64(len(data)), emit)
+		return err
+	}},
+}
+
+// exportImportExport exports b, imports the export into a fresh buffer, reads it
+// and exports it again.
+func exportImportExport(t *testing.T, b *Buffer, format string) (first, second []byte, back *Buffer) {
+	t.Helper()
+	for _, e := range exporters {
+		if e.format != format {
+			continue
+		}
+		var out bytes.Buffer
+		if err := e.export(&out, b); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := DetectFormat(out.Bytes()); err != nil || got != format {
+			t.Fatalf("DetectFormat of a %s export = %q, %v", format, got, err)
+		}
+		dir := t.TempDir()
+		importInto(t, dir, func(emit func([]byte) error) error { return e.load(t, out.Bytes(), emit) })
+		back = readDir(t, dir)
+		var again bytes.Buffer
+		if err := e.export(&again, back); err != nil {
+			t.Fatal(err)
+		}
+		return out.Bytes(), again.Bytes(), back
+	}
+	t.Fatalf("no exporter %q", format)
+	return nil, nil, nil
+}
+
+func TestImportExportRoundTrip(t *testing.T) {
+	for _, e := range exporters {
+		t.Run(e.format, func(t *testing.T) {
+			b := roundTripBuffer()
+			first, second, back := exportImportExport(t, b, e.format)
+			if !bytes.Equal(first, second) {
+				t.Errorf("export → import → export is not a fixed point:\n%s\n---\n%s", first, second)
+			}
+			if back.Skipped != 0 || back.Duplicates != 0 || len(back.Episodes) != len(b.Episodes) {
+				t.Fatalf("read back %d episodes, %d skipped, %d duplicates", len(back.Episodes), back.Skipped, back.Duplicates)
+			}
+			want, got := Rows(b), Rows(back)
+			for i := range want {
+				if !reflect.DeepEqual(got[i], want[i]) {
+					t.Errorf("row %d:\n got %+v\nwant %+v", i, got[i], want[i])
+				}
+				if ep := back.Episodes[i]; ep.Steps > 0 && !SynthesisedSpan(ep) {
+					t.Errorf("%s: imported steps at %v…%v are not marked synthesised", ep.ID, ep.StartedAt, ep.EndedAt)
+				}
+			}
+		})
+	}
+}
+
+// TestImportExportTauBench: on the real data, an export of a tau-bench import
+// comes back as the same export, and importing it into the buffer it came from adds
+// nothing (the ids are the tau-bench import's).
+func TestImportExportTauBench(t *testing.T) {
+	f := openTauAirline(t)
+	dir := t.TempDir()
+	importInto(t, dir, func(emit func([]byte) error) error {
+		_, err := ImportTauBench(f, ImportOptions{Domain: "airline"}, emit)
+		return err
+	})
+	b := readDir(t, dir)
+	for _, e := range exporters {
+		t.Run(e.format, func(t *testing.T) {
+			first, second, back := exportImportExport(t, b, e.format)
+			if len(back.Episodes) != 200 || !bytes.Equal(first, second) {
+				t.Fatalf("%d episodes; fixed point %v", len(back.Episodes), bytes.Equal(first, second))
+			}
+			importInto(t, dir, func(emit func([]byte) error) error { return e.load(t, first, emit) })
+			if again := readDir(t, dir); len(again.Episodes) != 200 || again.Duplicates == 0 {
+				t.Errorf("re-import into the source: %d episodes, %d duplicates", len(again.Episodes), again.Duplicates)
+			}
+		})
+	}
+}
+
+func TestDetectFormat(t *testing.T) {
+	for _, tc := range []struct {
+		head, want string
+	}{
+		{"PAR1\x15\x04", FormatParquet},
+		{"\n  [{\"task_id\":0", FormatTauBench},
+		{"\xef\xbb\xbf{\"v\":1", FormatJSONL},
+		{"{\"episode_id\":\"e\"", FormatJSONL},
+		{"", ""},
+		{"episode_id,task_id\n", ""},
+	} {
+		got, err := DetectFormat([]byte(tc.head))
+		if got != tc.want || (tc.want == "") != errors.Is(err, ErrUnknownFormat) {
+			t.Errorf("DetectFormat(%q) = %q, %v; want %q", tc.head, got, err, tc.want)
+		}
+	}
+}
+
+func TestImportJSONLNeitherEventNorRow(t *testing.T) {
+	_, err := ImportJSONL(strings.NewReader(`{"episode_id":"e","turns":1}`+"\n"), func([]byte) error { return nil })
+	if !errors.Is(err, ErrUnknownEvent) || !strings.Contains(err.Error(), "line 1") {
+		t.Errorf("err %v", err)
+	}
+}
+
+func TestSynthesisedTimes(t *testing.T) {
+	rec := time.Date(2024, 1, 1, 0, 3, 20, 123456789, time.UTC)
+	for _, tc := range []struct {
+		name        string
+		ep          Episode
+		start, wall bool
+	}{
+		{"tau-bench import", Episode{StartedAt: ImportEpoch().Add(7 * time.Second), EndedAt: ImportEpoch().Add(7*time.Second + 3*time.Millisecond), Steps: 3}, true, true},
+		{"recorded", Episode{StartedAt: rec, EndedAt: rec.Add(2300 * time.Millisecond), Steps: 3}, false, false},
+		{"export of a recording, re-imported", Episode{StartedAt: rec, EndedAt: rec.Add(2 * time.Millisecond), Steps: 2}, false, true},
+		{"whole second, other year", Episode{StartedAt: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}, false, false},
+		{"no steps", Episode{StartedAt: rec, EndedAt: rec}, false, false},
+	} {
+		if got := SynthesisedStart(tc.ep.StartedAt); got != tc.start {
+			t.Errorf("%s: SynthesisedStart = %v", tc.name, got)
+		}
+		if got := SynthesisedSpan(&tc.ep); got != tc.wall {
+			t.Errorf("%s: SynthesisedSpan = %v", tc.name, got)
+		}
 	}
 }

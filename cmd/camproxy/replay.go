@@ -96,7 +96,7 @@ type importArgs struct {
 func parseImportArgs(args []string, stderr io.Writer) (importArgs, error) {
 	var a importArgs
 	flags := newFlagSet("replay import", stderr)
-	flags.StringVar(&a.format, "format", "", "input format: tau-bench or jsonl (required)")
+	flags.StringVar(&a.format, "format", "", "input format: tau-bench, jsonl (replay events or export rows) or parquet (an export); default: detected from the file")
 	flags.StringVar(&a.to, "to", defaultReplayURI, "replay URI to write into (file://, redis://, s3://)")
 	flags.StringVar(&a.arm, "arm", "", "arm recorded on imported episodes (tau-bench only; default \"imported\")")
 	flags.StringVar(&a.domain, "domain", "", "tau-bench domain for ids (default from the file name, e.g. airline)")
@@ -105,11 +105,9 @@ func parseImportArgs(args []string, stderr io.Writer) (importArgs, error) {
 		return a, err
 	}
 	switch {
-	case a.format == "":
-		return a, usagef("replay import: --format is required: tau-bench or jsonl")
-	case a.format != "tau-bench" && a.format != "jsonl":
-		return a, usagef("replay import: --format %q: want tau-bench or jsonl", a.format)
-	case a.format == "jsonl" && (a.arm != "" || a.domain != ""):
+	case a.format != "" && a.format != replay.FormatTauBench && a.format != replay.FormatJSONL && a.format != replay.FormatParquet:
+		return a, usagef("replay import: --format %q: want tau-bench, jsonl or parquet (or none: detected from the file)", a.format)
+	case a.format != "" && a.format != replay.FormatTauBench && (a.arm != "" || a.domain != ""):
 		return a, usagef("replay import: --arm and --domain apply to --format tau-bench only")
 	case len(pos) != 1:
 		return a, usagef("replay import: want exactly one FILE, got %d", len(pos))
@@ -128,6 +126,14 @@ func replayImport(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer f.Close()
+	if a.format == "" {
+		if a.format, err = detectFormat(f); err != nil {
+			return err
+		}
+	}
+	if a.format != replay.FormatTauBench && (a.arm != "" || a.domain != "") {
+		return usagef("replay import: %s is %s input; --arm and --domain apply to tau-bench only", a.file, a.format)
+	}
 	sink, err := replay.OpenSink(ctx, a.to, replay.OpenOptions{Writer: "import-" + strconv.Itoa(os.Getpid())})
 	if err != nil {
 		return uriError("replay import", "--to", a.to, err)
@@ -161,19 +167,41 @@ func openInput(path string) (*os.File, error) {
 	return f, nil
 }
 
-func importFile(a importArgs, r io.Reader, emit func([]byte) error) (int, error) {
-	if a.format == "jsonl" {
-		return replay.ImportJSONL(r, emit)
+// detectFormat names the format of FILE from its first bytes.
+func detectFormat(f *os.File) (string, error) {
+	head := make([]byte, 512)
+	n, err := f.ReadAt(head, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("replay import: read %s: %w", f.Name(), err)
+	}
+	format, err := replay.DetectFormat(head[:n])
+	if err != nil {
+		return "", usagef("replay import: %s: %v; name it with --format tau-bench|jsonl|parquet", f.Name(), err)
+	}
+	return format, nil
+}
+
+func importFile(a importArgs, f *os.File, emit func([]byte) error) (int, error) {
+	switch a.format {
+	case replay.FormatJSONL:
+		return replay.ImportJSONL(f, emit)
+	case replay.FormatParquet:
+		st, err := f.Stat()
+		if err != nil {
+			return 0, err
+		}
+		n, _, err := replay.ImportParquet(f, st.Size(), emit)
+		return n, err
 	}
 	domain := a.domain
 	if domain == "" {
 		domain = replay.DomainFromPath(a.file)
 	}
-	return replay.ImportTauBench(r, replay.ImportOptions{Arm: a.arm, Domain: domain}, emit)
+	return replay.ImportTauBench(f, replay.ImportOptions{Arm: a.arm, Domain: domain}, emit)
 }
 
 func importSummary(format string, n, events int) string {
-	if format == "jsonl" {
+	if format == replay.FormatJSONL {
 		return fmt.Sprintf("%d events", events)
 	}
 	return fmt.Sprintf("%d episodes (%d events)", n, events)

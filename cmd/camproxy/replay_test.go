@@ -188,6 +188,10 @@ func TestReplayImportJSONLSummary(t *testing.T) {
 func TestReplayExitCodes(t *testing.T) {
 	tmp := "file://" + filepath.ToSlash(t.TempDir())
 	small := "../../replay/testdata/cli_tau_small.json"
+	junk := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(junk, []byte("episode_id,task_id\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -202,7 +206,8 @@ func TestReplayExitCodes(t *testing.T) {
 		{"no FILE", []string{"replay", "import", "--format", "jsonl", "--to", tmp}, 2, "FILE"},
 		{"two FILEs", []string{"replay", "import", "--format", "jsonl", small, small, "--to", tmp}, 2, "exactly one FILE"},
 		{"FILE is a directory", []string{"replay", "import", "--format", "jsonl", ".", "--to", tmp}, 2, "not a readable file"},
-		{"no --format", []string{"replay", "import", small, "--to", tmp}, 2, "--format is required"},
+		{"undetectable format", []string{"replay", "import", junk, "--to", tmp}, 2, "name it with --format tau-bench|jsonl|parquet"},
+		{"--arm with detected jsonl", []string{"replay", "import", "--arm", "x", "../../replay/testdata/cli_events.jsonl", "--to", tmp}, 2, "tau-bench only"},
 		{"unknown import --format", []string{"replay", "import", "--format", "csv", small, "--to", tmp}, 2, `"csv"`},
 		{"unknown export --format", []string{"replay", "export", "--from", tmp, "--out", "x", "--format", "csv"}, 2, `"csv"`},
 		{"unknown stats --format", []string{"replay", "stats", "--from", tmp, "--format", "html"}, 2, `"html"`},
@@ -260,3 +265,38 @@ type failingSink struct{ err error }
 func (failingSink) Name() string                            { return "fail" }
 func (s failingSink) Write(context.Context, [][]byte) error { return s.err }
 func (failingSink) Close() error                            { return nil }
+
+// TestReplayImportExport: what `replay export` writes, `replay import` reads back
+// (the format detected, or --format jsonl as before), and exporting that gives the
+// same file.
+func TestReplayImportExport(t *testing.T) {
+	src := "file://" + filepath.ToSlash(t.TempDir())
+	if _, errOut, code := runCLI(t, "replay", "import", "--to", src, "../../replay/testdata/cli_events.jsonl"); code != 0 {
+		t.Fatalf("import events exit %d: %s", code, errOut)
+	}
+	for _, tc := range []struct{ ext, format string }{{"jsonl", "jsonl"}, {"jsonl", ""}, {"parquet", ""}} {
+		t.Run(tc.ext+"/"+tc.format, func(t *testing.T) {
+			dir := t.TempDir()
+			first, second := filepath.Join(dir, "first."+tc.ext), filepath.Join(dir, "second."+tc.ext)
+			dst := "file://" + filepath.ToSlash(filepath.Join(dir, "buffer"))
+			if _, errOut, code := runCLI(t, "replay", "export", "--from", src, "--out", first); code != 0 {
+				t.Fatalf("export exit %d: %s", code, errOut)
+			}
+			args := []string{"replay", "import", first, "--to", dst}
+			if tc.format != "" {
+				args = append(args, "--format", tc.format)
+			}
+			if out, errOut, code := runCLI(t, args...); code != 0 || !strings.Contains(out, "imported ") {
+				t.Fatalf("import of the export exit %d: %s%s", code, out, errOut)
+			}
+			if _, errOut, code := runCLI(t, "replay", "export", "--from", dst, "--out", second); code != 0 {
+				t.Fatalf("second export exit %d: %s", code, errOut)
+			}
+			a, _ := os.ReadFile(first)
+			b, _ := os.ReadFile(second)
+			if len(a) == 0 || !bytes.Equal(a, b) {
+				t.Errorf("export → import → export differs:\n%s\n---\n%s", a, b)
+			}
+		})
+	}
+}
