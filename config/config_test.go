@@ -654,7 +654,8 @@ func TestFieldErrorMessage(t *testing.T) {
 	}
 	var fe *FieldError
 	_, err := Parse([]byte("server: {listn: x}"), noEnv)
-	if !errors.As(err, &fe) || fe.Key != "server.listn" || fe.Error() != "server.listn: unknown key" {
+	if !errors.As(err, &fe) || fe.Key != "server.listn" || fe.Line != 1 || fe.Column != 10 ||
+		fe.Error() != "line 1, column 10: server.listn: unknown key; did you mean server.listen?" {
 		t.Errorf("errors.As = %v", fe)
 	}
 }
@@ -668,6 +669,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(""))
 	f.Add([]byte("augmenters: {cam: {type: cam}}\nexperiment: {arms: [{name: a, weight: 1, augmenter: cam}]}"))
 	f.Add([]byte("a: &a [*a]"))
+	f.Add([]byte("server:\n  listen: x\n\t admin_listen: [y\n"))
 	f.Add([]byte("server: {listen: ${X:-:80}, <<: {admin_listen: ':81'}}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data, env(map[string]string{"X": ":8080"}))

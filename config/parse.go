@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -18,10 +19,35 @@ func Load(path string, getenv func(string) (string, bool)) (*Config, error) {
 	}
 	cfg, err := Parse(data, getenv)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return nil, &fileError{path: path, err: err}
 	}
 	return cfg, nil
 }
+
+// fileError is what is wrong with a config file: one problem on the line that names
+// the file, several each on a line of their own below it.
+type fileError struct {
+	path string
+	err  error
+}
+
+func (e *fileError) Error() string {
+	var errs []error
+	if j, ok := e.err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	if len(errs) < 2 {
+		return "config " + e.path + ": " + e.err.Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "config %s: %d problems:", e.path, len(errs))
+	for _, err := range errs {
+		b.WriteString("\n  " + strings.ReplaceAll(err.Error(), "\n", "\n  "))
+	}
+	return b.String()
+}
+
+func (e *fileError) Unwrap() error { return e.err }
 
 // Parse expands ${ENV} references in data (getenv nil means os.LookupEnv),
 // decodes it over Default(), fills each augmenters entry from
@@ -49,6 +75,9 @@ func Parse(data []byte, getenv func(string) (string, bool)) (*Config, error) {
 		}
 	}
 	errs = append(errs, cfg.validate()...)
+	if root != nil {
+		locate(root, errs) // the validation's problems, at the keys the file sets
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -64,7 +93,7 @@ func parseDocument(data []byte) (*yaml.Node, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("invalid YAML: %w", err)
+		return nil, fmt.Errorf("invalid YAML: %w", syntaxError(data, err))
 	}
 	var next yaml.Node
 	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {

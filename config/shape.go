@@ -24,8 +24,9 @@ func checkShape(root *yaml.Node) []error {
 
 type shape struct{ errs []error }
 
-func (s *shape) add(key, format string, args ...any) {
-	s.errs = append(s.errs, &FieldError{Key: key, Msg: fmt.Sprintf(format, args...)})
+// add reports a problem with key at node n's position in the file.
+func (s *shape) add(n *yaml.Node, key, format string, args ...any) {
+	s.errs = append(s.errs, &FieldError{Key: key, Msg: fmt.Sprintf(format, args...), Line: n.Line, Column: n.Column})
 }
 
 func (s *shape) walk(n *yaml.Node, t reflect.Type, key string) {
@@ -43,7 +44,7 @@ func (s *shape) walk(n *yaml.Node, t reflect.Type, key string) {
 	case t.Kind() == reflect.Slice:
 		s.list(n, t, key)
 	case t.Kind() == reflect.Map && t.Elem().Kind() != reflect.Interface:
-		s.entries(n, key, func(k string, v *yaml.Node) { s.walk(v, t.Elem(), joinKey(key, k)) })
+		s.entries(n, key, func(_ *yaml.Node, k string, v *yaml.Node) { s.walk(v, t.Elem(), joinKey(key, k)) })
 	default:
 		s.leaf(n, t, key) // scalars, and free-form maps such as extra_body
 	}
@@ -61,14 +62,18 @@ func (s *shape) object(n *yaml.Node, t reflect.Type, key string) {
 		}
 	}
 	fields := yamlFields(t)
-	s.entries(n, key, func(k string, v *yaml.Node) {
+	s.entries(n, key, func(kn *yaml.Node, k string, v *yaml.Node) {
 		ft, ok := fields[k]
 		if !ok {
-			s.add(joinKey(key, k), "unknown key")
+			msg := "unknown key"
+			if near := closest(k, knownKeys(fields, typ)); near != "" {
+				msg += "; did you mean " + joinKey(key, near) + "?"
+			}
+			s.add(kn, joinKey(key, k), "%s", msg)
 			return
 		}
 		if only := augmenterOnly[k]; typ != "" && only != "" && only != typ {
-			s.add(joinKey(key, k), "applies to type %s only, not %s", only, typ)
+			s.add(kn, joinKey(key, k), "applies to type %s only, not %s", only, typ)
 			return
 		}
 		s.walk(v, ft, joinKey(key, k))
@@ -77,7 +82,7 @@ func (s *shape) object(n *yaml.Node, t reflect.Type, key string) {
 
 func (s *shape) list(n *yaml.Node, t reflect.Type, key string) {
 	if n.Kind != yaml.SequenceNode {
-		s.add(key, "expected a list, got %s (line %d)", describeNode(n), n.Line)
+		s.add(n, key, "expected a list, got %s", describeNode(n))
 		return
 	}
 	for i, e := range n.Content {
@@ -87,9 +92,9 @@ func (s *shape) list(n *yaml.Node, t reflect.Type, key string) {
 
 // entries calls fn for each key of mapping n, following merge keys (<<) and
 // reporting duplicate and non-string keys.
-func (s *shape) entries(n *yaml.Node, key string, fn func(k string, v *yaml.Node)) {
+func (s *shape) entries(n *yaml.Node, key string, fn func(kn *yaml.Node, k string, v *yaml.Node)) {
 	if n.Kind != yaml.MappingNode {
-		s.add(key, "expected a mapping, got %s (line %d)", describeNode(n), n.Line)
+		s.add(n, key, "expected a mapping, got %s", describeNode(n))
 		return
 	}
 	firstLine := map[string]int{}
@@ -101,12 +106,12 @@ func (s *shape) entries(n *yaml.Node, key string, fn func(k string, v *yaml.Node
 				s.entries(m, key, fn)
 			}
 		case k.Kind != yaml.ScalarNode:
-			s.add(key, "keys must be strings, got %s (line %d)", describeNode(k), k.Line)
+			s.add(k, key, "keys must be strings, got %s", describeNode(k))
 		case firstLine[k.Value] != 0:
-			s.add(joinKey(key, k.Value), "duplicate key (line %d; first set on line %d)", k.Line, firstLine[k.Value])
+			s.add(k, joinKey(key, k.Value), "duplicate key; first set on line %d", firstLine[k.Value])
 		default:
 			firstLine[k.Value] = max(k.Line, 1)
-			fn(k.Value, v)
+			fn(k, k.Value, v)
 		}
 	}
 }
@@ -114,7 +119,7 @@ func (s *shape) entries(n *yaml.Node, key string, fn func(k string, v *yaml.Node
 // leaf checks that n decodes into a value of type t.
 func (s *shape) leaf(n *yaml.Node, t reflect.Type, key string) {
 	if err := n.Decode(reflect.New(t).Interface()); err != nil {
-		s.add(key, "expected %s, got %s (line %d)", describeType(t), describeNode(n), n.Line)
+		s.add(n, key, "expected %s, got %s", describeType(t), describeNode(n))
 	}
 }
 

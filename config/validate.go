@@ -24,13 +24,24 @@ import (
 type FieldError struct {
 	Key string // dotted path, e.g. "experiment.arms[1].augmenter"; "" for the whole document
 	Msg string
+	// Line and Column (1-based) are where the file sets the key (its value, or the key
+	// itself when the key is what is wrong); 0 when the file does not set it — a
+	// default, or a Config built in code.
+	Line, Column int
 }
 
+// Error reads "line 7, column 3: admin.tokne: unknown key; did you mean admin.token?",
+// the position left out when it is not known.
 func (e *FieldError) Error() string {
-	if e.Key == "" {
-		return e.Msg
+	var b strings.Builder
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "line %d, column %d: ", e.Line, e.Column)
 	}
-	return e.Key + ": " + e.Msg
+	if e.Key != "" {
+		b.WriteString(e.Key + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
 }
 
 // problems collects field errors.

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -80,7 +79,9 @@ type episodeReader struct {
 func Read(ctx context.Context, src Source) (*Buffer, error) {
 	r := &episodeReader{seen: map[string]struct{}{}, episodes: map[string]*readEpisode{}}
 	if err := src.Scan(ctx, r.add); err != nil {
-		return nil, fmt.Errorf("replay: read: %w", err)
+		// Not wrapped: a Source's errors name it already ("replay: read segments in
+		// DIR", "redis stream S", "s3 list URI"), and a second prefix stuttered.
+		return nil, err
 	}
 	return r.finish(), nil
 }

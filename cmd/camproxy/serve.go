@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -112,11 +111,7 @@ func loadConfig(path string, getenv func(string) (string, bool)) (*config.Config
 	}
 	cfg, err := config.Load(path, getenv)
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return nil, usagef("config: %v", err)
-		}
-		return nil, usagef("%v", err)
+		return nil, usagef("%v", err) // config.Load's errors say "config" and the file
 	}
 	return cfg, nil
 }
