@@ -90,20 +90,40 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		}
 		ew.printf("</ul>\n")
 	}
+	if r.SynthesisedTimes > 0 {
+		ew.printf("<p class=\"sub\">%s.</p>\n", esc(r.synthesisedNote()))
+	}
 	lo, hi := r.rewardRange()
 	ew.printf("<div class=\"charts\">\n<figure>\n<figcaption>Mean reward by arm, with 95%% confidence intervals</figcaption>\n")
 	r.writeBars(ew, lo, hi)
-	ew.printf("</figure>\n<figure>\n<figcaption>Cumulative mean reward by episode start time</figcaption>\n")
-	r.writeLines(ew, lo, hi)
-	ew.printf("<div class=\"legend\">")
-	for i, a := range r.Arms {
-		ew.printf("<span class=\"key\"><span class=\"sw\" style=\"background:%s\"></span>%s</span>", Color(i), esc(a.Name))
+	ew.printf("</figure>\n")
+	if r.timed() {
+		ew.printf("<figure>\n<figcaption>Cumulative mean reward by episode start time</figcaption>\n")
+		r.writeLines(ew, lo, hi)
+		ew.printf("<div class=\"legend\">")
+		for i, a := range r.Arms {
+			ew.printf("<span class=\"key\"><span class=\"sw\" style=\"background:%s\"></span>%s</span>", Color(i), esc(a.Name))
+		}
+		ew.printf("</div>\n</figure>\n")
 	}
-	ew.printf("</div>\n</figure>\n</div>\n")
+	ew.printf("</div>\n")
 	r.writeLearningHTML(ew, lo, hi)
 	r.writeTables(ew)
 	ew.printf("<p class=\"notes\">%s</p>\n</main>\n</body>\n</html>\n", esc(r.notes()+learnNote(r.Learning)))
 	return ew.err
+}
+
+// timed reports whether some rewarded episode has a recorded start time to draw
+// the cumulative chart over, or no episode is rewarded yet (the chart says so).
+func (r *Report) timed() bool {
+	rewarded := false
+	for _, a := range r.Arms {
+		if len(r.series[a.Name]) > 0 {
+			return true
+		}
+		rewarded = rewarded || a.Rewarded > 0
+	}
+	return !rewarded
 }
 
 // rewardRange is the y range both charts share: [0, 1] when rewards are in [0, 1]
@@ -327,7 +347,7 @@ func thin(pts []Point, n int) []Point {
 
 func (r *Report) writeTables(ew *errWriter) {
 	esc := html.EscapeString
-	ew.printf("<h2>Arms</h2>\n<table>\n<tr><th>arm</th><th>episodes</th><th>rewarded</th><th>mean reward</th><th>95%% CI</th><th>success</th><th>turns</th><th>wall time</th><th>context latency</th></tr>\n")
+	ew.printf("<h2>Arms</h2>\n<table>\n<tr><th>arm</th><th>episodes</th><th>rewarded</th><th>mean reward</th><th>95%% CI</th><th>success</th><th>turns</th><th>wall time (mean)</th><th>context latency (mean)</th></tr>\n")
 	for i, a := range r.Arms {
 		ew.printf("<tr><td><span class=\"sw\" style=\"background:%s\"></span>%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
 			Color(i), esc(a.Name), a.Episodes, a.Rewarded, fmtNum(a.MeanReward, "%.3f"), fmtCI(a.CI95), fmtPercent(a.SuccessRate),
@@ -350,9 +370,9 @@ func (r *Report) writeTables(ew *errWriter) {
 		ew.printf("</table>\n")
 	}
 	if len(r.Comparisons) > 0 {
-		ew.printf("<h2>Against %s</h2>\n<table>\n<tr><th>arm</th><th>lift</th><th>p-value</th><th class=\"l\">test</th><th>episodes per arm needed</th></tr>\n", esc(r.Control))
+		ew.printf("<h2>Against %s</h2>\n<table>\n<tr><th>arm</th><th>lift</th><th>p-value</th><th class=\"l\">test</th><th>rewarded episodes per arm for %g%% power</th><th>more per arm still needed</th></tr>\n", esc(r.Control), Power*100)
 		for _, c := range r.Comparisons {
-			lift, p, need := dash, dash, dash
+			lift, p, need, more := dash, dash, dash, dash
 			if c.LiftPoints != nil {
 				lift = r.formatLift(*c.LiftPoints)
 			}
@@ -362,8 +382,11 @@ func (r *Report) writeTables(ew *errWriter) {
 			if c.EpisodesPerArm != nil {
 				need = fmt.Sprint(*c.EpisodesPerArm)
 			}
-			ew.printf("<tr><td><span class=\"sw\" style=\"background:%s\"></span>%s</td><td>%s</td><td>%s</td><td class=\"l\">%s</td><td>%s</td></tr>\n",
-				r.color(c.Arm), esc(c.Arm), esc(lift), esc(p), esc(strings.TrimSpace(strings.Trim(c.method(), " []"))), need)
+			if c.MoreEpisodes != nil {
+				more = fmt.Sprint(*c.MoreEpisodes)
+			}
+			ew.printf("<tr><td><span class=\"sw\" style=\"background:%s\"></span>%s</td><td>%s</td><td>%s</td><td class=\"l\">%s</td><td>%s</td><td>%s</td></tr>\n",
+				r.color(c.Arm), esc(c.Arm), esc(lift), esc(p), esc(strings.TrimSpace(strings.Trim(c.method(), " []"))), need, more)
 		}
 		ew.printf("</table>\n")
 	}
@@ -371,11 +394,13 @@ func (r *Report) writeTables(ew *errWriter) {
 
 // notes explains how the numbers were made, under the tables.
 func (r *Report) notes() string {
-	return fmt.Sprintf("Means are over rewarded episodes; the 95%% interval is mean \u00b1 t(0.975, n\u22121)\u00b7sd/\u221an. "+
+	return fmt.Sprintf("Means are over rewarded episodes; the 95%% interval is Wilson's score interval when every reward is 0 or 1, "+
+		"else mean \u00b1 t(0.975, n\u22121)\u00b7sd/\u221an clipped to the observed reward range. "+
 		"Success is the harness's success flag, else reward \u2265 1. pass@k is the unbiased estimator 1 \u2212 C(n\u2212c, k)/C(n, k) "+
 		"averaged over the tasks with at least k rewarded runs on the arm (tasks in brackets). "+
 		"p-values are two-sided: Welch's t-test when both arms have at least %d rewarded episodes, else a permutation test "+
-		"(%d seeded resamples). Significant means p < %g; episodes needed are for power %g at the observed lift and pooled standard deviation. "+
+		"(%d seeded resamples). Significant means p < %g; episodes needed are rewarded episodes per arm for power %g at the observed lift and pooled standard deviation, "+
+		"and more needed is that minus the smaller arm's rewarded episodes. "+
 		"Turns, wall time and context latency (the first step's augment time) are over episodes with at least one step.",
 		MinWelch, Resamples, r.Alpha, Power)
 }

@@ -144,8 +144,9 @@ func meanCI(rs []float64) (int, *float64, *[2]float64) {
 	if len(rs) < 2 {
 		return 1, &mean, nil
 	}
-	half := TQuantile(0.975, float64(len(rs)-1)) * math.Sqrt(variance/float64(len(rs)))
-	return len(rs), &mean, &[2]float64{mean - half, mean + half}
+	_ = variance
+	ci, _ := RewardCI95(rs)
+	return len(rs), &mean, ci
 }
 
 func (l *Learning) rounded() *Learning {

@@ -86,8 +86,9 @@ func TestLearningCurve(t *testing.T) {
 	if v2.Arm != "learn-v2" || v2.To != nil || v2.Rewarded != 4 || !near(v2.MeanReward, 1) {
 		t.Errorf("v2's reign: %+v", v2)
 	}
-	// The CI is the arms' t interval: ace's reign {0,0,1,0}.
-	if m, ci := ace.MeanReward, ace.CI95; ci == nil || math.Abs((ci[0]+ci[1])/2-*m) > 1e-9 || math.Abs(ci[1]-*m-TQuantile(0.975, 3)*0.5/2) > 1e-9 {
+	// The CI is the arms' interval, Wilson's for 0/1 rewards: ace's reign {0,0,1,0},
+	// 1 of 4 → 0.045587–0.699358, where a t-interval (0.25 ± 0.80) leaves [0, 1].
+	if m, ci := ace.MeanReward, ace.CI95; ci == nil || *m != 0.25 || math.Abs(ci[0]-0.045587260810) > 1e-9 || math.Abs(ci[1]-0.699358157418) > 1e-9 {
 		t.Errorf("ace's reign interval %v around %v", ci, *m)
 	}
 

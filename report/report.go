@@ -64,6 +64,12 @@ type Report struct {
 	Comparisons []Comparison `json:"comparisons"` // every arm but the control, by name
 	// Learning is the online learner's curve (learn.go); null without learn events.
 	Learning *Learning `json:"learning"`
+	// SynthesisedTimes counts episodes whose start time an import made up
+	// (replay.SynthesisedStart): they are left out of the time chart, which is not
+	// drawn when no rewarded episode has a real start. Their wall time, like that of
+	// any episode whose steps an import spaced 1 ms apart (replay.SynthesisedSpan),
+	// is not averaged.
+	SynthesisedTimes int `json:"episodes_synthesised_times"`
 
 	series    map[string][]Point // cumulative mean reward by arm, for the HTML chart
 	lastStart time.Time          // the latest episode start, where the learning chart ends
@@ -76,10 +82,13 @@ type Arm struct {
 	Episodes int    `json:"episodes"`
 	Rewarded int    `json:"rewarded"`
 	// MeanReward is over rewarded episodes; SD is their sample standard deviation
-	// and CI95 the t-interval MeanReward ± t(0.975, n−1)·SD/√n (two rewards needed).
+	// and CI95 their 95% interval (two rewards needed), by CIMethod: "wilson" when
+	// every reward is 0 or 1 (Wilson's score interval, inside [0, 1]), else "t"
+	// (MeanReward ± t(0.975, n−1)·SD/√n, clipped to the observed reward range).
 	MeanReward *float64    `json:"mean_reward"`
 	SD         *float64    `json:"sd"`
 	CI95       *[2]float64 `json:"ci95"`
+	CIMethod   string      `json:"ci95_method,omitempty"`
 	// Successes counts rewarded episodes that succeeded: their success flag when the
 	// harness sent one, else reward ≥ 1. SuccessRate is Successes / Rewarded.
 	Successes   int      `json:"successes"`
@@ -88,7 +97,8 @@ type Arm struct {
 	// on this arm.
 	PassAtK []PassK `json:"pass_at_k"`
 	// MeanTurns is steps per episode over episodes with at least one step;
-	// MeanWallSeconds is EndedAt − StartedAt over those; MeanContextMs is the first
+	// MeanWallSeconds is EndedAt − StartedAt over those whose times were recorded
+	// (null when none was: an import's, see Report.SynthesisedTimes); MeanContextMs is the first
 	// step's augment time (context latency) over those.
 	MeanTurns       *float64 `json:"mean_turns"`
 	MeanWallSeconds *float64 `json:"mean_wall_seconds"`
@@ -178,6 +188,9 @@ func New(b *replay.Buffer, o Options) (*Report, error) {
 			}
 		}
 		episodes = append(episodes, ep)
+		if replay.SynthesisedStart(ep.StartedAt) || replay.SynthesisedSpan(ep) {
+			r.SynthesisedTimes++
+		}
 		r.lastStart = maxTime(r.lastStart, ep.StartedAt)
 		if ep.Reward != nil && (*ep.Reward < 0 || *ep.Reward > 1) {
 			r.Unit = "reward"
@@ -277,7 +290,7 @@ func armStats(name string, eps []*replay.Episode) Arm {
 			stepped++
 			turns += float64(ep.Steps)
 			ctxMs += ep.AugmentMs
-			if !ep.StartedAt.IsZero() && !ep.EndedAt.Before(ep.StartedAt) {
+			if !ep.StartedAt.IsZero() && !ep.EndedAt.Before(ep.StartedAt) && !replay.SynthesisedSpan(ep) {
 				timed++
 				wall += ep.EndedAt.Sub(ep.StartedAt).Seconds()
 			}
@@ -314,10 +327,8 @@ func armStats(name string, eps []*replay.Episode) Arm {
 		a.MeanReward = ptr(mean)
 		a.SuccessRate = ptr(float64(a.Successes) / float64(a.Rewarded))
 		if a.Rewarded >= 2 {
-			sd := math.Sqrt(variance)
-			half := TQuantile(0.975, float64(a.Rewarded-1)) * sd / math.Sqrt(float64(a.Rewarded))
-			a.SD = ptr(sd)
-			a.CI95 = &[2]float64{mean - half, mean + half}
+			a.SD = ptr(math.Sqrt(variance))
+			a.CI95, a.CIMethod = RewardCI95(a.rewards)
 		}
 	}
 	runs := make([]taskRuns, 0, len(tasks))
@@ -372,7 +383,7 @@ func cumulative(eps []*replay.Episode) []Point {
 	var out []Point
 	sum := 0.0
 	for _, ep := range eps {
-		if ep.Reward == nil || ep.StartedAt.IsZero() {
+		if ep.Reward == nil || ep.StartedAt.IsZero() || replay.SynthesisedStart(ep.StartedAt) {
 			continue
 		}
 		sum += *ep.Reward
@@ -443,8 +454,9 @@ func (r *Report) verdict(c Comparison) string {
 	case c.Significant:
 		return fmt.Sprintf("%s trails %s by %s, p %s", c.Arm, c.Control, lift, p)
 	case c.MoreEpisodes != nil:
-		return fmt.Sprintf("%s vs %s: %s, not yet significant (p %s): about %d more episodes per arm needed",
-			c.Arm, c.Control, lift, p, *c.MoreEpisodes)
+		return fmt.Sprintf("%s vs %s: %s, not yet significant (p %s): about %d more rewarded episodes per arm needed "+
+			"(%d per arm for %g%% power at this lift)",
+			c.Arm, c.Control, lift, p, *c.MoreEpisodes, *c.EpisodesPerArm, Power*100)
 	default:
 		return fmt.Sprintf("%s vs %s: %s, not yet significant (p %s): too few rewarded episodes to estimate how many more are needed",
 			c.Arm, c.Control, lift, p)
@@ -491,9 +503,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Experiment != "" && r.Unlabelled > 0 {
 		ew.printf("note: %d episodes record no experiment and are counted under %q\n", r.Unlabelled, r.Experiment)
 	}
+	if n := r.SynthesisedTimes; n > 0 {
+		ew.printf("note: %s\n", r.synthesisedNote())
+	}
 	ew.printf("\n")
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-	fmt.Fprint(tw, "arm\tepisodes\trewarded\tmean reward\t95% CI\tsuccess\tturns\twall time\tcontext\n")
+	fmt.Fprint(tw, "arm\tepisodes\trewarded\tmean reward\t95% CI\tsuccess\tturns\twall time\tcontext latency\n")
 	for _, a := range r.Arms {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Episodes, a.Rewarded,
 			fmtNum(a.MeanReward, "%.3f"), fmtCI(a.CI95), fmtPercent(a.SuccessRate),
@@ -528,6 +543,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	r.writeLearningText(ew)
 	return ew.err
+}
+
+// synthesisedNote says why times are missing.
+func (r *Report) synthesisedNote() string {
+	return fmt.Sprintf("%s of %d have times made up by an import, not recorded: no wall time or time chart from them",
+		plural(r.SynthesisedTimes, "episode"), r.Episodes)
 }
 
 // heading is the one-line description of what the report covers.

@@ -209,11 +209,11 @@ func TestReportByHand(t *testing.T) {
 		turns, wall, ctx            float64
 		pass                        []PassK
 	}
-	// Binary rewards: sd² = n·p(1−p)/(n−1); CI = p ± t(0.975, 39)·sd/√40 with
-	// t(0.975, 39) = 2.02269092003676.
-	//   baseline p = 0.4:  sd² = 9.6/39,  sd = 0.496139, CI 0.241327–0.558673
-	//   cam      p = 0.7:  sd² = 8.4/39,  sd = 0.464095, CI 0.551575–0.848425
-	//   playbook p = 0.15: sd² = 5.1/39,  sd = 0.361620, CI 0.034348–0.265652
+	// Binary rewards: sd² = n·p(1−p)/(n−1); CI is Wilson's, (p + z²/2n ± z·√(p(1−p)/n +
+	// z²/4n²)) / (1 + z²/n) with z = 1.959963984540054:
+	//   baseline p = 0.4:  sd² = 9.6/39,  sd = 0.496139, CI 0.263483–0.554041
+	//   cam      p = 0.7:  sd² = 8.4/39,  sd = 0.464095, CI 0.545700–0.819252
+	//   playbook p = 0.15: sd² = 5.1/39,  sd = 0.361620, CI 0.070612–0.290723
 	// rag: mean 4.0/6 = 0.666667, squared deviations sum to 0.433333, sd² = 0.086667,
 	//   sd = 0.294392, t(0.975, 5) = 2.57058183563631, CI 0.357721–0.975612.
 	// pass@k with n = 4 runs a task, 1 − C(4−c, k)/C(4, k):
@@ -228,11 +228,11 @@ func TestReportByHand(t *testing.T) {
 	//   rag: t01 n = 3 c = 2, t02 n = 2 c = 0, t03 n = 1 c = 1: @1 (2/3 + 0 + 1)/3 = 0.555556
 	//     over 3 tasks; @2 over t01, t02: (1 − C(1,2)/C(3,2) = 1, 0) → 0.5; @3 over t01: 1.
 	wants := []armWant{
-		{"baseline", 40, 40, 16, 0.4, 0.496139, 0.241327, 0.558673, 0.4, 4, 40, 0,
+		{"baseline", 40, 40, 16, 0.4, 0.496139, 0.263483, 0.554041, 0.4, 4, 40, 0,
 			[]PassK{{1, 10, 0.4}, {2, 10, 0.6}, {3, 10, 0.725}, {4, 10, 0.8}}},
-		{"cam", 40, 40, 28, 0.7, 0.464095, 0.551575, 0.848425, 0.7, 3, 30, 120,
+		{"cam", 40, 40, 28, 0.7, 0.464095, 0.545700, 0.819252, 0.7, 3, 30, 120,
 			[]PassK{{1, 10, 0.7}, {2, 10, 0.916667}, {3, 10, 0.975}, {4, 10, 1}}},
-		{"playbook", 40, 40, 6, 0.15, 0.361620, 0.034348, 0.265652, 0.15, 4, 60, 5,
+		{"playbook", 40, 40, 6, 0.15, 0.361620, 0.070612, 0.290723, 0.15, 4, 60, 5,
 			[]PassK{{1, 10, 0.15}, {2, 10, 0.3}, {3, 10, 0.45}, {4, 10, 0.6}}},
 		{"rag", 7, 6, 3, 0.666667, 0.294392, 0.357721, 0.975612, 0.5, 2, 10, 30,
 			[]PassK{{1, 3, 0.555556}, {2, 2, 0.5}, {3, 1, 1}}},
@@ -305,7 +305,7 @@ func TestReportByHand(t *testing.T) {
 	verdicts := []string{
 		"cam beats baseline by +30.0 points, p = 0.0066",
 		"playbook trails baseline by \u221225.0 points, p = 0.012",
-		"rag vs baseline: +26.7 points, not yet significant (p = 0.28): about 46 more episodes per arm needed",
+		"rag vs baseline: +26.7 points, not yet significant (p = 0.28): about 46 more rewarded episodes per arm needed (52 per arm for 80% power at this lift)",
 	}
 	for i, want := range verdicts {
 		if got := r.Comparisons[i].Verdict; got != want {
@@ -507,5 +507,45 @@ func TestPassAtKRange(t *testing.T) {
 		if got := fmt.Sprint(ks(c.runs...)); got != c.want {
 			t.Errorf("passAtK(%v) ks = %s, want %s", c.runs, got, c.want)
 		}
+	}
+}
+
+// TestReportImportedTimes: episodes as an import writes them (starts a whole second
+// apart from replay.ImportEpoch, steps 1 ms apart) have no wall time and no time
+// chart, and say so; their 0/1 rewards get an interval inside [0, 1].
+func TestReportImportedTimes(t *testing.T) {
+	var eps []*replay.Episode
+	for i, rw := range []float64{1, 0, 0, 1, 0, 0} {
+		start := replay.ImportEpoch().Add(time.Duration(i) * time.Second)
+		eps = append(eps, &replay.Episode{ID: fmt.Sprint("ep-", i), TaskID: "t", Arm: []string{"baseline", "cam"}[i%2],
+			StartedAt: start, EndedAt: start.Add(5 * time.Millisecond), Steps: 5, Reward: ptr(rw)})
+	}
+	r, err := New(buf(eps...), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.SynthesisedTimes != 6 {
+		t.Errorf("SynthesisedTimes %d, want 6", r.SynthesisedTimes)
+	}
+	for _, a := range r.Arms {
+		if a.MeanWallSeconds != nil || a.CI95 == nil || a.CI95[0] < 0 || a.CI95[1] > 1 || a.CIMethod != CIWilson {
+			t.Errorf("%s: wall %v, ci %v %q", a.Name, a.MeanWallSeconds, a.CI95, a.CIMethod)
+		}
+		if len(r.Series(a.Name)) != 0 {
+			t.Errorf("%s: a time series over made-up times", a.Name)
+		}
+	}
+	var text, page bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "6 episodes of 6 have times made up by an import") || strings.Contains(text.String(), "0.0s") {
+		t.Errorf("text:\n%s", text.String())
+	}
+	if strings.Contains(page.String(), "Cumulative mean reward") || strings.Contains(page.String(), "episode start (UTC)") {
+		t.Error("the HTML draws a time chart over made-up times")
 	}
 }

@@ -362,3 +362,41 @@ func EpisodesPerArm(delta, sd, alpha, power float64) int {
 	}
 	return max(int(math.Ceil(n-1e-9)), floor)
 }
+
+// z975 is the standard normal's 0.975 quantile.
+const z975 = 1.959963984540054
+
+// CI methods, as Arm.CIMethod names them.
+const (
+	CIWilson = "wilson" // 0/1 rewards: Wilson's score interval of the proportion
+	CIT      = "t"      // Student's t-interval, clipped to the observed reward range
+)
+
+// RewardCI95 is the 95% interval of the mean of rs (nil under two rewards). When
+// every reward is 0 or 1 the mean is a proportion, and a t-interval of it can leave
+// [0, 1] (0.28 ± 0.8 at n = 3); Wilson's score interval cannot, and covers better at
+// small n. Other rewards get the t-interval, clipped to [min, max] of rs, outside of
+// which no mean of them can lie.
+func RewardCI95(rs []float64) (*[2]float64, string) {
+	n := float64(len(rs))
+	if len(rs) < 2 {
+		return nil, ""
+	}
+	binary, ones := true, 0.0
+	lo, hi := rs[0], rs[0]
+	for _, r := range rs {
+		binary = binary && (r == 0 || r == 1)
+		ones += r
+		lo, hi = math.Min(lo, r), math.Max(hi, r)
+	}
+	if binary {
+		p, z2 := ones/n, z975*z975
+		denom := 1 + z2/n
+		centre := (p + z2/(2*n)) / denom
+		half := z975 * math.Sqrt(p*(1-p)/n+z2/(4*n*n)) / denom
+		return &[2]float64{math.Max(0, centre-half), math.Min(1, centre+half)}, CIWilson
+	}
+	mean, variance := meanVar(rs)
+	half := TQuantile(0.975, n-1) * math.Sqrt(variance/n)
+	return &[2]float64{math.Max(lo, mean-half), math.Min(hi, mean+half)}, CIT
+}

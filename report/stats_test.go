@@ -277,3 +277,27 @@ func TestLiftCI(t *testing.T) {
 		t.Fatal("an interval from one reward")
 	}
 }
+
+func TestRewardCI95(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rs     []float64
+		lo, hi float64
+		method string
+	}{
+		// 1 of 3: t gives 0.333 ± 1.434, far outside [0, 1]; Wilson (z = 1.96) does not.
+		{"binary", []float64{1, 0, 0}, 0.061492, 0.792340, CIWilson},
+		{"all zero", []float64{0, 0, 0, 0}, 0, 0.489891, CIWilson},
+		// mean 0.7, sd 0.43589, t(0.975, 2) = 4.302653 → 0.7 ± 1.0828, clipped to [0.2, 1].
+		{"graded, clipped", []float64{0.9, 1, 0.2}, 0.2, 1, CIT},
+		{"graded, inside", []float64{0.4, 0.5, 0.6, 0.5, 0.4, 0.6}, 0.406136, 0.593864, CIT},
+	} {
+		ci, method := RewardCI95(tc.rs)
+		if ci == nil || method != tc.method || math.Abs(ci[0]-tc.lo) > 5e-6 || math.Abs(ci[1]-tc.hi) > 5e-6 {
+			t.Errorf("%s: %v %q, want [%v, %v] %q", tc.name, ci, method, tc.lo, tc.hi, tc.method)
+		}
+	}
+	if ci, _ := RewardCI95([]float64{1}); ci != nil {
+		t.Errorf("one reward has an interval %v", ci)
+	}
+}
