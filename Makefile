@@ -11,7 +11,10 @@ SOAK      ?= 20m
 
 ## run: start camproxy serve on the built-in defaults (or $$CAMPROXY_CONFIG)
 run:
-	$(GO) run ./cmd/camproxy serve --log-format text
+	@echo "make run: building bin/camproxy (the first build downloads and compiles the dependencies: about a minute)…"
+	@$(GO) build -o bin/camproxy ./cmd/camproxy
+	@echo "make run: starting bin/camproxy serve (data plane 127.0.0.1:8080, admin and dashboard 127.0.0.1:9090/ui)"
+	./bin/camproxy serve --log-format text
 
 ## build: a static binary in bin/camproxy
 build:
