@@ -25,9 +25,9 @@ func simulate(t *testing.T, a *Adaptive, p *Policy, truth map[string]func(*rand.
 	for r := range rounds {
 		last = map[string]float64{}
 		for i := range perRound {
-			arm := p.Assign(fmt.Sprintf("ep-%d-%d", r, i), "", "")
-			last[arm.Name] += 1 / float64(perRound)
-			if err := a.Observe(ctx, arm.Name, truth[arm.Name](rng), nil); err != nil {
+			got := arm(t, p, fmt.Sprintf("ep-%d-%d", r, i), "", "")
+			last[got.Name] += 1 / float64(perRound)
+			if err := a.Observe(ctx, got.Name, truth[got.Name](rng), nil); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -4,6 +4,7 @@ package policies
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
@@ -102,19 +103,45 @@ func (p *Policy) Arm(name string) (Arm, bool) {
 	return Arm{}, false
 }
 
-// Assign picks the arm of a new episode. override (the X-CAM-Arm header) wins only
-// when the experiment allows overrides and names an existing arm.
-func (p *Policy) Assign(episodeID, taskID, override string) Arm {
+// AllowOverride reports whether the experiment honours X-CAM-Arm: with it off the
+// header is ignored (the proxy says so in X-CAM-Arm-Override: ignored).
+func (p *Policy) AllowOverride() bool { return p.allowOverride }
+
+// UnknownArmError is an override that names no arm of an experiment that allows
+// overrides: a typo there would silently put the episode on a hashed arm.
+type UnknownArmError struct {
+	Experiment, Override string
+	Arms                 []string // the experiment's arms, in config order
+}
+
+func (e *UnknownArmError) Error() string {
+	o := e.Override
+	if len(o) > 64 {
+		o = o[:64] + "..."
+	}
+	return fmt.Sprintf("%q is not an arm of experiment %q; its arms: %s", o, e.Experiment, strings.Join(e.Arms, ", "))
+}
+
+// Assign picks the arm of a new episode. override (the X-CAM-Arm header) wins when
+// the experiment allows overrides; an override naming no arm is then an
+// *UnknownArmError. Without overrides it is ignored.
+func (p *Policy) Assign(episodeID, taskID, override string) (Arm, error) {
 	if override != "" && p.allowOverride {
-		if a, ok := p.Arm(override); ok {
-			return a
+		a, ok := p.Arm(override)
+		if !ok {
+			names := make([]string, len(p.arms))
+			for i, a := range p.arms {
+				names[i] = a.Name
+			}
+			return Arm{}, &UnknownArmError{Experiment: p.name, Override: override, Arms: names}
 		}
+		return a, nil
 	}
 	key := episodeID
 	if p.sticky == StickyTask {
 		key = taskID
 	}
-	return p.arms[p.index(key)]
+	return p.arms[p.index(key)], nil
 }
 
 func (p *Policy) index(key string) int {

@@ -17,11 +17,11 @@ func TestAssignWeightsAndStickiness(t *testing.T) {
 	const n = 10000
 	for i := range n {
 		id := fmt.Sprintf("ep-%d", i)
-		a := p1.Assign(id, "task", "")
-		if b := p2.Assign(id, "task", ""); b.Name != a.Name {
+		a := arm(t, p1, id, "task", "")
+		if b := arm(t, p2, id, "task", ""); b.Name != a.Name {
 			t.Fatalf("two policies from one config disagree on %s", id)
 		}
-		if again := p1.Assign(id, "other-task", ""); again.Name != a.Name {
+		if again := arm(t, p1, id, "other-task", ""); again.Name != a.Name {
 			t.Fatalf("episode %s moved arms", id)
 		}
 		counts[a.Name]++
@@ -33,28 +33,59 @@ func TestAssignWeightsAndStickiness(t *testing.T) {
 	}
 }
 
-func TestStickyTaskAndOverride(t *testing.T) {
+func TestStickyTask(t *testing.T) {
 	arms := []Arm{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}}
 	p, _ := New("exp", StickyTask, false, arms)
-	first := p.Assign("ep-1", "task-9", "")
+	first := arm(t, p, "ep-1", "task-9", "")
 	for i := range 50 {
-		if got := p.Assign(fmt.Sprintf("ep-%d", i), "task-9", ""); got.Name != first.Name {
+		if got := arm(t, p, fmt.Sprintf("ep-%d", i), "task-9", ""); got.Name != first.Name {
 			t.Fatal("sticky: task moved a run of the task to another arm")
 		}
 	}
-	other := "a"
-	if first.Name == "a" {
-		other = "b"
+}
+
+// TestOverride: X-CAM-Arm picks the arm where the experiment allows overrides, and
+// one naming no arm is an error that lists the arms (it fell back to the hash, so a
+// typo went unnoticed); without overrides the header is ignored.
+func TestOverride(t *testing.T) {
+	arms := []Arm{{Name: "baseline", Weight: 1}, {Name: "cam", Weight: 1}, {Name: "rag", Weight: 0}}
+	off, _ := New("exp", StickyTask, false, arms)
+	on, _ := New("exp", StickyTask, true, arms)
+	hashed := arm(t, off, "ep-1", "task-9", "")
+	other := "baseline"
+	if hashed.Name == other {
+		other = "cam"
 	}
-	if got := p.Assign("ep-1", "task-9", other); got.Name != first.Name {
-		t.Fatal("override honoured although allow_override is false")
+	for _, tt := range []struct {
+		name     string
+		p        *Policy
+		override string
+		want     string // the arm, or the error
+	}{
+		{"no header", on, "", hashed.Name},
+		{"allowed", on, other, other},
+		{"allowed, an arm without traffic", on, "rag", "rag"},
+		{"allowed, no such arm", on, "cotnrol", `"cotnrol" is not an arm of experiment "exp"; its arms: baseline, cam, rag`},
+		{"allowed, case differs", on, "CAM", `"CAM" is not an arm of experiment "exp"; its arms: baseline, cam, rag`},
+		{"not allowed", off, other, hashed.Name},
+		{"not allowed, no such arm", off, "cotnrol", hashed.Name},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := tt.p.Assign("ep-1", "task-9", tt.override)
+			got := a.Name
+			if err != nil {
+				got = err.Error()
+				if _, ok := err.(*UnknownArmError); !ok {
+					t.Errorf("error %T, want *UnknownArmError", err)
+				}
+			}
+			if got != tt.want {
+				t.Errorf("Assign(%q) = %s, want %s", tt.override, got, tt.want)
+			}
+		})
 	}
-	po, _ := New("exp", StickyTask, true, arms)
-	if got := po.Assign("ep-1", "task-9", other); got.Name != other {
-		t.Fatal("override ignored although allowed")
-	}
-	if got := po.Assign("ep-1", "task-9", "nope"); got.Name != first.Name {
-		t.Fatal("unknown override arm must fall back to the hash")
+	if !on.AllowOverride() || off.AllowOverride() {
+		t.Error("AllowOverride does not say what New was given")
 	}
 }
 
@@ -67,8 +98,18 @@ func TestNewRejects(t *testing.T) {
 	}
 	p, _ := New("x", StickyEpisode, false, []Arm{{Name: "a", Weight: 0}, {Name: "b", Weight: 1}})
 	for i := range 1000 {
-		if p.Assign(fmt.Sprint(i), "", "").Name != "b" {
+		if arm(t, p, fmt.Sprint(i), "", "").Name != "b" {
 			t.Fatal("zero-weight arm got traffic")
 		}
 	}
+}
+
+// arm is p.Assign that fails t on an error.
+func arm(t testing.TB, p *Policy, episodeID, taskID, override string) Arm {
+	t.Helper()
+	a, err := p.Assign(episodeID, taskID, override)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

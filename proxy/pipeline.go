@@ -24,8 +24,11 @@ const (
 	hdrEpisode = "X-CAM-Episode-Id"
 	hdrTask    = "X-CAM-Task-Id"
 	hdrArm     = "X-CAM-Arm"
-	hdrSkip    = "X-CAM-Skip"
-	hdrContext = "X-CAM-Context"
+	// hdrOverride answers "ignored" to a call that sent X-CAM-Arm to an experiment
+	// whose allow_override is off, so the header's doing nothing is seen.
+	hdrOverride = "X-CAM-Arm-Override"
+	hdrSkip     = "X-CAM-Skip"
+	hdrContext  = "X-CAM-Context"
 )
 
 // storeTimeout bounds each episode-store call on the request path; a slow store is
@@ -66,7 +69,12 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 		return
 	}
 	if c.isNew {
-		c.arm(fc)
+		if e := c.arm(fc); e != nil {
+			c.span.SetStatus(codes.Error, e.Msg)
+			c.span.End()
+			s.fail(fc, rt, e)
+			return
+		}
 		c.context()
 		c.open()
 	}
@@ -81,12 +89,16 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 	propagate(c.sctx, s, fc)
 	// Read before forwarding: once a stream starts, c belongs to the relay.
 	id, arm, source := c.ep.ID, c.ep.Arm, c.source
+	ignored := len(fc.Request.Header.Peek(hdrArm)) > 0 && !c.run.Policy.AllowOverride()
 	s.forward(fc, rt.up, out, true, rt.style, c) // c.done records the turn
 	s.putSpliceBuf(rt.up, buf)                   // written upstream by now
 	h := &fc.Response.Header
 	h.Set(hdrEpisode, id)
 	h.Set(hdrArm, arm)
 	h.Set(hdrContext, source)
+	if ignored {
+		h.Set(hdrOverride, "ignored")
+	}
 }
 
 // parse is step 1: the call's method, opt-out header and media type, then its body
@@ -158,10 +170,16 @@ func (c *call) episode(fc *fasthttp.RequestCtx) *Error {
 	return nil
 }
 
-// arm is step 3: a new episode's arm, from the experiment's policy (X-CAM-Arm pins it).
-func (c *call) arm(fc *fasthttp.RequestCtx) {
-	a := c.run.Policy.Assign(c.ep.ID, c.ep.TaskID, string(fc.Request.Header.Peek(hdrArm)))
+// arm is step 3: a new episode's arm, from the experiment's policy (X-CAM-Arm pins it
+// where the experiment allows overrides). An X-CAM-Arm naming no arm is refused
+// before any augmenter is called: hashed to an arm, a typo went unnoticed.
+func (c *call) arm(fc *fasthttp.RequestCtx) *Error {
+	a, err := c.run.Policy.Assign(c.ep.ID, c.ep.TaskID, string(fc.Request.Header.Peek(hdrArm)))
+	if err != nil {
+		return badRequest("%s: %v", hdrArm, err)
+	}
 	c.ep.Arm, c.augmenter = a.Name, a.Augmenter
+	return nil
 }
 
 // context is step 4: a new episode's context from its arm's augmenter, through the
