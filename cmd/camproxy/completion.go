@@ -31,6 +31,7 @@ var commands = map[string][]string{
 	"inject":     {"serve"},
 	"config":     {"check"},
 	"task":       {"explain"},
+	"dev":        {"upstream"},
 	"completion": nil,
 	"version":    nil,
 	"help":       nil,

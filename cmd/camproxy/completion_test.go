@@ -29,7 +29,7 @@ func TestCompletionCandidates(t *testing.T) {
 		want  []string // exactly, sorted
 		has   []string // at least these
 	}{
-		{name: "commands", words: []string{""}, want: []string{"completion", "config", "help", "inject", "replay", "report", "serve", "task", "train", "version"}},
+		{name: "commands", words: []string{""}, want: []string{"completion", "config", "dev", "help", "inject", "replay", "report", "serve", "task", "train", "version"}},
 		{name: "nothing typed yet", words: nil, has: []string{"serve", "config"}},
 		{name: "command prefix", words: []string{"re"}, want: []string{"replay", "report"}},
 		{name: "subcommands", words: []string{"replay", ""}, want: []string{"export", "import", "stats"}},

@@ -87,6 +87,8 @@ Usage:
   camproxy task explain FILE [--protocol openai|responses|anthropic|bedrock] [--format text|json]
                                    the task rule that matches a request body, its task text and the
                                    task id the proxy records for it (protocol told from the body)
+  camproxy dev upstream [--listen 127.0.0.1:8000]
+                                   a fake OpenAI-compatible model for trying camproxy without one
   camproxy completion bash|zsh|fish
                                    print the shell completion script (source <(camproxy completion bash))
   camproxy version [--json]        the version, commit, Go version and platform (--version: one line)
@@ -116,6 +118,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return configCmd(args[1:], stdout, stderr, getenv)
 	case "task":
 		return taskCmd(args[1:], os.Stdin, stdout, stderr, getenv)
+	case "dev":
+		return devCmd(ctx, args[1:], stdout, stderr)
 	case "completion":
 		return completionCmd(args[1:], stdout, stderr)
 	case "__complete": // for the completion scripts
