@@ -9,10 +9,10 @@ COPY . .
 ARG VERSION=dev
 ARG COMMIT=""
 ARG TARGETOS TARGETARCH
+# The release's own build (scripts/release-build.sh, which `make test` runs too).
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
-      -o /out/camproxy ./cmd/camproxy
+    VERSION=${VERSION} COMMIT=${COMMIT} ARCHIVE=0 ./scripts/release-build.sh -o /out "$TARGETOS/$TARGETARCH" && \
+    mv /out/camproxy_*_"$TARGETOS"_"$TARGETARCH"/camproxy /out/camproxy
 
 # static-debian12: CA certificates, tzdata and /etc/passwd, no shell, no libc.
 FROM gcr.io/distroless/static-debian12:nonroot

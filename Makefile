@@ -72,3 +72,10 @@ docker:
 
 clean:
 	rm -rf bin camproxy-data
+
+## release-build: the release's binaries for every target in dist/ (scripts/release-build.sh; no Docker).
+## `make test` runs it, so a target that stops compiling fails here, not on a tag.
+.PHONY: release-build
+release-build:
+	VERSION=$(VERSION) COMMIT=$(COMMIT) GO=$(GO) ./scripts/release-build.sh -o dist
+test: release-build

@@ -1,6 +1,8 @@
 package inject
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"net"
 	"net/url"
@@ -12,6 +14,12 @@ import (
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/cli/values"
+	"helm.sh/helm/v3/pkg/getter"
+	"helm.sh/helm/v3/pkg/releaseutil"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -22,8 +30,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/camproxy/camproxy/config"
@@ -89,16 +95,17 @@ type (
 
 // kinds is every kind the manifests may hold, with its Go type; anything else fails.
 var kinds = map[string]func() any{
-	"v1/Namespace":                                    func() any { return &corev1.Namespace{} },
-	"v1/ServiceAccount":                               func() any { return &corev1.ServiceAccount{} },
-	"v1/Service":                                      func() any { return &corev1.Service{} },
-	"v1/ConfigMap":                                    func() any { return &corev1.ConfigMap{} },
-	"apps/v1/Deployment":                              func() any { return &appsv1.Deployment{} },
-	"apps/v1/StatefulSet":                             func() any { return &appsv1.StatefulSet{} },
-	"batch/v1/Job":                                    func() any { return &batchv1.Job{} },
-	"autoscaling/v2/HorizontalPodAutoscaler":          func() any { return &autoscalingv2.HorizontalPodAutoscaler{} },
-	"policy/v1/PodDisruptionBudget":                   func() any { return &policyv1.PodDisruptionBudget{} },
-	"rbac.authorization.k8s.io/v1/ClusterRole":        func() any { return &rbacv1.ClusterRole{} },
+	"v1/Namespace":                             func() any { return &corev1.Namespace{} },
+	"v1/ServiceAccount":                        func() any { return &corev1.ServiceAccount{} },
+	"v1/Service":                               func() any { return &corev1.Service{} },
+	"v1/ConfigMap":                             func() any { return &corev1.ConfigMap{} },
+	"v1/Secret":                                func() any { return &corev1.Secret{} },
+	"apps/v1/Deployment":                       func() any { return &appsv1.Deployment{} },
+	"apps/v1/StatefulSet":                      func() any { return &appsv1.StatefulSet{} },
+	"batch/v1/Job":                             func() any { return &batchv1.Job{} },
+	"autoscaling/v2/HorizontalPodAutoscaler":   func() any { return &autoscalingv2.HorizontalPodAutoscaler{} },
+	"policy/v1/PodDisruptionBudget":            func() any { return &policyv1.PodDisruptionBudget{} },
+	"rbac.authorization.k8s.io/v1/ClusterRole": func() any { return &rbacv1.ClusterRole{} },
 	"rbac.authorization.k8s.io/v1/ClusterRoleBinding": func() any { return &rbacv1.ClusterRoleBinding{} },
 	"admissionregistration.k8s.io/v1/MutatingWebhookConfiguration": func() any {
 		return &admissionregistrationv1.MutatingWebhookConfiguration{}
@@ -111,43 +118,97 @@ var kinds = map[string]func() any{
 
 var clusterScoped = []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
 
-// rendered is one kustomization's output, every object strict-decoded.
+// rendered is one install's manifests, every object strict-decoded.
 type rendered struct {
 	objs map[string]any // "Kind namespace/name" → typed object
 }
 
 func key(kind, ns, name string) string { return kind + " " + ns + "/" + name }
 
-// render builds deploy/DIR with kustomize's own library, as `kubectl apply -k` does.
-func render(t *testing.T, dir string) *rendered {
+// chartDir is the Helm chart, the one install of camproxy on Kubernetes.
+var chartDir = filepath.Join("..", "deploy", "helm", "camproxy")
+
+// install is one `helm install --dry-run` of the chart: its release, namespace,
+// values files (relative to the chart) and --set values.
+type install struct {
+	release, namespace string
+	files              []string
+	set                []string
+}
+
+// renderChart runs the install with Helm's own library, client-only, as `helm
+// install --dry-run` (or `helm template`) does: the chart's kubeVersion, the
+// values schema and every template are checked.
+func renderChart(t *testing.T, in install) (*rendered, error) {
 	t.Helper()
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	m, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join("..", "deploy", dir))
+	ch, err := loader.Load(chartDir)
 	if err != nil {
-		t.Fatalf("kustomize build deploy/%s: %v", dir, err)
+		t.Fatalf("load the chart: %v", err)
+	}
+	var files []string
+	for _, f := range in.files {
+		files = append(files, filepath.Join(chartDir, f))
+	}
+	vals, err := (&values.Options{ValueFiles: files, Values: in.set}).MergeValues(getter.Providers{})
+	if err != nil {
+		t.Fatalf("values %v %v: %v", in.files, in.set, err)
+	}
+	cfg := &action.Configuration{Log: t.Logf}
+	inst := action.NewInstall(cfg)
+	inst.DryRun, inst.ClientOnly, inst.Replace = true, true, true
+	inst.ReleaseName, inst.Namespace = in.release, in.namespace
+	// The oldest Kubernetes with native sidecars, which the chart's kubeVersion asks for.
+	inst.KubeVersion = &chartutil.KubeVersion{Version: "v1.29.0", Major: "1", Minor: "29"}
+	rel, err := inst.Run(ch, vals)
+	if err != nil {
+		return nil, err
+	}
+	if len(rel.Hooks) != 0 {
+		t.Errorf("%d hooks: the chart has none", len(rel.Hooks))
 	}
 	r := &rendered{objs: map[string]any{}}
-	for _, res := range m.Resources() {
-		y, err := res.AsYAML()
-		if err != nil {
-			t.Fatal(err)
+	for _, doc := range releaseutil.SplitManifests(rel.Manifest) {
+		var head struct {
+			metav1.TypeMeta   `json:",inline"`
+			metav1.ObjectMeta `json:"metadata"`
 		}
-		gvk := res.GetApiVersion() + "/" + res.GetKind()
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+			t.Fatalf("%v\n%s", err, doc)
+		}
+		if head.Kind == "" {
+			continue // a template that rendered nothing but comments
+		}
+		gvk := head.APIVersion + "/" + head.Kind
 		newObj, ok := kinds[gvk]
 		if !ok {
-			t.Errorf("deploy/%s: %s %s: a kind this test does not know", dir, gvk, res.GetName())
+			t.Errorf("%s %s: a kind this test does not know", gvk, head.Name)
 			continue
 		}
 		obj := newObj()
-		if err := yaml.UnmarshalStrict(y, obj); err != nil {
-			t.Errorf("deploy/%s: %s %s does not strict-decode into %T: %v", dir, gvk, res.GetName(), obj, err)
+		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			t.Errorf("%s %s does not strict-decode into %T: %v\n%s", gvk, head.Name, obj, err, doc)
 			continue
 		}
-		ns := res.GetNamespace()
-		if slices.Contains(clusterScoped, res.GetKind()) != (ns == "") {
-			t.Errorf("deploy/%s: %s %s: namespace %q", dir, res.GetKind(), res.GetName(), ns)
+		if slices.Contains(clusterScoped, head.Kind) != (head.Namespace == "") {
+			t.Errorf("%s %s: namespace %q", head.Kind, head.Name, head.Namespace)
 		}
-		r.objs[key(res.GetKind(), ns, res.GetName())] = obj
+		k := key(head.Kind, head.Namespace, head.Name)
+		if _, dup := r.objs[k]; dup {
+			t.Errorf("%s rendered twice", k)
+		}
+		r.objs[k] = obj
+		if head.Labels["app.kubernetes.io/instance"] != in.release || head.Labels["app.kubernetes.io/part-of"] != "camproxy" {
+			t.Errorf("%s: labels %v do not name the release", k, head.Labels)
+		}
+	}
+	return r, nil
+}
+
+func render(t *testing.T, in install) *rendered {
+	t.Helper()
+	r, err := renderChart(t, in)
+	if err != nil {
+		t.Fatalf("helm install --dry-run %+v: %v", in, err)
 	}
 	return r
 }
@@ -330,11 +391,17 @@ func serviceURL(t *testing.T, r *rendered, what, u string) *corev1.Service {
 	return s
 }
 
-// checkCamproxy checks the base's own contract: the injector and its webhook, the
+// names are a release's object names: the gateway's is the chart's fullname.
+type objNames struct{ ns, gateway, injector, redis, cam string }
+
+func releaseNames(ns, fullname string) objNames {
+	return objNames{ns, fullname, fullname + "-injector", fullname + "-redis", fullname + "-cam"}
+}
+
+// checkCamproxy checks the chart's own contract: the injector and its webhook, the
 // config every sidecar reads, the gateway, Redis and the CAM agree with each other.
-func checkCamproxy(t *testing.T, r *rendered) (injector *appsv1.Deployment, opts Options) {
-	const ns = "camproxy"
-	injector = get[appsv1.Deployment](t, r, "Deployment", ns, "camproxy-injector")
+func checkCamproxy(t *testing.T, r *rendered, n objNames) (injector *appsv1.Deployment, opts Options, gw *config.Config) {
+	injector = get[appsv1.Deployment](t, r, "Deployment", n.ns, n.injector)
 	pod := injector.Spec.Template
 	c := pod.Spec.Containers[0]
 	if c.Args[0] != "inject" || c.Args[1] != "serve" {
@@ -344,9 +411,15 @@ func checkCamproxy(t *testing.T, r *rendered) (injector *appsv1.Deployment, opts
 	if v, ok := flagValue(c.Args, "self-label"); ok {
 		opts.SelfLabel = v
 	}
+	if v, ok := flagValue(c.Args, "config-map"); ok {
+		opts.ConfigMap = v
+	}
 	selfKey, selfValue, _ := strings.Cut(opts.SelfLabel, "=")
 	if pod.Labels[selfKey] != selfValue {
 		t.Errorf("the injector's pods lack its self label %s: it could inject itself", opts.SelfLabel)
+	}
+	if img, _ := flagValue(c.Args, "image"); img != c.Image {
+		t.Errorf("sidecars run %q, the injector %q: the chart's camproxy is one version", img, c.Image)
 	}
 	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
 		return e.Name == "POD_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace"
@@ -355,10 +428,7 @@ func checkCamproxy(t *testing.T, r *rendered) (injector *appsv1.Deployment, opts
 	}
 
 	// The webhook configuration calls this injector, on the paths it serves.
-	mwc := get[admissionregistrationv1.MutatingWebhookConfiguration](t, r, "MutatingWebhookConfiguration", "", "camproxy-injector")
-	if v, _ := flagValue(c.Args, "webhook-config"); v != mwc.Name {
-		t.Errorf("--webhook-config %q, the configuration is %q", v, mwc.Name)
-	}
+	mwc := get[admissionregistrationv1.MutatingWebhookConfiguration](t, r, "MutatingWebhookConfiguration", "", n.injector)
 	listen, _ := flagValue(c.Args, "listen")
 	_, listenPort, _ := net.SplitHostPort(listen)
 	paths := map[string]bool{}
@@ -373,9 +443,6 @@ func checkCamproxy(t *testing.T, r *rendered) (injector *appsv1.Deployment, opts
 		svc := get[corev1.Service](t, r, "Service", ref.Namespace, ref.Name)
 		if ref.Namespace != injector.Namespace || !selects(t, &metav1.LabelSelector{MatchLabels: svc.Spec.Selector}, pod.Labels) {
 			t.Errorf("webhook %s calls Service %s/%s, which is not the injector's", w.Name, ref.Namespace, ref.Name)
-		}
-		if v, _ := flagValue(c.Args, "service"); v != ref.Name {
-			t.Errorf("--service %q: the self-signed certificate would not name %s", v, ref.Name)
 		}
 		i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == *ref.Port })
 		if i < 0 {
@@ -413,6 +480,7 @@ func checkCamproxy(t *testing.T, r *rendered) (injector *appsv1.Deployment, opts
 		{map[string]string{"kubernetes.io/metadata.name": "research", LabelNamespace: "disabled"}, PathPod},
 		{map[string]string{"kubernetes.io/metadata.name": "kube-system"}, ""},
 		{map[string]string{"kubernetes.io/metadata.name": injector.Namespace}, ""},
+		{map[string]string{"kubernetes.io/metadata.name": injector.Namespace, LabelNamespace: NamespaceEnabled}, ""},
 	} {
 		var got []string
 		for _, w := range mwc.Webhooks {
@@ -428,24 +496,36 @@ func checkCamproxy(t *testing.T, r *rendered) (injector *appsv1.Deployment, opts
 		}
 	}
 
-	// RBAC: get and patch this configuration, nothing else.
-	crb := get[rbacv1.ClusterRoleBinding](t, r, "ClusterRoleBinding", "", "camproxy-injector")
-	if !slices.ContainsFunc(crb.Subjects, func(s rbacv1.Subject) bool {
-		return s.Kind == "ServiceAccount" && s.Name == pod.Spec.ServiceAccountName && s.Namespace == injector.Namespace
-	}) {
-		t.Errorf("ClusterRoleBinding subjects %+v: not the injector's service account %s/%s", crb.Subjects, injector.Namespace, pod.Spec.ServiceAccountName)
+	// TLS: the injector serves the pair of a mounted Secret and touches no API, so
+	// it has no token and no RBAC.
+	certFile, ok1 := flagValue(c.Args, "tls-cert")
+	keyFile, ok2 := flagValue(c.Args, "tls-key")
+	if !ok1 || !ok2 {
+		t.Fatalf("injector args %v: no mounted pair", c.Args)
+	}
+	vol := slices.IndexFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Name != "" })
+	if vol < 0 {
+		t.Fatal("the injector mounts no Secret")
+	}
+	m := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == pod.Spec.Volumes[vol].Name })
+	if m < 0 || filepath.Join(c.VolumeMounts[m].MountPath, "tls.crt") != certFile || filepath.Join(c.VolumeMounts[m].MountPath, "tls.key") != keyFile {
+		t.Errorf("--tls-cert %s --tls-key %s are not in the Secret's mount", certFile, keyFile)
+	}
+	if a := pod.Spec.AutomountServiceAccountToken; a == nil || *a {
+		t.Error("the injector's pods get an API token they do not need")
 	}
 	get[corev1.ServiceAccount](t, r, "ServiceAccount", injector.Namespace, pod.Spec.ServiceAccountName)
-	role := get[rbacv1.ClusterRole](t, r, crb.RoleRef.Kind, "", crb.RoleRef.Name)
-	if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].ResourceNames, []string{mwc.Name}) ||
-		!slices.Equal(role.Rules[0].Resources, []string{"mutatingwebhookconfigurations"}) ||
-		!slices.Equal(role.Rules[0].Verbs, []string{"get", "patch"}) {
-		t.Errorf("ClusterRole rules %+v", role.Rules)
+	if n := len(all[rbacv1.ClusterRole](r)) + len(all[rbacv1.ClusterRoleBinding](r)); n != 0 {
+		t.Errorf("%d RBAC objects: the injector with a mounted pair needs none", n)
+	}
+	tlsSecret := pod.Spec.Volumes[vol].Secret.SecretName
+	if len(all[certificate](r)) == 0 {
+		checkChartTLS(t, r, mwc, get[corev1.Secret](t, r, "Secret", n.ns, tlsSecret))
 	}
 
 	// The config: valid for the gateway and for sidecars, pinned or not; the arms the
 	// injector can pin are the config's; every host is a rendered Service.
-	cm := get[corev1.ConfigMap](t, r, "ConfigMap", ns, "camproxy")
+	cm := get[corev1.ConfigMap](t, r, "ConfigMap", n.ns, n.gateway)
 	if v, _ := flagValue(c.Args, "config-map"); v != cm.Name {
 		t.Errorf("--config-map %q, the ConfigMap is %q", v, cm.Name)
 	}
@@ -454,7 +534,7 @@ func checkCamproxy(t *testing.T, r *rendered) (injector *appsv1.Deployment, opts
 	if err := opts.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	gw := sidecarConfig(t, cm, opts, nil)
+	gw = sidecarConfig(t, cm, opts, nil)
 	var cfgArms []string
 	for _, a := range gw.Experiment.Arms {
 		cfgArms = append(cfgArms, a.Name)
@@ -473,11 +553,30 @@ func checkCamproxy(t *testing.T, r *rendered) (injector *appsv1.Deployment, opts
 	if gw.Cache.RedisURL == "" || gw.Episodes.Store != config.StoreRedis || len(gw.Replay.Sinks) != 1 || strings.HasPrefix(gw.Replay.Sinks[0], "file:") {
 		t.Errorf("the fleet must share Redis and one replay sink: cache %q episodes %q sinks %v", gw.Cache.RedisURL, gw.Episodes.Store, gw.Replay.Sinks)
 	}
-	for what, u := range map[string]string{"cache.redis_url": gw.Cache.RedisURL, "replay.sinks[0]": gw.Replay.Sinks[0], "augmenters.cam.base_url": gw.Augmenters["cam"].BaseURL} {
+	hosts := map[string]string{}
+	if _, ok := r.objs[key("StatefulSet", n.ns, n.redis)]; ok {
+		hosts["cache.redis_url"], hosts["replay.sinks[0]"] = gw.Cache.RedisURL, gw.Replay.Sinks[0]
+	}
+	if cam, ok := gw.Augmenters["cam"]; ok {
+		hosts["augmenters.cam.base_url"] = cam.BaseURL
+	}
+	for what, u := range hosts {
 		serviceURL(t, r, what, u)
 	}
 	if strings.HasPrefix(gw.Replay.SpoolDir, "/") {
 		t.Errorf("replay.spool_dir %q: keep it relative, under the working dir (the emptyDir)", gw.Replay.SpoolDir)
+	}
+	// A file an augmenter reads is in the ConfigMap, which the gateway and every
+	// sidecar mount at ConfigDir.
+	for name, a := range gw.Augmenters {
+		for _, f := range []string{a.File, a.GuidanceFile} {
+			if f == "" {
+				continue
+			}
+			if dir, base := filepath.Split(f); filepath.Clean(dir) != ConfigDir || cm.Data[base] == "" {
+				t.Errorf("augmenters.%s reads %s: not a key of the ConfigMap %s mounted at %s", name, f, cm.Name, ConfigDir)
+			}
+		}
 	}
 	for _, arm := range opts.Arms {
 		s, err := opts.readSettings(map[string]string{AnnotationArm: arm, AnnotationExperiment: "pinned-" + arm})
@@ -499,12 +598,17 @@ func checkCamproxy(t *testing.T, r *rendered) (injector *appsv1.Deployment, opts
 		}
 	}
 
-	// The gateway runs that config as the sidecar does.
-	gwd := get[appsv1.Deployment](t, r, "Deployment", ns, "camproxy")
+	// The gateway runs that config as the sidecar does, with its token from a Secret.
+	gwd := get[appsv1.Deployment](t, r, "Deployment", n.ns, n.gateway)
 	gc := gwd.Spec.Template.Spec.Containers[0]
-	if i := slices.IndexFunc(gc.Env, func(e corev1.EnvVar) bool { return e.Name == "CAMPROXY_ADMIN_TOKEN" }); i < 0 ||
-		gc.Env[i].ValueFrom == nil || gc.Env[i].ValueFrom.SecretKeyRef == nil {
-		t.Errorf("the gateway's CAMPROXY_ADMIN_TOKEN does not come from a Secret: %+v", gc.Env)
+	i := slices.IndexFunc(gc.Env, func(e corev1.EnvVar) bool { return e.Name == "CAMPROXY_ADMIN_TOKEN" })
+	if i < 0 || gc.Env[i].ValueFrom == nil || gc.Env[i].ValueFrom.SecretKeyRef == nil {
+		t.Fatalf("the gateway's CAMPROXY_ADMIN_TOKEN does not come from a Secret: %+v", gc.Env)
+	}
+	if ref := gc.Env[i].ValueFrom.SecretKeyRef; ref.Optional != nil && *ref.Optional {
+		t.Error("the admin token's Secret is optional: a gateway without it does not start")
+	} else if s, ok := r.objs[key("Secret", n.ns, ref.Name)].(*corev1.Secret); ok && len(s.Data[ref.Key]) < 32 {
+		t.Errorf("Secret %s key %s: %d bytes, want a token of 32 or more", ref.Name, ref.Key, len(s.Data[ref.Key]))
 	}
 	if !slices.Equal(gc.Args, []string{"serve", "--config", ConfigDir + "/" + ConfigKey}) || gc.WorkingDir != DataDir {
 		t.Errorf("gateway args %v workingDir %s", gc.Args, gc.WorkingDir)
@@ -515,44 +619,124 @@ func checkCamproxy(t *testing.T, r *rendered) (injector *appsv1.Deployment, opts
 	if s := gwd.Spec.Template.Spec.TerminationGracePeriodSeconds; s == nil || int(*s) <= int(gw.Server.ShutdownGrace.Seconds()) {
 		t.Errorf("gateway terminationGracePeriodSeconds %v: not longer than server.shutdown_grace %s", s, gw.Server.ShutdownGrace)
 	}
-	get[policyv1.PodDisruptionBudget](t, r, "PodDisruptionBudget", ns, "camproxy")
-	get[autoscalingv2.HorizontalPodAutoscaler](t, r, "HorizontalPodAutoscaler", ns, "camproxy")
 
-	// The CAM serves the model the config asks for, on GPUs, with /health probes.
-	cam := get[appsv1.Deployment](t, r, "Deployment", ns, "camproxy-cam")
+	// The CAM, when the config has one on the cluster, serves the model it asks
+	// for, on GPUs, with /health probes.
+	if _, ok := gw.Augmenters["cam"]; !ok {
+		return injector, opts, gw
+	}
+	cam := get[appsv1.Deployment](t, r, "Deployment", n.ns, n.cam)
 	vc := cam.Spec.Template.Spec.Containers[0]
 	if v, _ := flagValue(vc.Args, "served-model-name"); v != gw.Augmenters["cam"].Model || !slices.Equal(vc.Command, []string{"vllm", "serve"}) {
 		t.Errorf("vLLM %v %v: does not serve the model %q", vc.Command, vc.Args, gw.Augmenters["cam"].Model)
 	}
-	if gpu := vc.Resources.Limits["nvidia.com/gpu"]; gpu.Value() < 1 {
-		t.Error("the CAM has no GPU")
+	gpu := vc.Resources.Limits["nvidia.com/gpu"]
+	if tp, _ := flagValue(vc.Args, "tensor-parallel-size"); gpu.Value() < 1 || tp != strconv.FormatInt(gpu.Value(), 10) {
+		t.Errorf("the CAM has %d GPUs and --tensor-parallel-size=%s", gpu.Value(), tp)
 	}
 	for _, p := range []*corev1.Probe{vc.StartupProbe, vc.ReadinessProbe, vc.LivenessProbe} {
 		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/health" {
 			t.Errorf("vLLM probe %+v: want GET /health", p)
 		}
 	}
-	return injector, opts
+	return injector, opts, gw
 }
 
-func TestDeployBase(t *testing.T) {
-	r := render(t, "base")
-	checkCommon(t, r)
-	injector, _ := checkCamproxy(t, r)
-	if _, ok := flagValue(injector.Spec.Template.Spec.Containers[0].Args, "tls-cert"); ok {
-		t.Error("the base uses a self-signed pair, not a mounted one")
+// checkChartTLS: the pair the chart made serves the name the apiserver calls and
+// chains to the caBundle of every webhook.
+func checkChartTLS(t *testing.T, r *rendered, mwc *admissionregistrationv1.MutatingWebhookConfiguration, s *corev1.Secret) {
+	t.Helper()
+	if s.Type != corev1.SecretTypeTLS {
+		t.Errorf("Secret %s: type %s", s.Name, s.Type)
 	}
-	get[appsv1.StatefulSet](t, r, "StatefulSet", "camproxy", "camproxy-redis")
+	pair, err := tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"])
+	if err != nil {
+		t.Fatalf("Secret %s: %v", s.Name, err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range mwc.Webhooks {
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(w.ClientConfig.CABundle) {
+			t.Errorf("webhook %s: no caBundle", w.Name)
+			continue
+		}
+		ref := w.ClientConfig.Service
+		name := ref.Name + "." + ref.Namespace + ".svc"
+		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("webhook %s: the apiserver calling %s would refuse the injector's certificate: %v", w.Name, name, err)
+		}
+	}
 }
 
-func TestDeployPaper(t *testing.T) {
-	r := render(t, "overlays/paper")
+// gpus is every GPU the install asks for.
+func gpus(r *rendered) int64 {
+	var total int64
+	for _, w := range workloads(r) {
+		for _, c := range w.pod.Spec.Containers {
+			q := c.Resources.Limits["nvidia.com/gpu"]
+			total += int64(w.replicas) * q.Value()
+		}
+	}
+	return total
+}
+
+func TestChartDefault(t *testing.T) {
+	r := render(t, install{release: "camproxy", namespace: "camproxy"})
 	checkCommon(t, r)
-	_, opts := checkCamproxy(t, r)
-	cam := get[appsv1.Deployment](t, r, "Deployment", "camproxy", "camproxy-cam")
-	gpu := cam.Spec.Template.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"]
-	if total := int64(*cam.Spec.Replicas) * gpu.Value(); total != 8 {
-		t.Errorf("the CAM has %d GPUs, the paper 8", total)
+	_, _, gw := checkCamproxy(t, r, releaseNames("camproxy", "camproxy"))
+	get[appsv1.StatefulSet](t, r, "StatefulSet", "camproxy", "camproxy-redis")
+	get[policyv1.PodDisruptionBudget](t, r, "PodDisruptionBudget", "camproxy", "camproxy")
+	get[autoscalingv2.HorizontalPodAutoscaler](t, r, "HorizontalPodAutoscaler", "camproxy", "camproxy")
+	if _, ok := gw.Augmenters["cam"]; !ok || gpus(r) != 1 {
+		t.Errorf("the default install has the CAM on %d GPUs, want one", gpus(r))
+	}
+	// Scraping needs the Prometheus Operator's CRDs: only when asked.
+	if n := len(all[serviceMonitor](r)) + len(all[podMonitor](r)); n != 0 {
+		t.Errorf("%d monitors by default", n)
+	}
+	if n := len(all[corev1.Namespace](r)); n != 0 {
+		t.Errorf("%d namespaces by default", n)
+	}
+}
+
+// TestChartGPUFree: values-gpu-free.yaml is the small install: no GPU anywhere, a
+// playbook arm whose file every sidecar finds.
+func TestChartGPUFree(t *testing.T) {
+	r := render(t, install{release: "camproxy", namespace: "camproxy", files: []string{"values-gpu-free.yaml"}})
+	checkCommon(t, r)
+	_, opts, gw := checkCamproxy(t, r, releaseNames("camproxy", "camproxy"))
+	if n := gpus(r); n != 0 {
+		t.Errorf("the GPU-free install asks for %d GPUs", n)
+	}
+	if _, ok := r.objs[key("Deployment", "camproxy", "camproxy-cam")]; ok {
+		t.Error("the GPU-free install deploys the CAM")
+	}
+	var augmenters []string
+	for _, a := range gw.Experiment.Arms {
+		if a.Augmenter != "none" {
+			augmenters = append(augmenters, gw.Augmenters[a.Augmenter].Type)
+		}
+	}
+	if !slices.Equal(augmenters, []string{config.AugmenterPlaybook}) || !slices.Equal(opts.Arms, []string{"baseline", "playbook"}) {
+		t.Errorf("arms %v use %v: want baseline and one playbook arm", opts.Arms, augmenters)
+	}
+	if pb := gw.Augmenters["playbook"]; pb.File == "" {
+		t.Error("the playbook augmenter reads no file")
+	}
+}
+
+func TestChartPaper(t *testing.T) {
+	r := render(t, install{release: "camproxy", namespace: "camproxy", files: []string{"values-paper.yaml"}})
+	checkCommon(t, r)
+	_, opts, _ := checkCamproxy(t, r, releaseNames("camproxy", "camproxy"))
+	if n := gpus(r); n != 8 {
+		t.Errorf("the CAM has %d GPUs, the paper 8", n)
+	}
+	if h := get[autoscalingv2.HorizontalPodAutoscaler](t, r, "HorizontalPodAutoscaler", "camproxy", "camproxy"); h.Spec.MaxReplicas != 50 {
+		t.Errorf("HPA maxReplicas %d", h.Spec.MaxReplicas)
 	}
 	ns := get[corev1.Namespace](t, r, "Namespace", "", "agents")
 	if ns.Labels[LabelNamespace] != NamespaceEnabled {
@@ -567,6 +751,11 @@ func TestDeployPaper(t *testing.T) {
 	if !selects(t, &sm.Spec.Selector, svc.Labels) || !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == sm.Spec.Endpoints[0].Port }) {
 		t.Errorf("ServiceMonitor %+v does not scrape the gateway Service's admin port", sm.Spec)
 	}
+	for _, s := range all[corev1.Service](r) {
+		if s.Name != svc.Name && selects(t, &sm.Spec.Selector, s.Labels) {
+			t.Errorf("ServiceMonitor also scrapes Service %s", s.Name)
+		}
+	}
 	pm := get[podMonitor](t, r, "PodMonitor", "camproxy", "camproxy-sidecars")
 	side := opts.sidecar(settings{native: true, configMap: "camproxy", port: DefaultPort, adminPort: DefaultAdminPort})
 	if pm.Spec.PodMetricsEndpoints[0].Port != side.Ports[1].Name || pm.Spec.PodMetricsEndpoints[0].Path != "/metrics" || !pm.Spec.NamespaceSelector.Any {
@@ -574,56 +763,89 @@ func TestDeployPaper(t *testing.T) {
 	}
 }
 
-func TestDeployCertManager(t *testing.T) {
-	r := render(t, "overlays/cert-manager")
+// TestChartRelease: another release name in another namespace renames every
+// object, and every host in the config follows (checkCamproxy resolves them).
+func TestChartRelease(t *testing.T) {
+	r := render(t, install{release: "edge", namespace: "llm", set: []string{"agents.namespaces={team-a}"}})
 	checkCommon(t, r)
-	injector, _ := checkCamproxy(t, r)
-	c := injector.Spec.Template.Spec.Containers[0]
-	certFile, ok1 := flagValue(c.Args, "tls-cert")
-	keyFile, ok2 := flagValue(c.Args, "tls-key")
-	if !ok1 || !ok2 {
-		t.Fatalf("injector args %v: no mounted pair", c.Args)
+	_, opts, _ := checkCamproxy(t, r, releaseNames("llm", "edge-camproxy"))
+	get[corev1.ConfigMap](t, r, "ConfigMap", "team-a", opts.ConfigMap)
+	if opts.SelfLabel != "app.kubernetes.io/name=edge-camproxy-injector" {
+		t.Errorf("--self-label %s", opts.SelfLabel)
 	}
+}
+
+func TestChartCertManager(t *testing.T) {
+	r := render(t, install{release: "camproxy", namespace: "camproxy", set: []string{"injector.certManager.enabled=true"}})
+	checkCommon(t, r)
+	injector, _, _ := checkCamproxy(t, r, releaseNames("camproxy", "camproxy"))
 	cert := get[certificate](t, r, "Certificate", "camproxy", "camproxy-injector")
 	get[issuer](t, r, cert.Spec.IssuerRef.Kind, "camproxy", cert.Spec.IssuerRef.Name)
 	mwc := get[admissionregistrationv1.MutatingWebhookConfiguration](t, r, "MutatingWebhookConfiguration", "", "camproxy-injector")
 	if got := mwc.Annotations["cert-manager.io/inject-ca-from"]; got != cert.Namespace+"/"+cert.Name {
 		t.Errorf("inject-ca-from %q, the Certificate is %s/%s", got, cert.Namespace, cert.Name)
 	}
-	ref := mwc.Webhooks[0].ClientConfig.Service
-	if !slices.Contains(cert.Spec.DNSNames, ref.Name+"."+ref.Namespace+".svc") {
-		t.Errorf("Certificate dnsNames %v: not the name the apiserver calls, %s.%s.svc", cert.Spec.DNSNames, ref.Name, ref.Namespace)
+	for _, w := range mwc.Webhooks {
+		ref := w.ClientConfig.Service
+		if !slices.Contains(cert.Spec.DNSNames, ref.Name+"."+ref.Namespace+".svc") {
+			t.Errorf("Certificate dnsNames %v: not the name the apiserver calls, %s.%s.svc", cert.Spec.DNSNames, ref.Name, ref.Namespace)
+		}
+		if len(w.ClientConfig.CABundle) != 0 {
+			t.Errorf("webhook %s: a caBundle beside cert-manager's", w.Name)
+		}
 	}
-	vol := slices.IndexFunc(injector.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+	if !slices.ContainsFunc(injector.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
 		return v.Secret != nil && v.Secret.SecretName == cert.Spec.SecretName
-	})
-	if vol < 0 {
-		t.Fatalf("the injector does not mount the Secret %s", cert.Spec.SecretName)
+	}) {
+		t.Errorf("the injector does not mount the Secret %s", cert.Spec.SecretName)
 	}
-	name := injector.Spec.Template.Spec.Volumes[vol].Name
-	m := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == name })
-	if m < 0 || filepath.Join(c.VolumeMounts[m].MountPath, "tls.crt") != certFile || filepath.Join(c.VolumeMounts[m].MountPath, "tls.key") != keyFile {
-		t.Errorf("--tls-cert %s --tls-key %s are not in the Secret's mount", certFile, keyFile)
+	if _, ok := r.objs[key("Secret", "camproxy", cert.Spec.SecretName)]; ok {
+		t.Error("the chart writes the Secret cert-manager owns")
 	}
 }
 
-func TestDeployExternalRedis(t *testing.T) {
-	r := render(t, "overlays/external-redis")
+func TestChartExternalRedis(t *testing.T) {
+	const url = "rediss://:secret@redis.example.internal:6380/2"
+	r := render(t, install{release: "camproxy", namespace: "camproxy", set: []string{"redis.enabled=false", "redis.external.url=" + url}})
 	checkCommon(t, r)
-	checkCamproxy(t, r)
+	_, _, gw := checkCamproxy(t, r, releaseNames("camproxy", "camproxy"))
 	if len(all[appsv1.StatefulSet](r)) != 0 {
 		t.Error("the in-cluster Redis is still deployed")
 	}
-	if s := get[corev1.Service](t, r, "Service", "camproxy", "camproxy-redis"); s.Spec.Type != corev1.ServiceTypeExternalName || s.Spec.ExternalName == "" {
-		t.Errorf("camproxy-redis %+v: want an ExternalName alias", s.Spec)
+	if gw.Cache.RedisURL != url || gw.Replay.Sinks[0] != url+"?stream=camproxy:replay" {
+		t.Errorf("cache %q sinks %v: want the managed Redis", gw.Cache.RedisURL, gw.Replay.Sinks)
+	}
+}
+
+// TestChartRefuses: values that would install a broken fleet fail with the key to fix.
+func TestChartRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want string
+	}{
+		{"no redis", []string{"redis.enabled=false"}, "redis.external.url"},
+		{"cam arm without cam", []string{"cam.enabled=false"}, "cam.enabled is false"},
+		{"arm twice", []string{"config.experiment.arms[0].name=a", "config.experiment.arms[0].weight=1", "config.experiment.arms[0].augmenter=none",
+			"config.experiment.arms[1].name=a", "config.experiment.arms[1].weight=1", "config.experiment.arms[1].augmenter=none"}, "names repeat"},
+		{"arm without weight", []string{"config.experiment.arms[0].name=a", "config.experiment.arms[0].augmenter=none"}, "weight"},
+		{"unknown value", []string{"gatway.replicas=1"}, "gatway"},
+		{"unknown nested value", []string{"redis.externalURL=redis://x"}, "externalURL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := renderChart(t, install{release: "camproxy", namespace: "camproxy", set: tc.set})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("--set %v: %v, want an error naming %q", tc.set, err, tc.want)
+			}
+		})
 	}
 }
 
 // TestDeployExampleAgent: the example agent Job decodes, and its pod, created in the
-// opted-in namespace, comes out of the webhook with the sidecar and the base URLs.
+// paper install's agent namespace, comes out of the webhook with the sidecar and
+// the base URLs.
 func TestDeployExampleAgent(t *testing.T) {
-	r := render(t, "agents")
-	checkCommon(t, r)
+	r := render(t, install{release: "camproxy", namespace: "camproxy", files: []string{"values-paper.yaml"}})
 	ns := get[corev1.Namespace](t, r, "Namespace", "", "agents")
 	b, err := os.ReadFile(filepath.Join("..", "deploy", "agents", "example-job.yaml"))
 	if err != nil {
@@ -664,7 +886,7 @@ func TestDeployExampleAgent(t *testing.T) {
 	}
 	for _, v := range got.Spec.Volumes {
 		if v.Name == ConfigVolume {
-			get[corev1.ConfigMap](t, r, "ConfigMap", ns.Name, v.ConfigMap.Name) // deploy/agents provides it
+			get[corev1.ConfigMap](t, r, "ConfigMap", ns.Name, v.ConfigMap.Name) // the chart's agents.namespaces provides it
 		}
 	}
 }
