@@ -21,6 +21,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/cli/values"
+	"helm.sh/helm/v3/pkg/getter"
+	"helm.sh/helm/v3/pkg/releaseutil"
+
 	"github.com/camproxy/camproxy/inject"
 	"github.com/camproxy/camproxy/internal/testkit"
 )
@@ -100,27 +107,40 @@ func TestInjectFlags(t *testing.T) {
 	}
 }
 
-// TestInjectDeployArgs: the injector's args in deploy/ (base, and with the
-// cert-manager component's additions) are accepted by this very flag parser.
+// TestInjectDeployArgs: the injector's args in the Helm chart (its own certificate,
+// and cert-manager's) are accepted by this very flag parser.
 func TestInjectDeployArgs(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "base", "injector", "deployment.yaml"))
+	ch, err := loader.Load(filepath.Join("..", "..", "deploy", "helm", "camproxy"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d appsv1.Deployment
-	if err := yaml.UnmarshalStrict(b, &d); err != nil {
-		t.Fatal(err)
-	}
-	args := d.Spec.Template.Spec.Containers[0].Args
-	for _, extra := range [][]string{nil, {"--tls-cert=/etc/camproxy-injector/tls/tls.crt", "--tls-key=/etc/camproxy-injector/tls/tls.key"}} {
-		all := append(slices.Clone(args), extra...)
-		if all[0] != "inject" || all[1] != "serve" {
-			t.Fatalf("args %v", all)
+	for _, set := range [][]string{nil, {"injector.certManager.enabled=true"}} {
+		vals, err := (&values.Options{Values: set}).MergeValues(getter.Providers{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inst := action.NewInstall(&action.Configuration{Log: t.Logf})
+		inst.DryRun, inst.ClientOnly, inst.ReleaseName, inst.Namespace = true, true, "camproxy", "camproxy"
+		inst.KubeVersion = &chartutil.KubeVersion{Version: "v1.29.0", Major: "1", Minor: "29"}
+		rel, err := inst.Run(ch, vals)
+		if err != nil {
+			t.Fatalf("%v: %v", set, err)
+		}
+		var args []string
+		for _, doc := range releaseutil.SplitManifests(rel.Manifest) {
+			var d appsv1.Deployment
+			if yaml.Unmarshal([]byte(doc), &d) == nil && d.Kind == "Deployment" && len(d.Spec.Template.Spec.Containers) > 0 &&
+				slices.Equal(d.Spec.Template.Spec.Containers[0].Args[:min(2, len(d.Spec.Template.Spec.Containers[0].Args))], []string{"inject", "serve"}) {
+				args = d.Spec.Template.Spec.Containers[0].Args
+			}
+		}
+		if args == nil {
+			t.Fatalf("%v: no Deployment runs camproxy inject serve", set)
 		}
 		var errb bytes.Buffer
 		env := map[string]string{"POD_NAMESPACE": "camproxy"}
-		if _, err := parseInjectFlags(all[2:], &errb, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
-			t.Errorf("%v: %v", all, err)
+		if _, err := parseInjectFlags(args[2:], &errb, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+			t.Errorf("%v: %v: %v", set, args, err)
 		}
 	}
 }
