@@ -34,15 +34,8 @@ func CheckTool(ctx context.Context, stage string) error {
 		if _, err := exec.LookPath("python3"); err != nil {
 			return &ToolMissingError{"python3", "veRL runs on Python 3.10 or newer"}
 		}
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute) // importing verl pulls in torch: slow, not endless
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "python3", "-c", "import verl").CombinedOutput()
-		if err != nil {
-			last := strings.TrimSpace(string(out))
-			if i := strings.LastIndexByte(last, '\n'); i >= 0 {
-				last = last[i+1:]
-			}
-			return &ToolMissingError{"python3 -m verl", fmt.Sprintf("python3 cannot import verl (%s): pip install 'verl[vllm]' (https://verl.readthedocs.io)", last)}
+		if _, err := VerlVersion(ctx); err != nil {
+			return err
 		}
 	case "grpo-ray":
 		if _, err := exec.LookPath("ray"); err != nil {
@@ -52,6 +45,28 @@ func CheckTool(ctx context.Context, stage string) error {
 		return fmt.Errorf("launch: unknown stage %q", stage)
 	}
 	return nil
+}
+
+// VerlVersion is the version of the veRL python3 imports (verl.__version__), the
+// way grpo.sh reads it to choose the reward wiring (VerlRewardMode).
+func VerlVersion(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute) // importing verl pulls in torch: slow, not endless
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "python3", "-c", "import verl; print(verl.__version__)")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		last := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndexByte(last, '\n'); i >= 0 {
+			last = last[i+1:]
+		}
+		if last == "" {
+			last = err.Error()
+		}
+		return "", &ToolMissingError{"python3 -m verl", fmt.Sprintf("python3 cannot import verl (%s): pip install 'verl[vllm]' (https://verl.readthedocs.io)", last)}
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // Launch runs argv in dir, streaming its output, until it ends or ctx is done (an

@@ -3,15 +3,8 @@ package trainer
 import (
 	"encoding/json"
 	"fmt"
-	"path"
 	"strconv"
 	"strings"
-
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // LLaMA-Factory reads a dataset through an entry of dataset_info.json that names its
@@ -66,10 +59,11 @@ func rankingDatasetInfo(file string, system bool) DatasetInfo {
 
 // Recipe is the LLaMA-Factory training recipe written to sft.yaml or dpo.yaml.
 // The SFT defaults are the CLEAR paper's: Qwen3-32B, full fine-tuning in bf16 for 5
-// epochs with 5% warm-up, the qwen3_nothink template, DeepSpeed ZeRO-3.
+// epochs with 5% warm-up, the qwen3 template, DeepSpeed ZeRO-3.
 type Recipe struct {
-	Model       string  // model_name_or_path: a hub id or a local path
+	Model       string  // model_name_or_path: "hub:ORG/NAME" or a checkpoint directory (see ResolveModel)
 	Template    string  // LLaMA-Factory chat template
+	Thinking    *bool   // enable_thinking of a reasoning template: the serving chat_template_kwargs' (nil = unset)
 	Finetuning  string  // full | lora | freeze
 	Epochs      float64 // num_train_epochs
 	LR          float64 // learning_rate
@@ -78,7 +72,7 @@ type Recipe struct {
 	BatchSize   int     // per_device_train_batch_size
 	GradAccum   int     // gradient_accumulation_steps
 	DeepSpeed   string  // "z3" (ZeRO-3), "z2", or "" (none)
-	OutputDir   string  // checkpoints, relative to --out unless absolute
+	OutputDir   string  // checkpoints, relative to --out unless absolute; written absolute
 	PrefBeta    float64 // DPO only
 	PrefLoss    string  // DPO only: sigmoid | orpo | simpo
 	GPUs        int     // GPUs per node: the Job's nvidia.com/gpu request
@@ -95,17 +89,18 @@ type Recipe struct {
 // DefaultSFTRecipe is the paper's recipe.
 func DefaultSFTRecipe() Recipe {
 	return Recipe{
-		Model: "Qwen/Qwen3-32B", Template: "qwen3_nothink", Finetuning: "full", Epochs: 5, LR: 1e-5,
-		Warmup: 0.05, CutoffLen: 8192, BatchSize: 1, GradAccum: 8, DeepSpeed: "z3", OutputDir: "saves/cam-sft",
+		Model: HubPrefix + "Qwen/Qwen3-32B", Template: "qwen3", Finetuning: "full", Epochs: 5, LR: 1e-5,
+		Warmup: 0.05, CutoffLen: 8192, BatchSize: 1, GradAccum: 8, DeepSpeed: "z3", OutputDir: SFTCheckpoint,
 		GPUs: 8, Image: "hiyouga/llamafactory:0.9.4", RunName: "camproxy-cam-sft", ReportTo: "none",
 		FlashAttn: "auto", LoggingStep: 10,
 	}
 }
 
-// DefaultDPORecipe starts from the SFT checkpoint and runs the sigmoid (DPO) loss.
+// DefaultDPORecipe starts from the SFT checkpoint (DefaultSFTModel) and runs the
+// sigmoid (DPO) loss.
 func DefaultDPORecipe() Recipe {
 	r := DefaultSFTRecipe()
-	r.Model, r.Epochs, r.LR, r.OutputDir, r.RunName = "saves/cam-sft", 2, 5e-7, "saves/cam-dpo", "camproxy-cam-dpo"
+	r.Model, r.Epochs, r.LR, r.OutputDir, r.RunName = DefaultSFTModel, 2, 5e-7, "saves/cam-dpo", "camproxy-cam-dpo"
 	r.PrefBeta, r.PrefLoss = 0.1, "sigmoid"
 	return r
 }
@@ -118,6 +113,9 @@ func (r Recipe) Validate(stage string) error {
 	}
 	if r.Template == "" {
 		p = append(p, "the template is empty")
+	}
+	if msg := r.checkTemplate(); msg != "" {
+		p = append(p, msg)
 	}
 	switch r.Finetuning {
 	case "full", "lora", "freeze":
@@ -241,6 +239,9 @@ func llamaFactoryYAML(stage string, r Recipe, train, val string, system bool) st
 		d.kv("eval_dataset", val)
 	}
 	d.kv("template", r.Template)
+	if r.Thinking != nil {
+		d.kv("enable_thinking", *r.Thinking) // read by reasoning templates (ReasoningTemplate) only
+	}
 	d.kv("cutoff_len", r.CutoffLen)
 	d.kv("overwrite_cache", true)
 	d.kv("preprocessing_num_workers", 16)
@@ -316,55 +317,4 @@ fi
 export FORCE_TORCHRUN="${FORCE_TORCHRUN:-1}"
 exec llamafactory-cli train %[1]s.yaml "$@"
 `, stage)
-}
-
-// jobMountPath is where the Job mounts --out.
-const jobMountPath = "/workspace/camproxy-train"
-
-// jobManifest is a Kubernetes Job that runs run.sh on one node with r.GPUs GPUs.
-// --out must be on the claim r.PVC at the same relative place as it is here: the
-// Job mounts the claim and runs run.sh in the sub-path sub.
-func jobManifest(r Recipe, sub string) ([]byte, error) {
-	gpus := resource.MustParse(strconv.Itoa(r.GPUs))
-	backoff, ttl := int32(0), int32(7*24*3600)
-	vol := corev1.Volume{Name: "train", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
-	if r.PVC != "" {
-		vol.VolumeSource = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: r.PVC}}
-	}
-	shm := resource.MustParse("64Gi")
-	job := batchv1.Job{
-		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{Name: r.RunName, Namespace: r.Namespace,
-			Labels: map[string]string{"app.kubernetes.io/name": "camproxy-train", "app.kubernetes.io/component": r.RunName}},
-		Spec: batchv1.JobSpec{
-			BackoffLimit:            &backoff, // a failed training run needs a look, not a blind restart
-			TTLSecondsAfterFinished: &ttl,
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/name": "camproxy-train"}},
-				Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyNever,
-					Containers: []corev1.Container{{
-						Name:       "train",
-						Image:      r.Image,
-						Command:    []string{"bash", path.Join(jobMountPath, sub, "run.sh")},
-						WorkingDir: path.Join(jobMountPath, sub),
-						Env:        []corev1.EnvVar{{Name: "FORCE_TORCHRUN", Value: "1"}, {Name: "HF_HOME", Value: path.Join(jobMountPath, ".hf")}},
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{"nvidia.com/gpu": gpus},
-							Limits:   corev1.ResourceList{"nvidia.com/gpu": gpus},
-						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "train", MountPath: jobMountPath}, {Name: "dshm", MountPath: "/dev/shm"}},
-					}},
-					Volumes: []corev1.Volume{vol, {Name: "dshm", VolumeSource: corev1.VolumeSource{
-						EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &shm}}}},
-					Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-				},
-			},
-		},
-	}
-	b, err := yaml.Marshal(job)
-	if err != nil {
-		return nil, err
-	}
-	return append([]byte("# Written by camproxy train: kubectl apply -f job.yaml\n"), b...), nil
 }

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"errors"
+	"path/filepath"
 )
 
 // Dataset names in dataset_info.json.
@@ -19,7 +20,8 @@ type LFOptions struct {
 	Val      float64  // share of tasks held out for validation
 	Seed     int64    // seed of the split
 	Recipe   Recipe
-	JobPath  string // --out's path inside the Job's claim; "" = the claim's root
+	JobPath  string      // --out's path inside the Job's claim; "" = the claim's root
+	Kube     KubeOptions // the Job's model claim and retries; its image, GPUs and claim come from Recipe
 }
 
 // Written says what a Write* call produced.
@@ -30,6 +32,8 @@ type Written struct {
 	Files                []string // relative to Dir
 	Command              []string // what runs the training, from Dir
 	RayCommand           []string // GRPO: the cluster variant
+	BatchSize            int      // GRPO: tasks per step
+	Warnings             []string // what will not go as the user may expect, e.g. tasks veRL drops
 }
 
 // ErrNoData is returned when there is nothing to train on.
@@ -62,6 +66,22 @@ func WriteSFT(exs []Example, o LFOptions) (*Written, error) {
 		trainName: SFTTrainDataset, valName: SFTValDataset})
 }
 
+// resolve makes --out, the model and the checkpoint directory absolute, and checks
+// the model (ResolveModel): run.sh runs in --out, where a relative path means
+// something else than on the command line.
+func (o *LFOptions) resolve() error {
+	out, err := filepath.Abs(o.Out)
+	if err != nil {
+		return err
+	}
+	o.Out = out
+	if o.Recipe.Model, err = ResolveModel(o.Recipe.Model); err != nil {
+		return err
+	}
+	o.Recipe.OutputDir, err = absUnder(out, o.Recipe.OutputDir)
+	return err
+}
+
 // lfData is one stage's records and how dataset_info.json describes them.
 type lfData struct {
 	train, val         any // slices of records
@@ -73,6 +93,9 @@ type lfData struct {
 // writeLlamaFactory writes the files every LLaMA-Factory stage needs.
 func writeLlamaFactory(stage string, o LFOptions, w *Written, d lfData) (*Written, error) {
 	if err := o.Recipe.Validate(stage); err != nil {
+		return nil, err
+	}
+	if err := o.resolve(); err != nil {
 		return nil, err
 	}
 	if err := prepareOut(o.Out); err != nil {
@@ -94,11 +117,7 @@ func writeLlamaFactory(stage string, o LFOptions, w *Written, d lfData) (*Writte
 	if ds := o.Recipe.DeepSpeed; ds != "" && ds != "none" {
 		out.write(deepSpeedFile(ds), deepSpeedConfig(ds), 0o644)
 	}
-	job, err := jobManifest(o.Recipe, o.JobPath)
-	if err != nil {
-		return nil, err
-	}
-	out.write("job.yaml", job, 0o644)
+	w.Warnings = append(w.Warnings, writeJob(out, o.stageJob(stage))...)
 	w.Files = out.files
 	return w, out.err
 }

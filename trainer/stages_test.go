@@ -8,9 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	batchv1 "k8s.io/api/batch/v1"
-	"sigs.k8s.io/yaml"
-
 	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/replay"
 )
@@ -92,7 +89,8 @@ func TestWriteSFTFollowsLlamaFactory(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, want := range map[string]any{"model_name_or_path": "Qwen/Qwen3-32B", "stage": "sft", "finetuning_type": "full", "bf16": true,
-		"num_train_epochs": 5.0, "warmup_ratio": 0.05, "template": "qwen3_nothink", "learning_rate": 1e-5} {
+		"num_train_epochs": 5.0, "warmup_ratio": 0.05, "template": "qwen3", "learning_rate": 1e-5,
+		"output_dir": filepath.Join(dir, "saves", "cam-sft")} {
 		if cfg.Raw[k] != want {
 			t.Errorf("sft.yaml %s = %v (%T), want %v", k, cfg.Raw[k], cfg.Raw[k], want)
 		}
@@ -120,18 +118,9 @@ func TestWriteSFTFollowsLlamaFactory(t *testing.T) {
 	if n != len(exs) {
 		t.Fatalf("%d records, want %d", n, len(exs))
 	}
-	// The Job strict-decodes and asks for the GPUs.
-	b, err := os.ReadFile(filepath.Join(dir, "job.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var job batchv1.Job
-	if err := yaml.UnmarshalStrict(b, &job); err != nil {
-		t.Fatalf("job.yaml: %v", err)
-	}
-	c := job.Spec.Template.Spec.Containers[0]
-	if job.Kind != "Job" || c.Resources.Limits.Name("nvidia.com/gpu", "").Value() != 8 || c.Command[1] != "/workspace/camproxy-train/run.sh" {
-		t.Fatalf("job: %+v", job)
+	// The Job strict-decodes, carries run.sh's files and asks for the GPUs (kube_test.go).
+	if c := checkJob(t, dir, "run.sh").job.Spec.Template.Spec.Containers[0]; c.Resources.Limits.Name("nvidia.com/gpu", "").Value() != 8 {
+		t.Fatalf("job: %+v", c)
 	}
 	if st, err := os.Stat(filepath.Join(dir, "run.sh")); err != nil || st.Mode()&0o100 == 0 {
 		t.Fatalf("run.sh not executable: %v", err)
@@ -263,7 +252,9 @@ func TestWriteDPO(t *testing.T) {
 			Pair{TaskID: fmt.Sprint("t", i), Task: fmt.Sprint("task ", i), Chosen: "good", Rejected: "worse"})
 	}
 	dir := t.TempDir()
-	w, err := WriteDPO(pairs, LFOptions{Out: dir, Prompter: fixedPrompt{"sys"}, Val: 0.2, Recipe: DefaultDPORecipe()})
+	r := DefaultDPORecipe()
+	r.Model = checkpointDir(t)
+	w, err := WriteDPO(pairs, LFOptions{Out: dir, Prompter: fixedPrompt{"sys"}, Val: 0.2, Recipe: r})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +262,7 @@ func TestWriteDPO(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Raw["stage"] != "dpo" || cfg.Raw["pref_beta"] != 0.1 || cfg.Raw["pref_loss"] != "sigmoid" || !cfg.Train[0].Ranking {
+	if cfg.Raw["model_name_or_path"] != r.Model || cfg.Raw["stage"] != "dpo" || cfg.Raw["pref_beta"] != 0.1 || cfg.Raw["pref_loss"] != "sigmoid" || !cfg.Train[0].Ranking {
 		t.Fatalf("dpo.yaml: %+v", cfg.Raw)
 	}
 	if w.Train != 16 || w.Val != 4 || w.ValTasks != 2 || len(cfg.Eval[0].Records) != 4 {

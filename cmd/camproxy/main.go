@@ -78,6 +78,10 @@ Usage:
                           [--iterations N] [--batch-size B] [--rollout-url URL --val 0.2 --group K] [--dry-run] …
                                    RCL's reflect → mutate loop: versioned playbooks (playbook.vN.json,
                                    manifest.json) and the best as playbook.json (train playbook -h lists every flag)
+  camproxy train merge --from GRPO_DIR [--step N|latest] --out DIR
+                                   veRL's model merger: a GRPO checkpoint (FSDP shards) → a Hugging Face model
+  camproxy train serve-config --model DIR [--name NAME] [--config FILE]
+                                   the vllm serve command and the cam augmenter + arm for the model, as trained
   camproxy inject serve --listen ADDR [--tls-cert FILE --tls-key FILE] [--image IMAGE] [--arms A,B] …
                                    the Kubernetes sidecar injector (mutating webhook, path /mutate);
                                    without a pair it makes a self-signed one (inject serve -h lists every flag)

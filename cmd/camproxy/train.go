@@ -19,7 +19,7 @@ import (
 
 func trainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
 	if len(args) == 0 {
-		return usagef("train: want a subcommand: reflect, sft, grpo, dpo or playbook")
+		return usagef("train: want a subcommand: reflect, sft, grpo, dpo, playbook, merge or serve-config")
 	}
 	var err error
 	switch args[0] {
@@ -33,8 +33,12 @@ func trainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		err = trainDPO(ctx, args[1:], stdout, stderr, getenv)
 	case "playbook":
 		err = trainPlaybook(ctx, args[1:], stdout, stderr, getenv)
+	case "merge":
+		err = trainMerge(ctx, args[1:], stdout, stderr)
+	case "serve-config":
+		err = trainServeConfig(ctx, args[1:], stdout, stderr, getenv)
 	default:
-		return usagef("train: unknown subcommand %q: want reflect, sft, grpo, dpo or playbook", args[0])
+		return usagef("train: unknown subcommand %q: want reflect, sft, grpo, dpo, playbook, merge or serve-config", args[0])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -53,12 +54,21 @@ func (s *stageArgs) check(pos []string, launches ...string) error {
 	return nil
 }
 
+// servedCAM is the cam augmenter training follows: its prompt and its chat
+// template arguments, as camproxy serves it.
+type servedCAM struct {
+	cam    *augment.CAM
+	name   string
+	kwargs trainer.ChatTemplateKwargs // extra_body.chat_template_kwargs
+}
+
 // camPrompter builds the CAM client of the serving config, the one source of the
-// prompt: the training files hold exactly what camproxy sends the CAM.
-func camPrompter(cmd, path, name string, getenv func(string) (string, bool)) (*augment.CAM, string, error) {
+// prompt and of the chat template arguments: the training files hold exactly what
+// camproxy sends the CAM, rendered the way the CAM's server renders it.
+func camPrompter(cmd, path, name string, getenv func(string) (string, bool)) (servedCAM, error) {
 	cfg, err := loadConfig(path, getenv)
 	if err != nil {
-		return nil, "", err
+		return servedCAM{}, err
 	}
 	var cams []string
 	for n, a := range cfg.Augmenters {
@@ -72,7 +82,7 @@ func camPrompter(cmd, path, name string, getenv func(string) (string, bool)) (*a
 	case name != "":
 		a, ok := cfg.Augmenters[name]
 		if !ok || a.Type != config.AugmenterCAM {
-			return nil, "", usagef("%s: --cam %q: the config has no cam augmenter of that name (cam augmenters: %s)", cmd, name, listOrNone(cams))
+			return servedCAM{}, usagef("%s: --cam %q: the config has no cam augmenter of that name (cam augmenters: %s)", cmd, name, listOrNone(cams))
 		}
 		ac = a
 	case len(cams) == 1:
@@ -81,13 +91,21 @@ func camPrompter(cmd, path, name string, getenv func(string) (string, bool)) (*a
 		name, ac = "default", config.DefaultAugmenter() // the prompt an augmenter gets when it sets none
 		ac.Type = config.AugmenterCAM
 	default:
-		return nil, "", usagef("%s: the config has several cam augmenters (%s): choose one with --cam", cmd, strings.Join(cams, ", "))
+		return servedCAM{}, usagef("%s: the config has several cam augmenters (%s): choose one with --cam", cmd, strings.Join(cams, ", "))
 	}
 	c, err := augment.NewCAM(app.CAMOptions(name, ac), nil)
 	if err != nil {
-		return nil, "", usagef("%s: %v", cmd, err)
+		return servedCAM{}, usagef("%s: %v", cmd, err)
 	}
-	return c, name, nil
+	sc := servedCAM{cam: c, name: name}
+	switch kw := ac.ExtraBody["chat_template_kwargs"].(type) {
+	case nil:
+	case map[string]any:
+		sc.kwargs = kw
+	default:
+		return servedCAM{}, usagef("%s: augmenters.%s.extra_body.chat_template_kwargs is a %T, want a mapping", cmd, name, kw)
+	}
+	return sc, nil
 }
 
 func listOrNone(s []string) string {
@@ -99,8 +117,8 @@ func listOrNone(s []string) string {
 
 // recipeFlags registers the LLaMA-Factory recipe, defaults from r.
 func recipeFlags(f *flag.FlagSet, r *trainer.Recipe, stage string) {
-	f.StringVar(&r.Model, "model", r.Model, "base model: a Hugging Face id or a local path")
-	f.StringVar(&r.Template, "template", r.Template, "LLaMA-Factory chat template")
+	f.StringVar(&r.Model, "model", r.Model, "the model to train: a checkpoint directory (with its config.json), or hub:ORG/NAME for a Hugging Face id")
+	f.StringVar(&r.Template, "template", r.Template, "LLaMA-Factory chat template (its enable_thinking follows the cam augmenter's chat_template_kwargs)")
 	f.StringVar(&r.Finetuning, "finetuning", r.Finetuning, "full, lora or freeze")
 	f.Float64Var(&r.Epochs, "epochs", r.Epochs, "training epochs")
 	f.Float64Var(&r.LR, "lr", r.LR, "learning rate")
@@ -109,7 +127,7 @@ func recipeFlags(f *flag.FlagSet, r *trainer.Recipe, stage string) {
 	f.IntVar(&r.BatchSize, "batch-size", r.BatchSize, "examples per GPU per step")
 	f.IntVar(&r.GradAccum, "grad-accum", r.GradAccum, "gradient accumulation steps")
 	f.StringVar(&r.DeepSpeed, "deepspeed", r.DeepSpeed, "DeepSpeed ZeRO stage: z3, z2 or none")
-	f.StringVar(&r.OutputDir, "output-dir", r.OutputDir, "checkpoint directory (relative to --out)")
+	f.StringVar(&r.OutputDir, "output-dir", r.OutputDir, "checkpoint directory (relative to --out; written absolute)")
 	f.StringVar(&r.ReportTo, "report-to", r.ReportTo, "none, wandb or tensorboard")
 	f.IntVar(&r.GPUs, "gpus", r.GPUs, "GPUs per node (the Job requests them)")
 	f.StringVar(&r.Image, "image", r.Image, "the Job's container image, with LLaMA-Factory")
@@ -131,6 +149,8 @@ func trainSFT(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	f.StringVar(&data, "data", "", "the guidance written by train reflect (JSON Lines; required)")
 	f.StringVar(&jobPath, "job-path", "", "--out's path inside the --pvc claim (default its root)")
 	recipeFlags(f, &r, "sft")
+	var kube trainer.KubeOptions
+	kubeFlags(f, &kube, false)
 	pos, err := parseInterleaved(f, args)
 	if err != nil {
 		return err
@@ -141,12 +161,16 @@ func trainSFT(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if data == "" {
 		return usagef("train sft: --data is required: the output of camproxy train reflect")
 	}
+	sc, err := camPrompter(s.cmd, s.configPath, s.cam, getenv)
+	if err != nil {
+		return err
+	}
+	r.Thinking = sc.kwargs.Thinking()
 	if err := r.Validate("sft"); err != nil {
 		return usagef("train sft: %v", err)
 	}
-	cam, camName, err := camPrompter(s.cmd, s.configPath, s.cam, getenv)
-	if err != nil {
-		return err
+	if _, err := trainer.ResolveModel(r.Model); err != nil { // before any data is read: the writer resolves it again
+		return usagef("train sft: --%v", err)
 	}
 	recs, skipped, err := trainer.ReadRecords(data)
 	if err != nil {
@@ -155,13 +179,13 @@ func trainSFT(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if len(recs) == 0 {
 		return fmt.Errorf("train sft: --data %s holds no guidance record (%d lines skipped): run camproxy train reflect first", data, skipped)
 	}
-	w, err := trainer.WriteSFT(trainer.RecordExamples(recs), trainer.LFOptions{Out: s.out, Prompter: cam, Val: s.val, Seed: s.seed, Recipe: r, JobPath: jobPath})
+	w, err := trainer.WriteSFT(trainer.RecordExamples(recs), trainer.LFOptions{Out: s.out, Prompter: sc.cam, Val: s.val, Seed: s.seed, Recipe: r, JobPath: jobPath, Kube: kube})
 	if err != nil {
 		return stageError(s.cmd, err)
 	}
 	fmt.Fprintf(stdout, "sft: %d records over %d tasks to train on, %d over %d tasks to validate on (--val %g, --seed %d); %d lines of %s skipped\n",
 		w.Train, w.TrainTasks, w.Val, w.ValTasks, s.val, s.seed, skipped, data)
-	return finishStage(ctx, s, w, "sft", camName, cam, stdout, stderr)
+	return finishStage(ctx, s, w, "sft", sc, stdout, stderr)
 }
 
 func trainGRPO(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
@@ -172,10 +196,13 @@ func trainGRPO(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	s.register(f)
 	f.StringVar(&data, "data", "", "the guidance written by train reflect (JSON Lines): its tasks")
 	f.StringVar(&from, "from", "", "a replay URI instead of --data: every task of the buffer with a task text")
-	f.StringVar(&o.Model, "model", "", "the actor to optimise: the SFT checkpoint (required)")
+	f.StringVar(&o.Model, "model", trainer.DefaultSFTModel, "the actor to optimise: the SFT checkpoint directory (that of train sft --out sft), or hub:ORG/NAME")
 	f.StringVar(&o.RolloutURL, "rollout-url", o.RolloutURL, "camproxy's admin plane as the trainer reaches it (reward.py posts /v1/rollouts there)")
-	f.DurationVar(&o.RolloutTimeout, "rollout-timeout", o.RolloutTimeout, "how long one agent run may take")
-	f.StringVar(&o.RewardManager, "reward-manager", o.RewardManager, "loop (veRL's async reward loop) or batch (older veRL)")
+	f.DurationVar(&o.RolloutTimeout, "rollout-timeout", o.RolloutTimeout, "how long one agent run may take once it runs")
+	f.DurationVar(&o.QueueTimeout, "queue-timeout", o.QueueTimeout, "how long a rollout may wait for one of camproxy's rollouts.max_in_flight slots (0 = camproxy's rollouts.queue_timeout)")
+	f.Float64Var(&o.EmptyReward, "empty-reward", o.EmptyReward, "the reward of a response with no context left (a <think> cut off by --max-response-length): the minimum reward")
+	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "trainer.default_local_dir (default --out/checkpoints/PROJECT/EXPERIMENT; written absolute)")
+	f.StringVar(&o.RewardManager, "reward-manager", o.RewardManager, "auto (by the installed veRL: loop from 0.7, batch before), loop or batch")
 	f.IntVar(&o.N, "n", o.N, "contexts sampled per task (rollout.n)")
 	f.IntVar(&o.Epochs, "epochs", o.Epochs, "training epochs")
 	f.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "tasks per step; 0 = min(32, training tasks)")
@@ -189,6 +216,7 @@ func trainGRPO(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	f.StringVar(&o.Project, "project", o.Project, "trainer.project_name")
 	f.StringVar(&o.Experiment, "experiment", o.Experiment, "trainer.experiment_name")
 	f.StringVar(&o.RayAddress, "ray-address", o.RayAddress, "the Ray dashboard address grpo-ray.sh submits to")
+	kubeFlags(f, &o.Kube, true)
 	pos, err := parseInterleaved(f, args)
 	if err != nil {
 		return err
@@ -202,12 +230,16 @@ func trainGRPO(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if o.Model == "" {
 		return usagef("train grpo: --model is required: the SFT checkpoint (e.g. DIR/saves/cam-sft of train sft)")
 	}
+	sc, err := camPrompter(s.cmd, s.configPath, s.cam, getenv)
+	if err != nil {
+		return err
+	}
+	o.ChatTemplate = sc.kwargs
 	if err := o.Validate(); err != nil {
 		return usagef("train %v", err)
 	}
-	cam, camName, err := camPrompter(s.cmd, s.configPath, s.cam, getenv)
-	if err != nil {
-		return err
+	if _, err := trainer.ResolveModel(o.Model); err != nil {
+		return usagef("train grpo: --%v", err)
 	}
 	var exs []trainer.Example
 	source := data
@@ -232,14 +264,14 @@ func trainGRPO(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if len(exs) == 0 {
 		return fmt.Errorf("train grpo: %s holds no task with an id and a text", source)
 	}
-	o.Out, o.Prompter, o.Val, o.Seed = s.out, cam, s.val, s.seed
+	o.Out, o.Prompter, o.Val, o.Seed = s.out, sc.cam, s.val, s.seed
 	w, err := trainer.WriteGRPO(exs, o)
 	if err != nil {
 		return stageError(s.cmd, err)
 	}
-	fmt.Fprintf(stdout, "grpo: %d tasks to train on, %d to validate on (--val %g, --seed %d), from %s\n", w.TrainTasks, w.ValTasks, s.val, s.seed, source)
+	fmt.Fprintf(stdout, "grpo: %d tasks to train on in batches of %d, %d to validate on (--val %g, --seed %d), from %s\n", w.TrainTasks, w.BatchSize, w.ValTasks, s.val, s.seed, source)
 	fmt.Fprintf(stdout, "  rewards: reward.py posts each generated context to %s/v1/rollouts (set rollouts.runner in camproxy's config)\n", o.RolloutURL)
-	return finishStage(ctx, s, w, "grpo", camName, cam, stdout, stderr)
+	return finishStage(ctx, s, w, "grpo", sc, stdout, stderr)
 }
 
 func trainDPO(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
@@ -256,6 +288,8 @@ func trainDPO(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	f.BoolVar(&po.IncludeNone, "include-baseline", false, "let a run without a context (the baseline arm) be the rejected side")
 	f.StringVar(&jobPath, "job-path", "", "--out's path inside the --pvc claim (default its root)")
 	recipeFlags(f, &r, "dpo")
+	var kube trainer.KubeOptions
+	kubeFlags(f, &kube, false)
 	pos, err := parseInterleaved(f, args)
 	if err != nil {
 		return err
@@ -266,12 +300,16 @@ func trainDPO(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if po.MinMargin < 0 || po.MaxPerTask < 0 || po.MinRuns < 1 {
 		return usagef("train dpo: --min-margin and --max-pairs-per-task must be 0 or more, --min-runs 1 or more")
 	}
+	sc, err := camPrompter(s.cmd, s.configPath, s.cam, getenv)
+	if err != nil {
+		return err
+	}
+	r.Thinking = sc.kwargs.Thinking()
 	if err := r.Validate("dpo"); err != nil {
 		return usagef("train dpo: %v", err)
 	}
-	cam, camName, err := camPrompter(s.cmd, s.configPath, s.cam, getenv)
-	if err != nil {
-		return err
+	if _, err := trainer.ResolveModel(r.Model); err != nil { // before any data is read: the writer resolves it again
+		return usagef("train dpo: --%v", err)
 	}
 	b, err := readBuffer(ctx, s.cmd, from)
 	if err != nil {
@@ -283,26 +321,35 @@ func trainDPO(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if len(pairs) == 0 {
 		return fmt.Errorf("train dpo: no preference pair in %s: no task has two contexts with different rewards (%s)", replay.Redact(from), counts)
 	}
-	w, err := trainer.WriteDPO(pairs, trainer.LFOptions{Out: s.out, Prompter: cam, Val: s.val, Seed: s.seed, Recipe: r, JobPath: jobPath})
+	w, err := trainer.WriteDPO(pairs, trainer.LFOptions{Out: s.out, Prompter: sc.cam, Val: s.val, Seed: s.seed, Recipe: r, JobPath: jobPath, Kube: kube})
 	if err != nil {
 		return stageError(s.cmd, err)
 	}
 	fmt.Fprintf(stdout, "dpo: %d pairs over %d tasks to train on, %d over %d tasks to validate on (--val %g, --seed %d)\n  %s\n",
 		w.Train, w.TrainTasks, w.Val, w.ValTasks, s.val, s.seed, counts)
-	return finishStage(ctx, s, w, "dpo", camName, cam, stdout, stderr)
+	return finishStage(ctx, s, w, "dpo", sc, stdout, stderr)
 }
 
 func stageError(cmd string, err error) error {
 	if errors.Is(err, trainer.ErrOutNotDir) {
 		return usagef("%s: --out %v", cmd, err)
 	}
+	if errors.Is(err, trainer.ErrModel) {
+		return usagef("%s: --%v", cmd, err)
+	}
 	return fmt.Errorf("%s: %w", cmd, err)
 }
 
 // finishStage lists what was written and either prints how to run it or, with
 // --launch, runs it and exits with its status.
-func finishStage(ctx context.Context, s stageArgs, w *trainer.Written, stage, camName string, cam *augment.CAM, stdout, stderr io.Writer) error {
-	fmt.Fprintf(stdout, "  CAM prompt: augmenter %q, version %s (the prompt camproxy serves with)\n", camName, cam.Version())
+func finishStage(ctx context.Context, s stageArgs, w *trainer.Written, stage string, sc servedCAM, stdout, stderr io.Writer) error {
+	fmt.Fprintf(stdout, "  CAM prompt: augmenter %q, version %s (the prompt camproxy serves with)\n", sc.name, sc.cam.Version())
+	if len(sc.kwargs) > 0 {
+		fmt.Fprintf(stdout, "  chat template: chat_template_kwargs %s of augmenter %q, as served\n", formatKwargs(sc.kwargs), sc.name)
+	}
+	for _, warn := range w.Warnings {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", s.cmd, warn)
+	}
 	fmt.Fprintf(stdout, "  wrote %s: %s\n", w.Dir, strings.Join(w.Files, ", "))
 	argv, tool := w.Command, stage
 	if s.launch == "ray" {
@@ -322,6 +369,13 @@ func finishStage(ctx context.Context, s stageArgs, w *trainer.Written, stage, ca
 	if err := trainer.CheckTool(ctx, tool); err != nil {
 		return fmt.Errorf("%s --launch %s: %w; the files are written: run `cd %s && %s` where it is installed", s.cmd, s.launch, err, w.Dir, strings.Join(argv, " "))
 	}
+	if tool == "grpo" { // grpo.sh decides the same way again; this says it before the long start
+		if v, err := trainer.VerlVersion(ctx); err == nil {
+			if mode, err := trainer.VerlRewardMode(v); err == nil {
+				fmt.Fprintf(stderr, "%s: veRL %s installed: reward wiring %s\n", s.cmd, v, mode)
+			}
+		}
+	}
 	fmt.Fprintf(stderr, "%s: running %s in %s\n", s.cmd, strings.Join(argv, " "), w.Dir)
 	start := time.Now()
 	err := trainer.Launch(ctx, w.Dir, argv, stdout, stderr)
@@ -334,4 +388,10 @@ func finishStage(ctx context.Context, s stageArgs, w *trainer.Written, stage, ca
 	}
 	fmt.Fprintf(stderr, "%s: %s finished in %s\n", s.cmd, strings.Join(argv, " "), time.Since(start).Round(time.Second))
 	return nil
+}
+
+// formatKwargs shows chat_template_kwargs as they are configured.
+func formatKwargs(kw trainer.ChatTemplateKwargs) string {
+	b, _ := json.Marshal(map[string]any(kw))
+	return string(b)
 }

@@ -38,6 +38,8 @@ augmenters:
     model: cam-7b
     system_prompt: "You coach airline agents. Write the rules that matter for this exact task."
     user_template: "<task>\n{{task}}\n</task>\nWrite the guidance."
+    extra_body:
+      chat_template_kwargs: {enable_thinking: false}
 experiment:
   name: train-test
   arms:
@@ -112,6 +114,11 @@ func TestTrainStagesAirline(t *testing.T) {
 	defer cam.Close()
 	cfgPath := camConfig(t, dir, cam.URL, up.URL)
 	wantSys, wantUser := capturedCAMPrompt(t, cfgPath, cam, recs[0].TaskDescription)
+	// The chat template as served: what vLLM renders the CAM's prompt with.
+	if kw := gjson.GetBytes(cam.Bodies()[0], "chat_template_kwargs"); kw.Raw != `{"enable_thinking":false}` {
+		t.Fatalf("the CAM request's chat_template_kwargs: %s", kw.Raw)
+	}
+	ckpt := hfCheckpoint(t)
 
 	t.Run("sft", func(t *testing.T) {
 		out := filepath.Join(dir, "sft")
@@ -120,6 +127,7 @@ func TestTrainStagesAirline(t *testing.T) {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
 		for _, frag := range []string{"sft: 40 records over 40 tasks to train on, 10 over 10 tasks to validate on (--val 0.2, --seed 5)",
+			`chat template: chat_template_kwargs {"enable_thinking":false} of augmenter "guide", as served`,
 			`CAM prompt: augmenter "guide"`, "to train: cd " + out + " && bash run.sh", "kubectl apply -f " + filepath.Join(out, "job.yaml")} {
 			if !strings.Contains(stdout, frag) {
 				t.Errorf("output lacks %q:\n%s", frag, stdout)
@@ -128,6 +136,15 @@ func TestTrainStagesAirline(t *testing.T) {
 		cfg, err := testkit.CheckLlamaFactory(out, "sft.yaml")
 		if err != nil {
 			t.Fatal(err)
+		}
+		// LLaMA-Factory's reasoning template with enable_thinking false ends the prompt
+		// with the empty think block Qwen3's template adds when served so.
+		if cfg.Raw["template"] != "qwen3" || cfg.Raw["enable_thinking"] != false {
+			t.Fatalf("sft.yaml renders another prompt than the served one: template %v, enable_thinking %v", cfg.Raw["template"], cfg.Raw["enable_thinking"])
+		}
+		if _, errOut, code := runCLI(t, "train", "sft", "--data", guidance, "--out", filepath.Join(dir, "sft-nothink"), "--config", cfgPath, "--template", "qwen3_nothink"); code != 2 ||
+			!strings.Contains(errOut, `template "qwen3_nothink" renders no think block, but the CAM is served with chat_template_kwargs enable_thinking: false`) {
+			t.Fatalf("qwen3_nothink against enable_thinking false: exit %d: %s", code, errOut)
 		}
 		byPrompt := map[string]string{}
 		found := false
@@ -158,7 +175,7 @@ func TestTrainStagesAirline(t *testing.T) {
 		}
 		// Each recipe value is a flag.
 		out2 := filepath.Join(dir, "sft-lora")
-		if _, errOut, code := runCLI(t, "train", "sft", "--data", guidance, "--out", out2, "--config", cfgPath, "--model", "/models/q8b",
+		if _, errOut, code := runCLI(t, "train", "sft", "--data", guidance, "--out", out2, "--config", cfgPath, "--model", ckpt,
 			"--finetuning", "lora", "--epochs", "3", "--lr", "2e-4", "--deepspeed", "none", "--template", "qwen3", "--gpus", "2", "--val", "0"); code != 0 {
 			t.Fatalf("flags: exit %d: %s", code, errOut)
 		}
@@ -166,7 +183,7 @@ func TestTrainStagesAirline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg.Raw["model_name_or_path"] != "/models/q8b" || cfg.Raw["finetuning_type"] != "lora" || cfg.Raw["num_train_epochs"] != 3.0 ||
+		if cfg.Raw["model_name_or_path"] != ckpt || cfg.Raw["finetuning_type"] != "lora" || cfg.Raw["num_train_epochs"] != 3.0 ||
 			cfg.Raw["learning_rate"] != 2e-4 || cfg.Raw["deepspeed"] != nil || cfg.Raw["template"] != "qwen3" || len(cfg.Eval) != 0 {
 			t.Fatalf("flags not applied: %v", cfg.Raw)
 		}
@@ -177,12 +194,12 @@ func TestTrainStagesAirline(t *testing.T) {
 
 	t.Run("grpo", func(t *testing.T) {
 		out := filepath.Join(dir, "grpo")
-		stdout, errOut, code := runCLI(t, "train", "grpo", "--data", guidance, "--out", out, "--config", cfgPath, "--model", "/ckpt/sft",
+		stdout, errOut, code := runCLI(t, "train", "grpo", "--data", guidance, "--out", out, "--config", cfgPath, "--model", ckpt,
 			"--rollout-url", "http://camproxy-admin:9090", "--n", "4", "--seed", "5")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
-		if !strings.Contains(stdout, "grpo: 40 tasks to train on, 10 to validate on") {
+		if !strings.Contains(stdout, "grpo: 40 tasks to train on in batches of 20, 10 to validate on") {
 			t.Fatalf("summary:\n%s", stdout)
 		}
 		train, val := readParquet(t, filepath.Join(out, "train.parquet")), readParquet(t, filepath.Join(out, "val.parquet"))
@@ -224,8 +241,9 @@ func TestTrainStagesAirline(t *testing.T) {
 		}
 		script, _ := os.ReadFile(filepath.Join(out, "grpo.sh"))
 		for _, frag := range []string{"algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.n=4",
-			"trainer.total_epochs=15", `custom_reward_function.path="$PWD/reward.py"`, "custom_reward_function.name=compute_score",
-			"actor_rollout_ref.model.path=/ckpt/sft", `data.train_files="$PWD/train.parquet"`, "data.train_batch_size=32",
+			"trainer.total_epochs=15", `custom_reward_function.path="$GRPO_DIR/reward.py"`, "custom_reward_function.name=compute_score",
+			"actor_rollout_ref.model.path=" + ckpt, `data.train_files="$GRPO_DIR/train.parquet"`, "data.train_batch_size=20",
+			"data.apply_chat_template_kwargs={enable_thinking:false}", "trainer.default_local_dir=" + filepath.Join(out, "checkpoints/camproxy/cam-grpo"),
 			`CAMPROXY_ROLLOUT_URL="${CAMPROXY_ROLLOUT_URL:-http://camproxy-admin:9090}"`} {
 			if !strings.Contains(string(script), frag) {
 				t.Errorf("grpo.sh lacks %s", frag)
@@ -235,12 +253,12 @@ func TestTrainStagesAirline(t *testing.T) {
 			t.Fatalf("grpo.sh does not parse: %s", out)
 		}
 		ray, _ := os.ReadFile(filepath.Join(out, "grpo-ray.sh"))
-		if !strings.Contains(string(ray), "ray job submit --address") || !strings.Contains(string(ray), "custom_reward_function.path=reward.py") {
+		if !strings.Contains(string(ray), "ray job submit --address") || !strings.Contains(string(ray), "-- bash grpo.sh") {
 			t.Fatalf("grpo-ray.sh:\n%s", ray)
 		}
 		// --from a replay buffer: every task once.
 		out2 := filepath.Join(dir, "grpo-from")
-		if _, errOut, code := runCLI(t, "train", "grpo", "--from", uri, "--out", out2, "--config", cfgPath, "--model", "m", "--val", "0"); code != 0 {
+		if _, errOut, code := runCLI(t, "train", "grpo", "--from", uri, "--out", out2, "--config", cfgPath, "--model", "hub:org/m", "--val", "0"); code != 0 {
 			t.Fatalf("--from: exit %d: %s", code, errOut)
 		}
 		if n := readParquet(t, filepath.Join(out2, "train.parquet")).Get("numRows").Int(); n != 50 {
@@ -362,7 +380,7 @@ func dpoEvents(t *testing.T) string {
 func TestTrainDPOExactPairs(t *testing.T) {
 	uri := dpoEvents(t)
 	out := filepath.Join(t.TempDir(), "dpo")
-	stdout, errOut, code := runCLI(t, "train", "dpo", "--from", uri, "--out", out, "--val", "0")
+	stdout, errOut, code := runCLI(t, "train", "dpo", "--from", uri, "--out", out, "--val", "0", "--model", hfCheckpoint(t))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -391,7 +409,7 @@ func TestTrainDPOExactPairs(t *testing.T) {
 		t.Fatalf("pairs:\n got %q\nwant %q", got, want)
 	}
 	// No pair at all is an error that says why.
-	_, errOut, code = runCLI(t, "train", "dpo", "--from", uri, "--out", filepath.Join(t.TempDir(), "x"), "--min-margin", "0.9")
+	_, errOut, code = runCLI(t, "train", "dpo", "--from", uri, "--out", filepath.Join(t.TempDir(), "x"), "--min-margin", "0.9", "--model", "hub:o/m")
 	if code != 1 || !strings.Contains(errOut, "no preference pair") {
 		t.Fatalf("--min-margin 0.9: exit %d: %s", code, errOut)
 	}
@@ -399,14 +417,14 @@ func TestTrainDPOExactPairs(t *testing.T) {
 
 func defaultCAMPrompt(t *testing.T, task string) (string, string) {
 	t.Helper()
-	c, _, err := camPrompter("test", "", "", func(string) (string, bool) { return "", false })
+	sc, err := camPrompter("test", "", "", func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := c.Prompt(task); s != config.DefaultCAMSystemPrompt {
+	if s, _ := sc.cam.Prompt(task); s != config.DefaultCAMSystemPrompt {
 		t.Fatalf("built-in prompt is not config's default")
 	}
-	return c.Prompt(task)
+	return sc.cam.Prompt(task)
 }
 
 // TestTrainLaunch: --launch local runs the generated script, streams its output
@@ -424,7 +442,8 @@ func TestTrainLaunch(t *testing.T) {
 	}
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	out := filepath.Join(t.TempDir(), "dpo-run")
-	stdout, errOut, code := runCLI(t, "train", "dpo", "--from", uri, "--out", out, "--launch", "local")
+	ckpt := hfCheckpoint(t)
+	stdout, errOut, code := runCLI(t, "train", "dpo", "--from", uri, "--out", out, "--launch", "local", "--model", ckpt)
 	if code != 3 {
 		t.Fatalf("exit %d, want the trainer's 3\n%s\n%s", code, stdout, errOut)
 	}
@@ -435,14 +454,14 @@ func TestTrainLaunch(t *testing.T) {
 	// Without the tool: a clear message, the files still written.
 	t.Setenv("PATH", "/usr/bin:/bin")
 	out2 := filepath.Join(t.TempDir(), "dpo-missing")
-	_, errOut, code = runCLI(t, "train", "dpo", "--from", uri, "--out", out2, "--launch", "local")
+	_, errOut, code = runCLI(t, "train", "dpo", "--from", uri, "--out", out2, "--launch", "local", "--model", ckpt)
 	if code != 1 || !strings.Contains(errOut, "llamafactory-cli is not installed here: pip install") || !strings.Contains(errOut, "cd "+out2+" && bash run.sh") {
 		t.Fatalf("missing tool: exit %d: %s", code, errOut)
 	}
 	if _, err := os.Stat(filepath.Join(out2, "dpo.yaml")); err != nil {
 		t.Fatal("files not written before the launch check")
 	}
-	if _, errOut, code = runCLI(t, "train", "dpo", "--from", uri, "--out", out2, "--launch", "ray"); code != 2 || !strings.Contains(errOut, `--launch "ray": want local`) {
+	if _, errOut, code = runCLI(t, "train", "dpo", "--from", uri, "--out", out2, "--launch", "ray", "--model", ckpt); code != 2 || !strings.Contains(errOut, `--launch "ray": want local`) {
 		t.Fatalf("--launch ray for dpo: exit %d: %s", code, errOut)
 	}
 }
@@ -468,15 +487,32 @@ func TestTrainStagesUsage(t *testing.T) {
 		{[]string{"train", "sft", "--data", filepath.Join(dir, "none.jsonl"), "--out", dir}, 2, "none.jsonl"},
 		{[]string{"train", "sft", "--data", data, "--out", dir, "--config", multi}, 2, "several cam augmenters (a, b): choose one with --cam"},
 		{[]string{"train", "sft", "--data", data, "--out", dir, "--config", multi, "--cam", "c"}, 2, `--cam "c"`},
-		{[]string{"train", "grpo", "--data", data, "--out", dir}, 2, "--model is required"},
+		{[]string{"train", "grpo", "--data", data, "--out", dir}, 2, filepath.FromSlash("sft/saves/cam-sft: no such directory")}, // the default: train sft --out sft's
+		{[]string{"train", "grpo", "--data", data, "--out", dir, "--model", "Qwen/Qwen3-8B"}, 2, "a Hugging Face id is written hub:Qwen/Qwen3-8B"},
+		{[]string{"train", "sft", "--data", data, "--out", dir, "--model", "Qwen/Qwen3-8B"}, 2, "a Hugging Face id is written hub:Qwen/Qwen3-8B"},
+		{[]string{"train", "dpo", "--out", dir, "--model", "hub:Qwen3"}, 2, "a hub id is ORG/NAME"},
+		{[]string{"train", "grpo", "--data", data, "--out", dir, "--reward-manager", "sync"}, 2, `reward manager "sync": want auto, loop or batch`},
 		{[]string{"train", "grpo", "--data", data, "--from", "file:///x", "--out", dir, "--model", "m"}, 2, "exactly one of --data"},
 		{[]string{"train", "grpo", "--data", data, "--out", dir, "--model", "m", "--n", "1", "--rollout-url", "camproxy:9090"}, 2, "camproxy:9090\": want http(s)://HOST:PORT of camproxy's admin plane; n 1"},
 		{[]string{"train", "dpo", "--out", dir, "--min-runs", "0"}, 2, "--min-runs 1 or more"},
-		{[]string{"train", "ppo"}, 2, "want reflect, sft, grpo, dpo or playbook"},
+		{[]string{"train", "ppo"}, 2, "want reflect, sft, grpo, dpo"},
 	} {
 		_, errOut, code := runCLI(t, c.args...)
 		if code != c.code || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %d, want %d with %q:\n%s", c.args, code, c.code, c.want, errOut)
 		}
 	}
+}
+
+// hfCheckpoint is a directory that passes for a Hugging Face checkpoint.
+func hfCheckpoint(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"model_type":"qwen3"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -1,0 +1,83 @@
+package trainer
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// saveStep writes global_step_N/actor as veRL's FSDP checkpoint manager does.
+func saveStep(t *testing.T, root string, step, world int, skip string) {
+	t.Helper()
+	actor := filepath.Join(root, fmt.Sprintf("global_step_%d", step), "actor")
+	files := map[string]string{"fsdp_config.json": fmt.Sprintf(`{"FSDP_version": 1, "world_size": %d}`, world), "huggingface/config.json": `{"model_type":"qwen3"}`}
+	for r := range world {
+		files[fmt.Sprintf("model_world_size_%d_rank_%d.pt", world, r)] = "shard"
+	}
+	for name, body := range files {
+		if name == skip {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(actor, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(actor, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestFindCheckpoint(t *testing.T) {
+	grpo := t.TempDir()
+	root := filepath.Join(t.TempDir(), "ckpt") // trainer.default_local_dir, elsewhere than --out
+	script := "exec python3 -m verl.trainer.main_ppo \\\n  trainer.default_local_dir=" + root + " \\\n  trainer.save_freq=20 \\\n"
+	if err := os.WriteFile(filepath.Join(grpo, "grpo.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FindCheckpoint(grpo, 0); err == nil || !strings.Contains(err.Error(), "no checkpoint in "+root) {
+		t.Fatalf("before any save: %v", err)
+	}
+	saveStep(t, root, 20, 4, "")
+	saveStep(t, root, 40, 4, "")
+	saveStep(t, root, 60, 4, "model_world_size_4_rank_3.pt") // being saved
+	if err := os.WriteFile(filepath.Join(root, "latest_checkpointed_iteration.txt"), []byte("40"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		from string
+		step int
+		want int
+		err  string
+	}{
+		{grpo, 0, 40, ""}, // latest_checkpointed_iteration.txt: 60 is not whole yet
+		{root, 0, 40, ""}, // the checkpoint directory itself
+		{grpo, 20, 20, ""},
+		{grpo, 30, 0, "no global_step_30 in " + root + " (saved: 20, 40, 60)"},
+		{grpo, 60, 0, "missing model_world_size_4_rank_3.pt"},
+		{t.TempDir(), 0, 0, "neither global_step_N directories nor the grpo.sh"},
+	} {
+		got, err := FindCheckpoint(c.from, c.step)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s step %d: %v, want %q", c.from, c.step, err, c.err)
+			}
+			continue
+		}
+		want := Checkpoint{Root: root, Step: c.want, Actor: filepath.Join(root, fmt.Sprintf("global_step_%d", c.want), "actor")}
+		if err != nil || got != want {
+			t.Errorf("%s step %d: %+v %v, want %+v", c.from, c.step, got, err, want)
+		}
+	}
+	// Without the tracker file, the highest step.
+	os.Remove(filepath.Join(root, "latest_checkpointed_iteration.txt"))
+	saveStep(t, root, 60, 4, "")
+	if got, err := FindCheckpoint(grpo, 0); err != nil || got.Step != 60 {
+		t.Fatalf("latest without the tracker: %+v %v", got, err)
+	}
+	if got := MergeCommand("python3", "/a/actor", "/m"); !reflect.DeepEqual(got, []string{"python3", "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", "/a/actor", "--target_dir", "/m"}) {
+		t.Fatalf("merge command %q", got)
+	}
+}
