@@ -41,17 +41,37 @@ func (s *stageArgs) register(f *flag.FlagSet) {
 }
 
 func (s *stageArgs) check(pos []string, launches ...string) error {
-	switch {
-	case len(pos) > 0:
-		return usagef("%s: unexpected argument %q", s.cmd, pos[0])
-	case s.out == "":
-		return usagef("%s: --out is required", s.cmd)
-	case s.val < 0 || s.val >= 1:
-		return usagef("%s: --val %g: want 0 (no validation) up to below 1", s.cmd, s.val)
-	case s.launch != "" && !slices.Contains(launches, s.launch):
-		return usagef("%s: --launch %q: want %s", s.cmd, s.launch, strings.Join(launches, " or "))
+	return s.usage(s.problems(pos, launches...))
+}
+
+// problems lists what is wrong with the flags every stage has; a stage adds its own
+// and reports them all at once (usage), so a command line is fixed in one go.
+func (s *stageArgs) problems(pos []string, launches ...string) []string {
+	var p []string
+	if len(pos) > 0 {
+		p = append(p, fmt.Sprintf("unexpected argument %q", pos[0]))
 	}
-	return nil
+	if s.out == "" {
+		p = append(p, "--out is required")
+	}
+	if s.val < 0 || s.val >= 1 {
+		p = append(p, fmt.Sprintf("--val %g: want 0 (no validation) up to below 1", s.val))
+	}
+	if s.launch != "" && !slices.Contains(launches, s.launch) {
+		p = append(p, fmt.Sprintf("--launch %q: want %s", s.launch, strings.Join(launches, " or ")))
+	}
+	return p
+}
+
+// usage is the usage error naming every problem of the command line, or nil.
+func (s *stageArgs) usage(p []string) error {
+	switch len(p) {
+	case 0:
+		return nil
+	case 1:
+		return usagef("%s: %s", s.cmd, p[0])
+	}
+	return usagef("%s: %d problems:\n  %s", s.cmd, len(p), strings.Join(p, "\n  "))
 }
 
 // servedCAM is the cam augmenter training follows: its prompt and its chat
@@ -155,19 +175,20 @@ func trainSFT(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if err != nil {
 		return err
 	}
-	if err := s.check(pos, "local"); err != nil {
-		return err
-	}
+	p := s.problems(pos, "local")
 	if data == "" {
-		return usagef("train sft: --data is required: the output of camproxy train reflect")
+		p = append(p, "--data is required: the output of camproxy train reflect")
 	}
 	sc, err := camPrompter(s.cmd, s.configPath, s.cam, getenv)
 	if err != nil {
-		return err
+		return errors.Join(s.usage(p), err)
 	}
 	r.Thinking = sc.kwargs.Thinking()
 	if err := r.Validate("sft"); err != nil {
-		return usagef("train sft: %v", err)
+		p = append(p, err.Error())
+	}
+	if err := s.usage(p); err != nil {
+		return err
 	}
 	if _, err := trainer.ResolveModel(r.Model); err != nil { // before any data is read: the writer resolves it again
 		return usagef("train sft: --%v", err)
@@ -294,19 +315,20 @@ func trainDPO(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if err != nil {
 		return err
 	}
-	if err := s.check(pos, "local"); err != nil {
-		return err
-	}
+	p := s.problems(pos, "local")
 	if po.MinMargin < 0 || po.MaxPerTask < 0 || po.MinRuns < 1 {
-		return usagef("train dpo: --min-margin and --max-pairs-per-task must be 0 or more, --min-runs 1 or more")
+		p = append(p, "--min-margin and --max-pairs-per-task must be 0 or more, --min-runs 1 or more")
 	}
 	sc, err := camPrompter(s.cmd, s.configPath, s.cam, getenv)
 	if err != nil {
-		return err
+		return errors.Join(s.usage(p), err)
 	}
 	r.Thinking = sc.kwargs.Thinking()
 	if err := r.Validate("dpo"); err != nil {
-		return usagef("train dpo: %v", err)
+		p = append(p, err.Error())
+	}
+	if err := s.usage(p); err != nil {
+		return err
 	}
 	if _, err := trainer.ResolveModel(r.Model); err != nil { // before any data is read: the writer resolves it again
 		return usagef("train dpo: --%v", err)

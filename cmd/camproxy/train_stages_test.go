@@ -482,6 +482,10 @@ func TestTrainStagesUsage(t *testing.T) {
 		{[]string{"train", "sft", "--out", dir}, 2, "--data is required"},
 		{[]string{"train", "sft", "--data", data}, 2, "--out is required"},
 		{[]string{"train", "sft", "--data", data, "--out", dir, "--val", "1"}, 2, "--val 1"},
+		// Every problem of a command line at once, not one per run.
+		{[]string{"train", "sft", "--out", dir, "--val", "1.5", "--lr", "0", "--epochs", "-1"}, 2,
+			"train sft: 3 problems:\n  --val 1.5: want 0 (no validation) up to below 1\n  --data is required: the output of camproxy train reflect\n  sft recipe: epochs -1: want > 0; learning rate 0: want > 0"},
+		{[]string{"train", "dpo", "--val", "2", "--min-runs", "0", "--pref-beta", "0"}, 2, "train dpo: 4 problems:\n  --out is required"},
 		{[]string{"train", "sft", "--data", data, "--out", dir, "--epochs", "0", "--finetuning", "half"}, 2, `finetuning "half": want full, lora or freeze; epochs 0`},
 		{[]string{"train", "sft", "--data", data, "--out", file}, 2, "not a directory"},
 		{[]string{"train", "sft", "--data", filepath.Join(dir, "none.jsonl"), "--out", dir}, 2, "none.jsonl"},
