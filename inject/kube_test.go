@@ -166,7 +166,7 @@ func (f *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// testMWC is the shape of deploy/base's MutatingWebhookConfiguration, plus a webhook
+// testMWC is the shape of the Helm chart's MutatingWebhookConfiguration, plus a webhook
 // of somebody else's that must be left alone.
 func testMWC() *admissionregistrationv1.MutatingWebhookConfiguration {
 	ignore, none := admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNone
