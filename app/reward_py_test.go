@@ -50,7 +50,7 @@ func TestRewardPy(t *testing.T) {
 	e, h := newRolloutEnv(t)
 	dir := t.TempDir()
 	o := trainer.DefaultGRPOOptions()
-	o.Out, o.Model, o.Prompter, o.RolloutURL, o.RolloutTimeout = dir, "m", promptOf{}, e.admin, testkit.Patience(t).Truncate(time.Second)
+	o.Out, o.Model, o.Prompter, o.RolloutURL, o.RolloutTimeout = dir, trainer.HubPrefix+"org/m", promptOf{}, e.admin, testkit.Patience(t).Truncate(time.Second)
 	if _, err := trainer.WriteGRPO([]trainer.Example{{TaskID: "1", Task: "t"}}, o); err != nil {
 		t.Fatal(err)
 	}
