@@ -15,13 +15,11 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/internal/testkit"
 )
 
-// faultRow logs one row of `make faults` (scripts/faults.sh), as app's helper does.
-func faultRow(t *testing.T, component, fault, agent, rec string) {
-	t.Helper()
-	t.Logf("FAULT\t%s\t%s\t%s\t%s", component, fault, agent, rec)
-}
+// faultRow logs one row of `make faults`.
+var faultRow = testkit.FaultRow
 
 // hardenedRouter is the admin plane with every optional route mounted (episodes,
 // feedback, rollouts, the dashboard's), so walking it enumerates them all.

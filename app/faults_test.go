@@ -24,13 +24,8 @@ import (
 	"github.com/camproxy/camproxy/replay"
 )
 
-// faultRow logs one row of the fault matrix: `make faults` (scripts/faults.sh) runs
-// the fault tests verbosely and prints these rows as a table. The outcomes are
-// what the test measured, never fixed text.
-func faultRow(t *testing.T, component, fault, agent, rec string) {
-	t.Helper()
-	t.Logf("FAULT\t%s\t%s\t%s\t%s", component, fault, agent, rec)
-}
+// faultRow logs one row of `make faults`.
+var faultRow = testkit.FaultRow
 
 // recordedSteps shuts camproxy down (flushing the recorder) and returns the step
 // events of the file sink.

@@ -17,6 +17,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
@@ -26,11 +27,8 @@ import (
 // request bytes over a real loopback TCP connection. Each case logs a row of the fault
 // matrix (`make faults`).
 
-// faultRow logs one row of the fault matrix (scripts/faults.sh prints them as a table).
-func faultRow(t *testing.T, component, fault, agent, rec string) {
-	t.Helper()
-	t.Logf("FAULT\t%s\t%s\t%s\t%s", component, fault, agent, rec)
-}
+// faultRow logs one row of `make faults`.
+var faultRow = testkit.FaultRow
 
 // serveTCP serves p's proxy on a loopback TCP listener too, and returns its address.
 func serveTCP(t *testing.T, p *inmemProxy) string {

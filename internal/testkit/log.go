@@ -50,3 +50,11 @@ func (w *testWriter) close() {
 // outcome, and each test checks the errors it got itself. (app routes them into
 // its own logger; a test of app needs nothing.)
 func QuietRedis() { redis.SetLogger(redislog.New(slog.New(slog.DiscardHandler), time.Hour, time.Now)) }
+
+// FaultRow logs one row of the fault matrix: `make faults` (scripts/faults.sh) runs the
+// fault tests verbosely and prints these rows as a table. The outcomes are what the
+// test measured, never fixed text.
+func FaultRow(t testing.TB, component, fault, agent, rec string) {
+	t.Helper()
+	t.Logf("FAULT\t%s\t%s\t%s\t%s", component, fault, agent, rec)
+}
