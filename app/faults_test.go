@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -298,19 +297,6 @@ func TestRedisOutage(t *testing.T) {
 		fmt.Sprintf("%d steps in %d episodes, none split", len(steps), len(b.Episodes)))
 }
 
-// syncBuffer is a log sink tests read while camproxy writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // tmpfs mounts a small tmpfs (root only; the test skips elsewhere) and returns it.
 func tmpfs(t *testing.T, size string) string {
 	t.Helper()
@@ -344,7 +330,7 @@ func fill(t *testing.T, dir string) string {
 // loss is counted and logged loudly.
 func TestReplayDiskFull(t *testing.T) {
 	sinkDir := tmpfs(t, "512k")
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	e := newEnvWith(t, func(c *config.Config) { c.Replay.Sinks = []string{"file://" + sinkDir + "/replay"} },
 		Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	filler := fill(t, sinkDir)
@@ -372,7 +358,7 @@ func TestReplayDiskFull(t *testing.T) {
 	// The spool's own disk full too: counted as lost and logged loudly.
 	spoolDir := tmpfs(t, "256k")
 	sink2 := tmpfs(t, "256k")
-	logs2 := &syncBuffer{}
+	logs2 := &testkit.SyncBuffer{}
 	e2 := newEnvWith(t, func(c *config.Config) {
 		c.Replay.Sinks = []string{"file://" + sink2 + "/replay"}
 		c.Replay.SpoolDir = spoolDir + "/spool"

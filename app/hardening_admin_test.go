@@ -1,37 +1,17 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/internal/testkit"
 )
-
-// lockedBuffer is a log sink the App's goroutines may write to while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestHardeningAdminExposure (issue 18, 8): an admin plane bound where other hosts
 // reach it, with no admin.token, is refused — by the config loader `camproxy serve`
@@ -70,7 +50,7 @@ func TestHardeningAdminExposure(t *testing.T) {
 			dir := t.TempDir()
 			cfg.Replay.Sinks = []string{"file://" + dir + "/replay"}
 			cfg.Replay.SpoolDir = dir + "/spool"
-			var logs lockedBuffer
+			var logs testkit.SyncBuffer
 			a, nerr := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if a != nil {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -50,7 +50,7 @@ func TestSecretsNowhere(t *testing.T) {
 	t.Cleanup(br.Close)
 	an := testkit.NewAnthropic()
 	t.Cleanup(an.Close)
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	dir := t.TempDir()
 	s3URI := "s3://replay/sec?region=us-east-1&endpoint=" + s3.URL
 	e := newEnvWith(t, func(c *config.Config) {

@@ -1,7 +1,6 @@
 package augment
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -383,24 +382,6 @@ func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	return next
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger used from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestCacheRedisDownFailsOpen(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -412,7 +393,7 @@ func TestCacheRedisDownFailsOpen(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	var commands atomic.Int32
 	rdb.AddHook(countHook{&commands})
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 
 	// No local tier, so every Get would go to the dead Redis.

@@ -9,11 +9,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/camproxy/camproxy/internal/testkit"
 )
 
 // flusher is a compressing writer that can end what it has so far at a point the
@@ -74,25 +75,6 @@ func encodeFlushed(t testing.TB, name string, evs []string) (enc []byte, cuts []
 	return buf.Bytes(), cuts
 }
 
-// syncBuffer is what the protocol Decoder would be: written by the decoding
-// goroutine, read by the test after Write returns.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestDecodeBodyIncremental: a stream the upstream flushes per event reaches the
 // Decoder per event, decoded, by the time Write returns for the bytes that end it —
 // before the next bytes exist — whatever the coding and the chunking.
@@ -103,7 +85,7 @@ func TestDecodeBodyIncremental(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			enc, cuts := encodeFlushed(t, name, evs)
 			rng := rand.New(rand.NewPCG(1, uint64(len(enc))))
-			var dst syncBuffer
+			var dst testkit.SyncBuffer
 			w := decodeBody(header(name), &dst)
 			if _, ok := w.(*codingWriter); !ok {
 				t.Fatalf("%s: not decoded: %T", name, w)
@@ -141,7 +123,7 @@ func TestDecodeBodyWhole(t *testing.T) {
 		w := encoders[name](&buf)
 		_, _ = io.WriteString(w, body)
 		_ = w.Close()
-		var dst syncBuffer
+		var dst testkit.SyncBuffer
 		bw := decodeBody(header(name), &dst)
 		_, _ = bw.Write(buf.Bytes())
 		if got := dst.String(); got != body {
@@ -162,7 +144,7 @@ func TestDecodeBodyCodings(t *testing.T) {
 	b := brotli.NewWriter(&both)
 	_, _ = b.Write(gz.Bytes())
 	_ = b.Close()
-	var dst syncBuffer
+	var dst testkit.SyncBuffer
 	w := decodeBody("gzip, BR", &dst)
 	_, _ = w.Write(both.Bytes())
 	if err := w.Close(); err != nil || dst.String() != "layered" {
@@ -176,7 +158,7 @@ func TestDecodeBodyCodings(t *testing.T) {
 		_, _ = io.WriteString(g, s)
 		_ = g.Close()
 	}
-	var two syncBuffer
+	var two testkit.SyncBuffer
 	w = decodeBody("gzip", &two)
 	_, _ = w.Write(members.Bytes())
 	if err := w.Close(); err != nil || two.String() != "first second" {
@@ -184,7 +166,7 @@ func TestDecodeBodyCodings(t *testing.T) {
 	}
 
 	for _, v := range []string{"", "identity", " Identity "} {
-		var id syncBuffer
+		var id testkit.SyncBuffer
 		w := decodeBody(v, &id)
 		if _, ok := w.(identityBody); !ok {
 			t.Errorf("%q: %T, want the bytes as they are", v, w)
@@ -195,7 +177,7 @@ func TestDecodeBodyCodings(t *testing.T) {
 		}
 	}
 
-	var none syncBuffer
+	var none testkit.SyncBuffer
 	w = decodeBody("compress", &none)
 	_, _ = w.Write([]byte("x"))
 	if err := w.Close(); err == nil || !strings.Contains(err.Error(), `"compress"`) || none.String() != "" {
@@ -207,7 +189,7 @@ func TestDecodeBodyCodings(t *testing.T) {
 // error naming it; Writes after that return at once.
 func TestDecodeBodyCorrupt(t *testing.T) {
 	for _, name := range []string{"gzip", "deflate", "br", "zstd"} {
-		var dst syncBuffer
+		var dst testkit.SyncBuffer
 		w := decodeBody(name, &dst)
 		for range 3 {
 			_, _ = w.Write([]byte("this is not compressed at all, not even a little bit"))
@@ -219,7 +201,7 @@ func TestDecodeBodyCorrupt(t *testing.T) {
 	}
 	// Cut short: the stream ends before the coding does.
 	enc, cuts := encodeFlushed(t, "gzip", sseEvents(3))
-	var dst syncBuffer
+	var dst testkit.SyncBuffer
 	w := decodeBody("gzip", &dst)
 	_, _ = w.Write(enc[:cuts[1]])
 	if err := w.Close(); err == nil {
@@ -253,7 +235,7 @@ func FuzzDecodeBody(f *testing.F) {
 	f.Add("gzip", []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff}, uint8(1))
 	f.Add("deflate, gzip", []byte("x"), uint8(0))
 	f.Fuzz(func(t *testing.T, coding string, data []byte, step uint8) {
-		var dst syncBuffer
+		var dst testkit.SyncBuffer
 		w := decodeBody(coding, &dst)
 		n := int(step) + 1
 		for i := 0; i < len(data); i += n {

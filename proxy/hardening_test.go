@@ -182,7 +182,7 @@ func errorShaped(st Style, body string) bool {
 // header least of all — neither in the answer nor in the logs (at debug level).
 func TestHardeningMalformedHeadNotEchoed(t *testing.T) {
 	const secret = "sk-secret-0123456789"
-	logs := &syncBuffer{} // the proxy's goroutines write to it concurrently
+	logs := &testkit.SyncBuffer{} // the proxy's goroutines write to it concurrently
 	p := newInmemProxy(t, answerCompletion, true, func(o *Options, _ *fasthttp.Server) {
 		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"sync"
@@ -57,4 +58,23 @@ func QuietRedis() { redis.SetLogger(redislog.New(slog.New(slog.DiscardHandler), 
 func FaultRow(t testing.TB, component, fault, agent, rec string) {
 	t.Helper()
 	t.Logf("FAULT\t%s\t%s\t%s\t%s", component, fault, agent, rec)
+}
+
+// SyncBuffer is a bytes.Buffer safe for writers on several goroutines (a logger, a
+// decoder's goroutine) and a test reading it meanwhile.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
