@@ -133,17 +133,3 @@ func TestNoPositionWithoutAFile(t *testing.T) {
 		t.Errorf("Validate() = %v", err)
 	}
 }
-
-func TestEditDistance(t *testing.T) {
-	for _, tt := range []struct {
-		a, b string
-		want int
-	}{
-		{"", "", 0}, {"token", "token", 0}, {"tokne", "token", 1}, {"", "abc", 3},
-		{"listn", "listen", 1}, {"server", "servre", 1}, {"ca", "abc", 3}, {"kitten", "sitting", 3},
-	} {
-		if got := editDistance(tt.a, tt.b); got != tt.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
-		}
-	}
-}

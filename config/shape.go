@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/camproxy/camproxy/internal/suggest"
 	"math"
 	"reflect"
 	"strconv"
@@ -66,7 +67,7 @@ func (s *shape) object(n *yaml.Node, t reflect.Type, key string) {
 		ft, ok := fields[k]
 		if !ok {
 			msg := "unknown key"
-			if near := closest(k, knownKeys(fields, typ)); near != "" {
+			if near := suggest.Closest(k, knownKeys(fields, typ)); near != "" {
 				msg += "; did you mean " + joinKey(key, near) + "?"
 			}
 			s.add(kn, joinKey(key, k), "%s", msg)
