@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,12 +46,15 @@ type FileOptions struct {
 // Segments are named <writer>-<unix nanos of the sink's open>-<seq>.jsonl with fixed
 // widths, so name order is time order per writer, and a new sink never appends to an
 // old segment: a torn tail from a crash stays at the end of its own segment instead
-// of being glued to the next process's first line.
+// of being glued to the next process's first line. A segment lives in the time
+// partition dt=YYYY-MM-DD/hr=HH (UTC) of the hour its batches were written in: the
+// sink starts a new segment when the hour turns, so a window reads only its hours.
 type FileSink struct {
 	dir      string
 	writer   string
 	stamp    int64 // unix nanos at NewFileSink
 	segBytes int64
+	now      func() time.Time // the clock that picks a batch's partition
 
 	// writeFile and syncFile are the file operations; tests replace them to
 	// simulate a full disk (a short write, a failing fsync).
@@ -61,7 +65,8 @@ type FileSink struct {
 	seq    int
 	file   *os.File // nil after a failure that left the segment unusable, or before the first open
 	path   string
-	size   int64 // bytes in file that belong to whole, fsynced batches
+	part   string // the partition of file: partitionPath of the hour it was opened in
+	size   int64  // bytes in file that belong to whole, fsynced batches
 	buf    []byte
 	closed bool
 }
@@ -83,10 +88,11 @@ func NewFileSink(dir string, o FileOptions) (*FileSink, error) {
 		writer:    fileSafeName(o.Writer),
 		stamp:     time.Now().UnixNano(),
 		segBytes:  o.SegmentBytes,
+		now:       time.Now,
 		writeFile: (*os.File).Write,
 		syncFile:  (*os.File).Sync,
 	}
-	if err := f.openSegment(); err != nil {
+	if err := f.openSegment(partitionPath(f.now())); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -131,7 +137,7 @@ func (f *FileSink) Write(ctx context.Context, lines [][]byte) error {
 	if len(f.buf) == 0 {
 		return nil
 	}
-	if err := f.ensureRoom(int64(len(f.buf))); err != nil {
+	if err := f.ensureRoom(partitionPath(f.now()), int64(len(f.buf))); err != nil {
 		return err
 	}
 	return f.appendDurably(f.buf)
@@ -163,13 +169,14 @@ func (f *FileSink) releaseBuf() {
 }
 
 // ensureRoom rotates between batches: a batch is never split across segments, so a
-// batch larger than SegmentBytes gets a segment of its own.
-func (f *FileSink) ensureRoom(n int64) error {
-	if f.file != nil && f.size > 0 && f.size+n > f.segBytes {
+// batch larger than SegmentBytes gets a segment of its own; a batch of another hour
+// than the segment's starts a segment in its own partition.
+func (f *FileSink) ensureRoom(part string, n int64) error {
+	if f.file != nil && (f.part != part || f.size > 0 && f.size+n > f.segBytes) {
 		f.closeSegment()
 	}
 	if f.file == nil {
-		return f.openSegment()
+		return f.openSegment(part)
 	}
 	return nil
 }
@@ -201,9 +208,13 @@ func (f *FileSink) rollback() {
 	f.closeSegment()
 }
 
-func (f *FileSink) openSegment() error {
+func (f *FileSink) openSegment(part string) error {
+	dir, err := fileMkdirDurable(f.dir, part)
+	if err != nil {
+		return err
+	}
 	for range 1000 { // another sink with the same writer name and stamp: take the next seq
-		path := filepath.Join(f.dir, fmt.Sprintf("%s-%020d-%06d%s", f.writer, f.stamp, f.seq, fileSegmentExt))
+		path := filepath.Join(dir, fmt.Sprintf("%s-%020d-%06d%s", f.writer, f.stamp, f.seq, fileSegmentExt))
 		f.seq++
 		file, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
 		if errors.Is(err, os.ErrExist) {
@@ -212,11 +223,27 @@ func (f *FileSink) openSegment() error {
 		if err != nil {
 			return fmt.Errorf("replay: open segment %s: %w", path, err)
 		}
-		f.file, f.path, f.size = file, path, 0
-		fileSyncDir(f.dir)
+		f.file, f.path, f.size, f.part = file, path, 0, part
+		fileSyncDir(dir)
 		return nil
 	}
-	return fmt.Errorf("replay: open segment in %s: no free name for writer %q", f.dir, f.writer)
+	return fmt.Errorf("replay: open segment in %s: no free name for writer %q", dir, f.writer)
+}
+
+// fileMkdirDurable creates the partition directories below root and fsyncs each
+// parent, so that a crash cannot lose a new directory and with it the fsynced
+// segments inside. It runs once per segment, so the extra fsyncs are rare.
+func fileMkdirDurable(root, part string) (string, error) {
+	dir := root
+	for seg := range strings.SplitSeq(part, "/") {
+		next := filepath.Join(dir, seg)
+		if err := os.Mkdir(next, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("replay: file sink partition %s: %w", next, err)
+		}
+		fileSyncDir(dir) // also when another writer made it: its fsync may not have run yet
+		dir = next
+	}
+	return dir, nil
 }
 
 // fileSyncDir makes a new segment's directory entry durable, so fsynced batches are
@@ -260,12 +287,15 @@ func (f *FileSink) Close() error {
 }
 
 // FileSource reads back the segments of a directory that one or more FileSinks
-// wrote. A crash leaves at most a torn last line per segment; the source skips it,
-// and any line that is not JSON, instead of failing the whole read.
+// wrote: those in its time partitions (dt=YYYY-MM-DD/hr=HH/) and those directly in
+// the directory (written before partitioning). A crash leaves at most a torn last
+// line per segment; the source skips it, and any line that is not JSON, instead of
+// failing the whole read.
 type FileSource struct {
 	dir     string
 	maxLine int
 	skipped atomic.Int64
+	read    atomic.Int64
 }
 
 // NewFileSource reads dir; nothing is opened until Scan.
@@ -276,36 +306,116 @@ func NewFileSource(dir string) *FileSource {
 // Skipped is the number of torn, over-long or invalid lines the last Scan skipped.
 func (s *FileSource) Skipped() int { return int(s.skipped.Load()) }
 
-// Scan calls fn for every valid line of every segment, segments in name order (time
-// order per writer), lines in file order. fn's slice is reused after it returns.
+// BytesRead is how many bytes of segments the current or last Scan (or ScanWindow)
+// has read so far: with Size, a long read's progress.
+func (s *FileSource) BytesRead() int64 { return s.read.Load() }
+
+// Scan calls fn for every valid line of every segment: the unpartitioned ones first,
+// then partition by partition in time order; segments in name order (time order per
+// writer), lines in file order. fn's slice is reused after it returns.
 func (s *FileSource) Scan(ctx context.Context, fn func(line []byte) error) error {
+	return s.scan(ctx, window{}, fn)
+}
+
+// ScanWindow is Scan restricted to the partitions whose hour overlaps [from, to),
+// plus every unpartitioned segment (nothing says when those were written). A zero
+// from or to leaves that side open. A partition is the hour a batch was written, not
+// when its events happened: a step that reached the sink late (from the spool after
+// an outage) is in a later hour.
+func (s *FileSource) ScanWindow(ctx context.Context, from, to time.Time, fn func(line []byte) error) error {
+	return s.scan(ctx, window{from, to}, fn)
+}
+
+// Size is the bytes of every segment Scan would read, when listed.
+func (s *FileSource) Size(ctx context.Context) (int64, error) {
+	return s.size(ctx, window{})
+}
+
+// SizeWindow is the bytes of the segments ScanWindow would read.
+func (s *FileSource) SizeWindow(ctx context.Context, from, to time.Time) (int64, error) {
+	return s.size(ctx, window{from, to})
+}
+
+func (s *FileSource) size(ctx context.Context, w window) (int64, error) {
+	segs, err := fileSegments(ctx, s.dir, w)
+	var n int64
+	for _, seg := range segs {
+		n += seg.size
+	}
+	return n, err
+}
+
+func (s *FileSource) scan(ctx context.Context, w window, fn func(line []byte) error) error {
 	s.skipped.Store(0)
-	names, err := fileSegments(s.dir)
+	s.read.Store(0)
+	segs, err := fileSegments(ctx, s.dir, w)
 	if err != nil {
 		return err
 	}
 	var buf []byte
-	for _, name := range names {
-		if buf, err = s.scanSegment(ctx, filepath.Join(s.dir, name), buf, fn); err != nil {
+	for _, seg := range segs {
+		if buf, err = s.scanSegment(ctx, seg.path, buf, fn); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// fileSegments lists the *.jsonl files of dir in name order.
-func fileSegments(dir string) ([]string, error) {
+// fileSegment is a segment to read and its size when listed.
+type fileSegment struct {
+	path string
+	size int64
+}
+
+// fileSegments lists the *.jsonl files directly in dir, then those of the time
+// partitions that the window keeps, each directory's files in name order. Other
+// directories are not replay data and are passed over.
+func fileSegments(ctx context.Context, dir string, w window) ([]fileSegment, error) {
+	var out []fileSegment
+	if err := fileListPartition(ctx, dir, nil, w, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func fileListPartition(ctx context.Context, dir string, segs []string, w window, out *[]fileSegment) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	ents, err := os.ReadDir(dir) // sorted by name
 	if err != nil {
-		return nil, fmt.Errorf("replay: read segments in %s: %w", dir, err)
+		if len(segs) > 0 && errors.Is(err, os.ErrNotExist) {
+			return nil // removed since its parent was listed
+		}
+		return fmt.Errorf("replay: read segments in %s: %w", dir, err)
 	}
-	var names []string
+	var subdirs []string
 	for _, e := range ents {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), fileSegmentExt) {
-			names = append(names, e.Name())
+		switch {
+		case e.IsDir():
+			next := append(slices.Clip(segs), e.Name())
+			if _, _, ok := parsePartition(next); ok && w.keep(next) {
+				subdirs = append(subdirs, e.Name())
+			}
+		case strings.HasSuffix(e.Name(), fileSegmentExt):
+			info, err := e.Info()
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("replay: stat segment in %s: %w", dir, err)
+			}
+			if info.Mode().IsRegular() {
+				*out = append(*out, fileSegment{path: filepath.Join(dir, e.Name()), size: info.Size()})
+			}
 		}
 	}
-	return names, nil
+	for _, name := range subdirs {
+		if err := fileListPartition(ctx, filepath.Join(dir, name), append(slices.Clip(segs), name), w, out); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // scanSegment reads one segment; buf is the line buffer, returned for reuse so a
@@ -319,7 +429,7 @@ func (s *FileSource) scanSegment(ctx context.Context, path string, buf []byte, f
 		return buf, fmt.Errorf("replay: open segment %s: %w", path, err)
 	}
 	defer file.Close()
-	r := bufio.NewReaderSize(file, 256<<10)
+	r := bufio.NewReaderSize(countingReader{file, &s.read}, 256<<10)
 	for {
 		if err := ctx.Err(); err != nil {
 			return buf, err
@@ -354,6 +464,18 @@ func (s *FileSource) deliver(line []byte, tooLong bool, fn func([]byte) error) e
 		return fn(line)
 	}
 	return nil
+}
+
+// countingReader adds the bytes read through it to n.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // fileReadLine reads up to and including the next '\n' into buf[:0]. Past max bytes

@@ -68,17 +68,18 @@ func fileWrite(t testing.TB, s *FileSink, lines [][]byte) {
 	}
 }
 
-// fileSegmentsOf lists the segment paths of dir in name order.
+// fileSegmentsOf lists the segment paths of dir in the order Scan reads them.
 func fileSegmentsOf(t *testing.T, dir string) []string {
 	t.Helper()
-	names, err := fileSegments(dir)
+	segs, err := fileSegments(t.Context(), dir, window{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, n := range names {
-		names[i] = filepath.Join(dir, n)
+	var paths []string
+	for _, s := range segs {
+		paths = append(paths, s.path)
 	}
-	return names
+	return paths
 }
 
 func fileAppendRaw(t *testing.T, path, data string) {
@@ -364,7 +365,7 @@ func TestFileSinkClose(t *testing.T) {
 func TestFileSinkWriterNameStaysInDir(t *testing.T) {
 	dir := t.TempDir()
 	s := fileNewSink(t, dir, FileOptions{Writer: "../escape/x"})
-	if filepath.Dir(s.path) != dir {
+	if filepath.Dir(s.path) != filepath.Join(dir, filepath.FromSlash(s.part)) {
 		t.Fatalf("segment %s outside %s", s.path, dir)
 	}
 }

@@ -203,7 +203,7 @@ func TestOpenFile(t *testing.T) {
 	if err := sink.Close(); err != nil {
 		t.Fatal(err)
 	}
-	segs, _ := filepath.Glob(filepath.Join(dir, "w1-*"))
+	segs, _ := filepath.Glob(filepath.Join(dir, "dt=*", "hr=*", "w1-*"))
 	if len(segs) < 2 {
 		t.Errorf("FileSegmentBytes not passed on: %d segments", len(segs))
 	}
@@ -225,7 +225,7 @@ func TestOpenFileRelative(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = sink.Close()
-	segs, _ := filepath.Glob(filepath.Join("data", "replay", "*.jsonl"))
+	segs, _ := filepath.Glob(filepath.Join("data", "replay", "dt=*", "hr=*", "*.jsonl"))
 	host, _ := os.Hostname()
 	if len(segs) != 1 || !strings.HasPrefix(filepath.Base(segs[0]), fmt.Sprintf("%s-%d", host, os.Getpid())) {
 		t.Errorf("segments %v: want one named after <hostname>-<pid>", segs)

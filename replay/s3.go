@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
 // s3MaxLine bounds the memory one corrupt object (gigabytes without a newline) can
@@ -24,10 +25,14 @@ const s3MaxLine = 64 << 20
 // s3ContentType is the Content-Type of every object the S3 sink writes.
 const s3ContentType = "application/x-ndjson"
 
-// S3Sink writes each batch as one gzip-compressed JSON Lines object, keyed by time
-// and writer so that keys sort in time order and writers never collide:
+// S3Sink writes each batch as one gzip-compressed JSON Lines object, keyed by the
+// time partition (UTC) of the hour it is written in, then time and writer, so that
+// keys sort in time order, writers never collide and a window lists only its days:
 //
-//	<prefix>/<yyyy>/<mm>/<dd>/<hh>/<20-digit unix nanos>-<writer>-<6-digit seq>.jsonl.gz
+//	<prefix>/dt=<yyyy-mm-dd>/hr=<hh>/<20-digit unix nanos>-<writer>-<6-digit seq>.jsonl.gz
+//
+// (Before partitioning the sink wrote <prefix>/<yyyy>/<mm>/<dd>/<hh>/…; S3Source
+// reads both.)
 type S3Sink struct {
 	client *s3.Client
 	bucket string
@@ -84,9 +89,7 @@ func (s *S3Sink) Write(ctx context.Context, lines [][]byte) error {
 
 // key is the object key of a batch written at t with sequence number seq.
 func (s *S3Sink) key(t time.Time, seq uint64) string {
-	t = t.UTC()
-	name := fmt.Sprintf("%04d/%02d/%02d/%02d/%020d-%s-%06d.jsonl.gz",
-		t.Year(), int(t.Month()), t.Day(), t.Hour(), t.UnixNano(), s.writer, seq%1000000)
+	name := fmt.Sprintf("%s/%020d-%s-%06d.jsonl.gz", partitionPath(t), t.UnixNano(), s.writer, seq%1000000)
 	if s.prefix == "" {
 		return name
 	}
@@ -102,6 +105,7 @@ type S3Source struct {
 	bucket   string
 	prefix   string
 	pageSize int32 // keys per ListObjectsV2 page; 0 = the server's default (1000)
+	read     atomic.Int64
 }
 
 // NewS3Source returns a source over the objects of bucket under prefix.
@@ -109,41 +113,173 @@ func NewS3Source(client *s3.Client, bucket, prefix string) *S3Source {
 	return &S3Source{client: client, bucket: bucket, prefix: cleanS3Prefix(prefix)}
 }
 
+// BytesRead is how many stored (gzip) bytes the current or last Scan (or ScanWindow)
+// has read so far: with Size, a long read's progress.
+func (s *S3Source) BytesRead() int64 { return s.read.Load() }
+
 // Scan lists the objects under the prefix in key order (which is time order for the
-// sink's keys), and calls fn with every line of each, gunzipped. An object that is
-// not gzip JSON Lines is an error naming its key. Zero-byte "folder" keys ending in
-// "/" are skipped.
+// sink's keys, whichever layout), and calls fn with every line of each, gunzipped. An
+// object that is not gzip JSON Lines is an error naming its key. Zero-byte "folder"
+// keys ending in "/" are skipped.
 func (s *S3Source) Scan(ctx context.Context, fn func(line []byte) error) error {
+	return s.scan(ctx, window{}, fn)
+}
+
+// ScanWindow is Scan restricted to the partitions whose hour overlaps [from, to),
+// plus every object outside the time partitions (nothing says when those were
+// written). A zero from or to leaves that side open. It lists the prefix's top level
+// once (with a delimiter) and then only the days the window needs, each with its own
+// ListObjectsV2 prefix. A partition is the hour a batch was written, not when its
+// events happened: a step that reached the sink late is in a later hour.
+func (s *S3Source) ScanWindow(ctx context.Context, from, to time.Time, fn func(line []byte) error) error {
+	return s.scan(ctx, window{from, to}, fn)
+}
+
+// Size is the stored (gzip) bytes of every object Scan would read, when listed.
+func (s *S3Source) Size(ctx context.Context) (int64, error) {
+	return s.size(ctx, window{})
+}
+
+// SizeWindow is the stored bytes of the objects ScanWindow would read.
+func (s *S3Source) SizeWindow(ctx context.Context, from, to time.Time) (int64, error) {
+	return s.size(ctx, window{from, to})
+}
+
+func (s *S3Source) size(ctx context.Context, w window) (int64, error) {
+	var n int64
+	err := s.objects(ctx, w, func(keys []s3Object) error {
+		for _, k := range keys {
+			n += k.size
+		}
+		return nil
+	})
+	return n, err
+}
+
+func (s *S3Source) scan(ctx context.Context, w window, fn func(line []byte) error) error {
+	s.read.Store(0)
+	var buf []byte
+	return s.objects(ctx, w, func(keys []s3Object) error {
+		for _, k := range keys {
+			var err error
+			if buf, err = s.scanObject(ctx, k.key, buf, fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// s3Object is a listed key and its stored size.
+type s3Object struct {
+	key  string
+	size int64
+}
+
+// root is the key prefix of the source's objects: "" or "prefix/".
+func (s *S3Source) root() string {
+	if s.prefix == "" {
+		return ""
+	}
+	return s.prefix + "/"
+}
+
+// objects calls fn with the keys the window reads, a listing page at a time (so a
+// prefix of millions of keys is never held at once), each page in key order.
+func (s *S3Source) objects(ctx context.Context, w window, fn func([]s3Object) error) error {
+	if w.all() {
+		return s.list(ctx, s.root(), nil, w, fn)
+	}
+	return s.descend(ctx, s.root(), nil, w, fn)
+}
+
+// descend lists one level of partitions below prefix (segs are the partition's path
+// segments) with a delimiter: the objects at this level are read, the partitions
+// the window keeps are descended into, and anything else is read whole. A partition
+// of a day or less is listed whole and its keys filtered, one listing per day.
+func (s *S3Source) descend(ctx context.Context, prefix string, segs []string, w window, fn func([]s3Object) error) error {
+	if start, end, ok := parsePartition(segs); ok && end.Sub(start) <= 24*time.Hour {
+		return s.list(ctx, prefix, segs, w, fn)
+	}
+	var subs []string
+	err := s.pages(ctx, prefix, "/", func(page *s3.ListObjectsV2Output) error {
+		for _, p := range page.CommonPrefixes {
+			subs = append(subs, aws.ToString(p.Prefix))
+		}
+		return fn(s3Keys(page.Contents, nil))
+	})
+	if err != nil {
+		return err
+	}
+	slices.Sort(subs)
+	for _, sub := range subs {
+		next := append(slices.Clip(segs), strings.TrimSuffix(strings.TrimPrefix(sub, prefix), "/"))
+		switch _, _, ok := parsePartition(next); {
+		case !ok:
+			err = s.list(ctx, sub, nil, window{}, fn) // not a time partition: unpartitioned data
+		case w.keep(next):
+			err = s.descend(ctx, sub, next, w, fn)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// list lists everything under prefix and keeps the keys whose partition (segs, then
+// the key's own directories below prefix) the window keeps.
+func (s *S3Source) list(ctx context.Context, prefix string, segs []string, w window, fn func([]s3Object) error) error {
+	return s.pages(ctx, prefix, "", func(page *s3.ListObjectsV2Output) error {
+		return fn(s3Keys(page.Contents, func(key string) bool {
+			if w.all() {
+				return true
+			}
+			dirs := strings.Split(strings.TrimPrefix(key, prefix), "/")
+			return w.keep(append(slices.Clip(segs), dirs[:len(dirs)-1]...))
+		}))
+	})
+}
+
+// pages runs ListObjectsV2 under prefix, page by page.
+func (s *S3Source) pages(ctx context.Context, prefix, delimiter string, fn func(*s3.ListObjectsV2Output) error) error {
 	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket)}
 	if s.pageSize > 0 {
 		in.MaxKeys = aws.Int32(s.pageSize)
 	}
-	if s.prefix != "" {
-		in.Prefix = aws.String(s.prefix + "/")
+	if prefix != "" {
+		in.Prefix = aws.String(prefix)
+	}
+	if delimiter != "" {
+		in.Delimiter = aws.String(delimiter)
 	}
 	pages := s3.NewListObjectsV2Paginator(s.client, in)
-	var buf []byte
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return fmt.Errorf("s3 list s3://%s/%s: %w", s.bucket, s.prefix, err)
+			return fmt.Errorf("s3 list s3://%s/%s: %w", s.bucket, prefix, err)
 		}
-		keys := make([]string, 0, len(page.Contents))
-		for _, o := range page.Contents {
-			k := aws.ToString(o.Key)
-			if strings.HasSuffix(k, "/") && aws.ToInt64(o.Size) == 0 {
-				continue
-			}
-			keys = append(keys, k)
-		}
-		slices.Sort(keys) // S3 lists in key order already; stores that do not still work
-		for _, k := range keys {
-			if buf, err = s.scanObject(ctx, k, buf, fn); err != nil {
-				return err
-			}
+		if err := fn(page); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// s3Keys is the objects of a listing page that keep accepts (nil: all), in key
+// order, without zero-byte "folder" keys.
+func s3Keys(objs []types.Object, keep func(string) bool) []s3Object {
+	keys := make([]s3Object, 0, len(objs))
+	for _, o := range objs {
+		k := aws.ToString(o.Key)
+		if strings.HasSuffix(k, "/") && aws.ToInt64(o.Size) == 0 || keep != nil && !keep(k) {
+			continue
+		}
+		keys = append(keys, s3Object{key: k, size: aws.ToInt64(o.Size)})
+	}
+	// S3 lists in key order already; stores that do not still work
+	slices.SortFunc(keys, func(a, b s3Object) int { return strings.Compare(a.key, b.key) })
+	return keys
 }
 
 // errFn marks an error returned by Scan's callback, so that it is passed on as is.
@@ -160,7 +296,7 @@ func (s *S3Source) scanObject(ctx context.Context, key string, buf []byte, fn fu
 		return buf, fmt.Errorf("s3 get s3://%s/%s: %w", s.bucket, key, err)
 	}
 	defer out.Body.Close()
-	buf, err = gunzipLines(out.Body, buf, func(line []byte) error {
+	buf, err = gunzipLines(countingReader{out.Body, &s.read}, buf, func(line []byte) error {
 		if err := fn(line); err != nil {
 			return errFn{err}
 		}

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"regexp"
 	"strconv"
@@ -57,7 +58,7 @@ func listKeys(t *testing.T, c *s3.Client, bucket, prefix string) []string {
 	return keys
 }
 
-var s3KeyRE = regexp.MustCompile(`^runs/a/(\d{4})/(\d{2})/(\d{2})/(\d{2})/(\d{20})-host-1_x-(\d{6})\.jsonl\.gz$`)
+var s3KeyRE = regexp.MustCompile(`^runs/a/dt=(\d{4})-(\d{2})-(\d{2})/hr=(\d{2})/(\d{20})-host-1_x-(\d{6})\.jsonl\.gz$`)
 
 func TestS3SinkWriteScan(t *testing.T) {
 	fake := newTestS3(t, "replay")
@@ -150,11 +151,11 @@ func TestS3SinkWriteScan(t *testing.T) {
 func TestS3SinkKeyFormat(t *testing.T) {
 	s := NewS3Sink(nil, "b", "p/q", "")
 	at := time.Date(2026, 3, 4, 5, 6, 7, 89, time.FixedZone("X", 3*3600))
-	if got, want := s.key(at, 1234567), "p/q/2026/03/04/02/01772589967000000089-writer-234567.jsonl.gz"; got != want {
+	if got, want := s.key(at, 1234567), "p/q/dt=2026-03-04/hr=02/01772589967000000089-writer-234567.jsonl.gz"; got != want {
 		t.Errorf("key = %q, want %q", got, want)
 	}
 	s = NewS3Sink(nil, "b", "", "w")
-	if got := s.key(time.Unix(0, 5).UTC(), 7); got != "1970/01/01/00/00000000000000000005-w-000007.jsonl.gz" {
+	if got := s.key(time.Unix(0, 5).UTC(), 7); got != "dt=1970-01-01/hr=00/00000000000000000005-w-000007.jsonl.gz" {
 		t.Errorf("key without prefix = %q", got)
 	}
 }
@@ -214,8 +215,8 @@ func TestS3SourceCorruptObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	for key, body := range map[string][]byte{
-		"p/9999/junk.jsonl.gz": []byte(`{"v":1}` + "\n"), // not gzip
-		"p/9999/trunc.jsonl.gz": func() []byte { // gzip cut short
+		"p/zzz/junk.jsonl.gz": []byte(`{"v":1}` + "\n"), // not gzip
+		"p/zzz/trunc.jsonl.gz": func() []byte { // gzip cut short
 			var b bytes.Buffer
 			zw := gzip.NewWriter(&b)
 			_, _ = zw.Write(bytes.Repeat([]byte("x\n"), 1000))
@@ -271,4 +272,54 @@ func TestGunzipLines(t *testing.T) {
 			t.Errorf("line %d: %d bytes, want %d", i, len(got[i]), len(want[i]))
 		}
 	}
+}
+
+func TestS3SourceWindow(t *testing.T) {
+	fake := newTestS3(t, "replay")
+	c := fake.Client()
+	sink := NewS3Sink(c, "replay", "fleet", "w")
+	byHour := writeMonth(t, func(at time.Time) { sink.now = func() time.Time { return at } }, func(b [][]byte) error {
+		return sink.Write(t.Context(), b)
+	})
+	src := NewS3Source(c, "replay", "fleet")
+	checkWindows(t, src, byHour, nil)
+
+	// A one-day window lists the top level once and then only the days it needs.
+	day := monthStart.AddDate(0, 0, 14)
+	before := fake.Requests()
+	if _, err := src.SizeWindow(t.Context(), day.Add(time.Hour), day.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if n := fake.Requests() - before; n != 2 {
+		t.Errorf("an hour's window listed %d times, want 2 (the top level, its day)", n)
+	}
+	before = fake.Requests()
+	if _, err := src.SizeWindow(t.Context(), day.Add(-time.Hour), day.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if n := fake.Requests() - before; n != 3 {
+		t.Errorf("a window over midnight listed %d times, want 3", n)
+	}
+
+	// Keys of the layout before partitioning (YYYY/MM/DD/HH/) are windowed too, and
+	// keys directly under the prefix, or under a prefix that is no time, always read.
+	put := func(key string, lines [][]byte) {
+		t.Helper()
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		_, _ = zw.Write(append(bytes.Join(lines, []byte("\n")), '\n'))
+		_ = zw.Close()
+		if _, err := c.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String("replay"), Key: aws.String(key), Body: bytes.NewReader(b.Bytes())}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for h := range 30 * 24 {
+		hour := monthStart.Add(time.Duration(h) * time.Hour)
+		line := fmt.Appendf(nil, `{"legacy":%d}`, h)
+		put(fmt.Sprintf("fleet/%s/%020d-old-%06d.jsonl.gz", hour.Format("2006/01/02/15"), hour.UnixNano(), h), [][]byte{line})
+		byHour[hour] = append(byHour[hour], string(line))
+	}
+	put("fleet/flat.jsonl.gz", [][]byte{[]byte(`{"flat":1}`)})
+	put("fleet/misc/x.jsonl.gz", [][]byte{[]byte(`{"misc":1}`)})
+	checkWindows(t, src, byHour, []string{`{"flat":1}`, `{"misc":1}`})
 }
