@@ -31,13 +31,18 @@ type Row struct {
 func Rows(b *Buffer) []Row {
 	rows := make([]Row, 0, len(b.Episodes))
 	for _, e := range b.Episodes {
-		rows = append(rows, Row{
-			EpisodeID: e.ID, TaskID: e.TaskID, Task: e.Task, Arm: e.Arm, Context: e.Context,
-			Messages: nonNil(e.Messages), Turns: e.Steps, Reward: e.Reward, Success: e.Success,
-			StartedAt: e.StartedAt.UTC(),
-		})
+		rows = append(rows, rowOf(e))
 	}
 	return rows
+}
+
+// rowOf flattens one episode.
+func rowOf(e *Episode) Row {
+	return Row{
+		EpisodeID: e.ID, TaskID: e.TaskID, Task: e.Task, Arm: e.Arm, Context: e.Context,
+		Messages: nonNil(e.Messages), Turns: e.Steps, Reward: e.Reward, Success: e.Success,
+		StartedAt: e.StartedAt.UTC(),
+	}
 }
 
 // ExportJSONL writes one Row a line: the shape most fine-tuning tools load directly.

@@ -25,12 +25,23 @@ if ! command -v node >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
 fi
-# npm ci only when the lockfile changed since the last install.
-stamp=clients/node/node_modules/.camproxy-lock
-if [ ! -f "$stamp" ] || ! cmp -s clients/node/package-lock.json "$stamp"; then
-  echo "test-deps: npm ci in clients/node"
-  (cd clients/node && npm ci --no-audit --no-fund --loglevel=error)
-  cp clients/node/package-lock.json "$stamp"
+# npm ci only when the lockfile changed since the last install. clients/duckdb is
+# DuckDB reading the partitioned Parquet export (replay.TestParquetPartitionedInDuckDB).
+for client in clients/node clients/duckdb; do
+  stamp=$client/node_modules/.camproxy-lock
+  if [ ! -f "$stamp" ] || ! cmp -s $client/package-lock.json "$stamp"; then
+    echo "test-deps: npm ci in $client"
+    (cd $client && npm ci --no-audit --no-fund --loglevel=error)
+    cp $client/package-lock.json "$stamp"
+  fi
+done
+
+# bash-completion: the bash script `camproxy completion bash` prints builds on it, as
+# on every distribution's interactive bash (cmd/camproxy.TestCompletionInBash).
+if [ ! -f /usr/share/bash-completion/bash_completion ]; then
+  echo "test-deps: installing bash-completion (apt-get)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq bash-completion >/dev/null
 fi
 
 # Headless Chromium for the report's screenshot test and the dashboard test (app.TestDashboardInChromium),
