@@ -14,17 +14,20 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/tidwall/gjson"
 )
 
 // Partition columns of ExportParquetPartitioned. dt and hr (UTC) come from the
-// episode's started_at and are not columns of the files; arm and task_id are, and
-// leave the files when they become directories (the Hive convention: an engine
-// reading the directory tree adds them back from the path).
+// episode's started_at, experiment from its reward's metadata (where a harness
+// names it, as the report reads it); they are not columns of the files. arm and
+// task_id are, and leave the files when they become directories (the Hive
+// convention: an engine reading the directory tree adds them back from the path).
 const (
-	PartitionDate = "dt"
-	PartitionHour = "hr"
-	PartitionArm  = "arm"
-	PartitionTask = "task_id"
+	PartitionDate       = "dt"
+	PartitionHour       = "hr"
+	PartitionArm        = "arm"
+	PartitionTask       = "task_id"
+	PartitionExperiment = "experiment"
 )
 
 // hiveNull is the directory value of an empty partition value, as Hive and Spark
@@ -46,7 +49,8 @@ var ErrExportNotEmpty = errors.New("export destination is not empty")
 // PartitionOptions tune ExportParquetPartitioned. Zero values take the defaults.
 type PartitionOptions struct {
 	// PartitionBy lists the directory levels, outermost first: dt, hr, arm, task_id
-	// ("task" is read as task_id). None: every file directly in the destination.
+	// ("task" is read as task_id), experiment. None: every file directly in the
+	// destination.
 	PartitionBy []string
 	// RowGroupRows ends a row group after this many rows; default 10 000.
 	RowGroupRows int
@@ -82,7 +86,7 @@ func (o PartitionOptions) Validate() error {
 		c := partitionColumn(p)
 		switch {
 		case c == "":
-			errs = append(errs, fmt.Errorf("partition column %q: use dt, hr, arm or task_id", p))
+			errs = append(errs, fmt.Errorf("partition column %q: use dt, hr, arm, task_id or experiment", p))
 		case seen[c]:
 			errs = append(errs, fmt.Errorf("partition column %q given twice", p))
 		}
@@ -117,6 +121,8 @@ func partitionColumn(name string) string {
 		return PartitionArm
 	case PartitionTask, "task":
 		return PartitionTask
+	case PartitionExperiment:
+		return PartitionExperiment
 	}
 	return ""
 }
@@ -397,9 +403,19 @@ func partitionDir(e *Episode, cols []string) string {
 			b.WriteString(hiveEscape(e.Arm))
 		case PartitionTask:
 			b.WriteString(hiveEscape(e.TaskID))
+		case PartitionExperiment:
+			b.WriteString(hiveEscape(experimentOf(e)))
 		}
 	}
 	return b.String()
+}
+
+// experimentOf is the "experiment" string of the reward's metadata, or "".
+func experimentOf(e *Episode) string {
+	if r := gjson.GetBytes(e.Metadata, "experiment"); r.Type == gjson.String {
+		return r.Str
+	}
+	return ""
 }
 
 // hiveDate and hiveHour are the dt and hr of a start time; an episode without one

@@ -99,6 +99,7 @@ func exportEpisodes(n int) []*Episode {
 			r := float64(i % 2)
 			ok := r == 1
 			ep.Reward, ep.Success = &r, &ok
+			ep.Metadata = json.RawMessage(fmt.Sprintf(`{"experiment":"exp-%d"}`, i%2))
 		}
 		eps = append(eps, ep)
 	}
@@ -141,6 +142,7 @@ func TestExportParquetPartitioned(t *testing.T) {
 	}{
 		{"dt,arm", []string{"dt", "arm"}, PartitionOptions{RowGroupRows: 7, MaxOpenFiles: 2}},
 		{"arm,task,hr", []string{"arm", "task", "hr"}, PartitionOptions{RowGroupBytes: 300}},
+		{"experiment", []string{"experiment"}, PartitionOptions{}},
 		{"none", nil, PartitionOptions{FileBytes: 1, RowGroupRows: 50}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -251,8 +253,10 @@ func checkPartitionedExport(t *testing.T, dir string, m Manifest, eps []*Episode
 			seen[r.EpisodeID] = true
 			at := e.StartedAt.UTC()
 			for i, c := range cols {
+				var exp struct{ Experiment string }
+				_ = json.Unmarshal(e.Metadata, &exp)
 				want := map[string]string{PartitionDate: at.Format(time.DateOnly), PartitionHour: fmt.Sprintf("%02d", at.Hour()),
-					PartitionArm: e.Arm, PartitionTask: e.TaskID}[c]
+					PartitionArm: e.Arm, PartitionTask: e.TaskID, PartitionExperiment: exp.Experiment}[c]
 				if kv[i] != [2]string{c, want} {
 					t.Errorf("%s: episode %s has %s %q, in directory %q", mf.Path, e.ID, c, want, kv[i])
 				}
