@@ -58,14 +58,14 @@ type PartitionOptions struct {
 	// text (before encoding); default 32 MiB.
 	RowGroupBytes int64
 	// MemoryBytes bounds the text held in the row groups of all open files
-	// together; past it the largest row group is written out early. Default 256 MiB.
+	// together; past it the largest row group is written out early. Default 128 MiB.
 	MemoryBytes int64
 	// FileBytes starts a new part file once a file has this many bytes written
 	// (checked at row group ends); default 256 MiB.
 	FileBytes int64
-	// MaxOpenFiles bounds the part files open at once; past it the least recently
-	// written one is finished, and its partition gets a new part file if more of its
-	// rows come. Default 64.
+	// MaxOpenFiles bounds the part files open at once (each writer costs about
+	// 1.7 MB besides its rows); past it the least recently written one is finished,
+	// and its partition gets a new part file if more of its rows come. Default 32.
 	MaxOpenFiles int
 }
 
@@ -73,9 +73,9 @@ type PartitionOptions struct {
 const (
 	defaultRowGroupRows  = 10_000
 	defaultRowGroupBytes = 32 << 20
-	defaultMemoryBytes   = 256 << 20
+	defaultMemoryBytes   = 128 << 20
 	defaultFileBytes     = 256 << 20
-	defaultMaxOpenFiles  = 64
+	defaultMaxOpenFiles  = 32
 )
 
 // Validate reports every problem of the options at once.
