@@ -2,9 +2,9 @@ package replay_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -17,18 +17,6 @@ import (
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/report"
 )
-
-// linesSource is a Source over lines in memory.
-type linesSource [][]byte
-
-func (s linesSource) Scan(_ context.Context, fn func([]byte) error) error {
-	for _, l := range s {
-		if err := fn(l); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // duckOut is what clients/duckdb/read-partitioned.mjs prints.
 type duckOut struct {
@@ -98,14 +86,25 @@ func tauBuffer(t *testing.T) *replay.Buffer {
 		t.Skipf("tau-bench data not available (%v): see shared/data/README.md", err)
 	}
 	defer f.Close()
-	var lines linesSource
+	var lines [][]byte
 	if _, err := replay.ImportTauBench(f, replay.ImportOptions{Domain: "airline"}, func(l []byte) error {
 		lines = append(lines, bytes.Clone(l))
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := replay.Read(t.Context(), lines)
+	dir := t.TempDir()
+	sink, err := replay.NewFileSink(dir, replay.FileOptions{Writer: "import"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Write(t.Context(), lines); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := replay.Read(t.Context(), replay.NewFileSource(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +144,7 @@ func TestParquetPartitionedInDuckDB(t *testing.T) {
 	for _, p := range d.Partitions {
 		got[fmt.Sprint(p["dt"])+"|"+fmt.Sprint(p["arm"])] = int(p["n"].(float64))
 	}
-	if !mapsEqual(got, want) {
+	if !maps.Equal(got, want) {
 		t.Errorf("partitions\n got %v\nwant %v", got, want)
 	}
 
@@ -214,7 +213,7 @@ func TestParquetPartitionedInDuckDB(t *testing.T) {
 	for _, c := range d.ToolCalls {
 		gotCalls[c.Name] = c.N
 	}
-	if len(calls) == 0 || !mapsEqual(gotCalls, calls) {
+	if len(calls) == 0 || !maps.Equal(gotCalls, calls) {
 		t.Errorf("tool calls by name\n got %v\nwant %v", gotCalls, calls)
 	}
 	ids := make([]string, len(b.Episodes))
@@ -282,16 +281,4 @@ func floatEq(a, b *float64) bool {
 		return a == nil && b == nil
 	}
 	return math.Abs(*a-*b) < 1e-12
-}
-
-func mapsEqual(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
