@@ -2,10 +2,7 @@ package main
 
 import (
 	"bytes"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"reflect"
@@ -13,68 +10,66 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/camproxy/camproxy/config"
 )
 
-const configUsage = `Usage:
-  camproxy config check [FILE] [--quiet]
-      validate FILE (default $CAMPROXY_CONFIG, else the built-in defaults) as serve
-      would, and print the effective config: every key with its value after
-      ${ENV} expansion and defaults, secrets masked. Exit status 2 names every bad key.`
+func (c *cli) configCmd() *cobra.Command {
+	var quiet bool
+	check := &cobra.Command{
+		Use:   "check [FILE]",
+		Short: "Validate a config as serve would and print the effective config",
+		Long: `Validate FILE (default $CAMPROXY_CONFIG, else the built-in defaults) as serve
+would, and print the effective config: every key with its value after ${ENV}
+expansion and defaults, secrets masked. Exit status 2 names every bad key, with
+its line and column, and the key probably meant.`,
+		Example: `  camproxy config check camproxy.yaml
+  CAMPROXY_CONFIG=camproxy.yaml camproxy config check --quiet`,
+		ValidArgsFunction: completeFiles,
+		Args: c.checks(func(p *problems, args []string) {
+			if len(args) > 1 {
+				p.add("want at most one FILE, got %d", len(args))
+			}
+		}),
+		RunE: func(_ *cobra.Command, args []string) error {
+			path := ""
+			if len(args) == 1 {
+				path = args[0]
+			}
+			return c.configCheck(path, quiet)
+		},
+	}
+	check.Flags().BoolVar(&quiet, "quiet", false, "print nothing but problems and warnings")
+	return c.group("config", "Check a config file", "  camproxy config check camproxy.yaml", check)
+}
 
-// configCmd is `camproxy config check`.
-func configCmd(args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
-	if len(args) == 0 || args[0] != "check" {
-		fmt.Fprintln(stderr, configUsage)
-		if len(args) == 0 {
-			return usagef("config: no subcommand given; want config check")
-		}
-		if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-			return nil
-		}
-		return usagef("config: unknown subcommand %q; want config check", args[0])
-	}
-	flags := newFlagSet("config check", stderr)
-	quiet := flags.Bool("quiet", false, "print nothing but problems and warnings")
-	pos, err := parseInterleaved(flags, args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if len(pos) > 1 {
-		return usagef("config check: want at most one FILE, got %d", len(pos))
-	}
-	path := ""
-	if len(pos) == 1 {
-		path = pos[0]
-	}
+// configCheck is `camproxy config check`.
+func (c *cli) configCheck(path string, quiet bool) error {
 	if path == "" {
-		path, _ = getenv("CAMPROXY_CONFIG")
+		path, _ = c.getenv("CAMPROXY_CONFIG")
 	}
 	name := path
 	if name == "" {
 		name = "the built-in defaults"
 	}
-	cfg, err := loadConfig(path, getenv)
+	cfg, err := loadConfig(path, c.getenv)
 	if err != nil {
 		return err
 	}
 	for _, w := range fileWarnings(cfg) {
-		fmt.Fprintln(stderr, "camproxy: warning:", w)
+		fmt.Fprintln(c.stderr, "camproxy: warning:", w)
 	}
-	if *quiet {
+	if quiet {
 		return nil
 	}
 	out, err := effectiveYAML(cfg)
 	if err != nil {
 		return fmt.Errorf("config check: %w", err)
 	}
-	fmt.Fprintf(stdout, "# %s: valid. The effective config: defaults filled in, ${ENV} expanded, secrets masked.\n", name)
-	_, err = stdout.Write(out)
+	fmt.Fprintf(c.stdout, "# %s: valid. The effective config: defaults filled in, ${ENV} expanded, secrets masked.\n", name)
+	_, err = c.stdout.Write(out)
 	return err
 }
 

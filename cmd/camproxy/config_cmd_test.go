@@ -82,9 +82,11 @@ func TestConfigCheck(t *testing.T) {
 		{name: "missing file", args: []string{"config", "check", "/nonexistent/camproxy.yaml"}, code: 2, stderr: []string{"/nonexistent/camproxy.yaml"}},
 		{name: "two files", args: []string{"config", "check", bad, bad}, code: 2, stderr: []string{"at most one FILE"}},
 		{name: "bad flag", args: []string{"config", "check", "--loud"}, code: 2, stderr: []string{"loud"}},
-		{name: "no subcommand", args: []string{"config"}, code: 2, stderr: []string{"config check"}},
-		{name: "unknown subcommand", args: []string{"config", "lint"}, code: 2, stderr: []string{`"lint"`}},
-		{name: "help", args: []string{"config", "check", "-h"}, code: 0, stderr: []string{"-quiet"}},
+		{name: "no subcommand", args: []string{"config"}, code: 2, stderr: []string{"config: want a command: check"}},
+		{name: "unknown subcommand", args: []string{"config", "lint"}, code: 2, stderr: []string{`unknown command "lint": want check`}},
+		{name: "a near miss", args: []string{"config", "chek"}, code: 2, stderr: []string{`did you mean "check"?`}},
+		{name: "help", args: []string{"config", "check", "-h"}, code: 0, stdout: []string{"--quiet", "Examples:", "camproxy config check camproxy.yaml"}},
+		{name: "help of the group", args: []string{"config", "--help"}, code: 0, stdout: []string{"check", "Validate a config"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -12,49 +10,34 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/tidwall/gjson"
 )
 
-// devCmd is `camproxy dev upstream`: tools for trying camproxy on a laptop.
-func devCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "upstream" {
-		fmt.Fprintln(stderr, devUsage)
-		if len(args) == 0 {
-			return usagef("dev: no subcommand given")
-		}
-		if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-			return nil
-		}
-		return usagef("dev: unknown subcommand %q", args[0])
-	}
-	flags := newFlagSet("dev upstream", stderr)
-	listen := flags.String("listen", "127.0.0.1:8000", "the address to answer on")
-	if err := flags.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usagef("dev upstream: %v", err)
-	}
-	if flags.NArg() > 0 {
-		return usagef("dev upstream: unexpected argument %q", flags.Arg(0))
-	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("dev upstream: %w", err)
-	}
-	fmt.Fprintf(stdout, "camproxy dev upstream: a fake OpenAI-compatible model on http://%s (POST /v1/chat/completions, GET /v1/models); Ctrl-C stops it\n", ln.Addr())
-	return serveDevUpstream(ctx, ln)
-}
-
-const devUsage = `Usage: camproxy dev upstream [--listen 127.0.0.1:8000]
-
-A fake OpenAI-compatible model for trying camproxy without one: it answers
+func (c *cli) devCmd() *cobra.Command {
+	var listen string
+	upstream := &cobra.Command{
+		Use:   "upstream",
+		Short: "A fake OpenAI-compatible model for trying camproxy without one",
+		Long: `A fake OpenAI-compatible model for trying camproxy without one: it answers
 POST /v1/chat/completions (JSON, or SSE with "stream": true) with one deterministic
 sentence saying how many characters of task context camproxy spliced into the first
-user message, and GET /v1/models. Point an upstream at it:
-
-  camproxy dev upstream &
-  UPSTREAM_URL=http://127.0.0.1:8000 camproxy serve --config examples/rag-only.yaml`
+user message, and GET /v1/models.`,
+		Example: `  camproxy dev upstream &
+  UPSTREAM_URL=http://127.0.0.1:8000 camproxy serve --config examples/rag-only.yaml`,
+		Args: c.checks(func(p *problems, args []string) { p.noArgs(args) }),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("dev upstream: %w", err)
+			}
+			fmt.Fprintf(c.stdout, "camproxy dev upstream: a fake OpenAI-compatible model on http://%s (POST /v1/chat/completions, GET /v1/models); Ctrl-C stops it\n", ln.Addr())
+			return serveDevUpstream(cmd.Context(), ln)
+		},
+	}
+	upstream.Flags().StringVar(&listen, "listen", "127.0.0.1:8000", "the address to answer on")
+	return c.group("dev", "Tools for trying camproxy on a laptop", "  camproxy dev upstream --listen 127.0.0.1:8000", upstream)
+}
 
 // serveDevUpstream answers on ln until ctx ends.
 func serveDevUpstream(ctx context.Context, ln net.Listener) error {

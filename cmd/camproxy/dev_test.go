@@ -160,19 +160,21 @@ func TestDevUsage(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{[]string{"dev"}, "no subcommand"},
-		{[]string{"dev", "downstream"}, `unknown subcommand "downstream"`},
+		{[]string{"dev"}, "want a command: upstream"},
+		{[]string{"dev", "downstream"}, `unknown command "downstream": want upstream`},
+		{[]string{"dev", "upstrem"}, `did you mean "upstream"?`},
 		{[]string{"dev", "upstream", "extra"}, `unexpected argument "extra"`},
-		{[]string{"dev", "upstream", "--port", "1"}, "flag provided but not defined"},
+		{[]string{"dev", "upstream", "--port", "1"}, "unknown flag --port"},
+		{[]string{"dev", "upstream", "--lisen", "1"}, "unknown flag --lisen (did you mean --listen?)"},
 		{[]string{"dev", "upstream", "--listen", "256.0.0.1:1"}, "dev upstream:"},
 		{[]string{"dev", "--help"}, ""},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			var stderr bytes.Buffer
-			err := run(context.Background(), tc.args, io.Discard, &stderr, noenv)
+			var stdout bytes.Buffer
+			err := run(context.Background(), tc.args, &stdout, io.Discard, noenv)
 			if tc.wantErr == "" {
-				if err != nil || !strings.Contains(stderr.String(), "camproxy dev upstream") {
-					t.Errorf("err %v, stderr %q", err, stderr.String())
+				if err != nil || !strings.Contains(stdout.String(), "camproxy dev upstream") {
+					t.Errorf("err %v, help %q", err, stdout.String())
 				}
 				return
 			}

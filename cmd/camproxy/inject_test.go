@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -41,8 +42,8 @@ func TestInjectUsage(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"no subcommand", []string{"inject"}, []string{"no subcommand", "inject serve --listen ADDR"}},
-		{"unknown subcommand", []string{"inject", "run"}, []string{`unknown subcommand "run"`}},
+		{"no subcommand", []string{"inject"}, []string{"inject: want a command: serve"}},
+		{"unknown subcommand", []string{"inject", "run"}, []string{`unknown command "run": want serve`}},
 		{"no listen", []string{"inject", "serve"}, []string{"--listen is required"}},
 		{"bad listen", []string{"inject", "serve", "--listen", "8443"}, []string{"listen"}},
 		{"half a pair", []string{"inject", "serve", "--listen", ":8443", "--tls-cert", "a.crt"}, []string{"give both or neither"}},
@@ -51,7 +52,7 @@ func TestInjectUsage(t *testing.T) {
 		{"argument", []string{"inject", "serve", "--listen", ":8443", "extra"}, []string{`unexpected argument "extra"`}},
 		{"every bad option named", []string{"inject", "serve", "--listen", ":8443", "--image=", "--arms", "cam,a b",
 			"--memory-limit", "lots", "--image-pull-policy", "Sometimes", "--config-map", "Not_A_Name"},
-			[]string{"image:", `"a b"`, "memory limit", "pull policy", "config map"}},
+			[]string{"image:", `"a b"`, "memory limit", `--image-pull-policy "Sometimes": want Always, IfNotPresent or Never`, "config map"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -68,7 +69,7 @@ func TestInjectUsage(t *testing.T) {
 		})
 	}
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"help"}, &out, &out, noEnv); err != nil || !strings.Contains(out.String(), "camproxy inject serve --listen ADDR") {
+	if err := run(context.Background(), []string{"inject", "serve", "--help"}, &out, &out, noEnv); err != nil || !strings.Contains(out.String(), "camproxy inject serve --listen ADDR") {
 		t.Errorf("usage does not list inject serve: %v\n%s", err, out.String())
 	}
 }
@@ -91,8 +92,7 @@ func TestInjectFlags(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			getenv := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
-			var errb bytes.Buffer
-			f, err := parseInjectFlags(append([]string{"--listen", ":8443"}, c.args...), &errb, getenv)
+			f, err := parseInjectFlags(append([]string{"--listen", ":8443"}, c.args...), getenv)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,12 +137,23 @@ func TestInjectDeployArgs(t *testing.T) {
 		if args == nil {
 			t.Fatalf("%v: no Deployment runs camproxy inject serve", set)
 		}
-		var errb bytes.Buffer
 		env := map[string]string{"POD_NAMESPACE": "camproxy"}
-		if _, err := parseInjectFlags(args[2:], &errb, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		if _, err := parseInjectFlags(args[2:], func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
 			t.Errorf("%v: %v: %v", set, args, err)
 		}
 	}
+}
+
+// parseInjectFlags is what inject serve makes of args, as it would start with.
+func parseInjectFlags(args []string, getenv func(string) (string, bool)) (injectFlags, error) {
+	var got injectFlags
+	c := &cli{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: getenv}
+	cmd := c.injectServeCmd(func(_ context.Context, f injectFlags) error { got = f; return nil })
+	cmd.SetArgs(c.prepare(cmd, args))
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	return got, cmd.Execute()
 }
 
 // startInjector runs the real binary with args and waits for it to serve.

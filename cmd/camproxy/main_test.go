@@ -107,6 +107,7 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{"no command", nil, nil, 2, []string{"no command"}},
 		{"unknown command", []string{"frobnicate"}, nil, 2, []string{`unknown command "frobnicate"`}},
+		{"a near miss", []string{"reprot"}, nil, 2, []string{`did you mean "report"?`}},
 		{"bad flag", []string{"serve", "--nope"}, nil, 2, []string{"nope"}},
 		{"missing file", []string{"serve", "--config", "/nonexistent/camproxy.yaml"}, nil, 2, []string{"/nonexistent/camproxy.yaml"}},
 		{"bad config names keys", []string{"serve", "--config", bad}, nil, 2, []string{"server.listn", "experiment.arms[0].augmenter"}},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/camproxy/camproxy/replay"
 )
@@ -28,55 +30,39 @@ const importBatch = 500
 // progressEvery is how often a long import reports that it is still alive.
 const progressEvery = time.Second
 
-func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usagef("replay: want a subcommand: import, export or stats")
-	}
-	var err error
-	switch args[0] {
-	case "import":
-		err = replayImport(ctx, args[1:], stdout, stderr)
-	case "export":
-		err = replayExport(ctx, args[1:], stdout, stderr)
-	case "stats":
-		err = replayStats(ctx, args[1:], stdout, stderr)
-	default:
-		return usagef("replay: unknown subcommand %q: want import, export or stats", args[0])
-	}
-	if errors.Is(err, flag.ErrHelp) {
-		return nil // -h asked for help, which is not a failure
-	}
-	return err
+func (c *cli) replayCmd() *cobra.Command {
+	return c.group("replay", "Work with a replay buffer: import, export, stats",
+		`  camproxy replay import airline.json
+  camproxy replay stats
+  camproxy replay export --out episodes.parquet`,
+		c.replayImportCmd(), c.replayExportCmd(), c.replayStatsCmd())
 }
 
-// parseInterleaved parses flags that may come before or after positional
-// arguments: Go's flag package stops at the first positional, so parse, take it,
-// and parse the rest again. After "--" everything is positional.
-func parseInterleaved(flags *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := flags.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err // the flag package printed the help
-			}
-			return nil, usagef("%s: %v", flags.Name(), err)
-		}
-		rest := flags.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+// bufferFlags name the replay buffer a command reads.
+type bufferFlags struct{ from string }
+
+func (b *bufferFlags) define(f *pflag.FlagSet) {
+	f.StringVar(&b.from, "from", defaultReplayURI, "replay buffer to read: file://DIR, redis://HOST:PORT/DB?stream=KEY or s3://BUCKET/PREFIX")
+}
+
+// check finds a malformed --from before any work starts (a store that does not
+// answer shows when it is read).
+func (b *bufferFlags) check(p *problems) {
+	if err := replay.CheckURI(b.from); err != nil {
+		p.add("--from: %v", err)
 	}
 }
 
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	flags := flag.NewFlagSet(name, flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	return flags
+// outDir is a problem when the directory an output file goes into does not exist:
+// found before a possibly long read, not after it.
+func (p *problems) outDir(flag, out string) {
+	if out == "" || out == "-" {
+		return
+	}
+	dir := filepath.Dir(out)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		p.add("%s %s: directory %s does not exist", flag, out, dir)
+	}
 }
 
 // uriError turns a malformed replay URI into a usage error (ErrBadURI's message
@@ -93,34 +79,50 @@ type importArgs struct {
 	format, file, to, arm, domain string
 }
 
-func parseImportArgs(args []string, stderr io.Writer) (importArgs, error) {
+func (c *cli) replayImportCmd() *cobra.Command {
 	var a importArgs
-	flags := newFlagSet("replay import", stderr)
-	flags.StringVar(&a.format, "format", "", "input format: tau-bench, jsonl (replay events or export rows) or parquet (an export); default: detected from the file")
-	flags.StringVar(&a.to, "to", defaultReplayURI, "replay URI to write into (file://, redis://, s3://)")
-	flags.StringVar(&a.arm, "arm", "", "arm recorded on imported episodes (tau-bench only; default \"imported\")")
-	flags.StringVar(&a.domain, "domain", "", "tau-bench domain for ids (default from the file name, e.g. airline)")
-	pos, err := parseInterleaved(flags, args)
-	if err != nil {
-		return a, err
+	cmd := &cobra.Command{
+		Use:   "import FILE",
+		Short: "Copy trajectories or events into a replay buffer",
+		Long: `Copy trajectories or events into a replay buffer: tau-bench results (one
+episode per run, with its reward), replay events (JSON Lines, as camproxy records
+them), or what replay export wrote (JSON Lines rows or Parquet). The format is
+detected from the file unless --format names it. Events keep their ids, so
+importing the same file twice adds nothing.`,
+		Example: `  camproxy replay import tau-bench/gpt-4o-airline.json
+  camproxy replay import episodes.parquet --to s3://my-bucket/replay
+  camproxy replay import events.jsonl --format jsonl --to redis://127.0.0.1:6379/0?stream=camproxy:replay`,
+		ValidArgsFunction: completeFiles,
+		Args: c.checks(func(p *problems, args []string) {
+			if len(args) != 1 {
+				p.add("want exactly one FILE, got %d", len(args))
+			} else {
+				a.file = args[0]
+			}
+			if a.format != "" && a.format != replay.FormatTauBench && (a.arm != "" || a.domain != "") {
+				p.add("--arm and --domain apply to --format tau-bench only")
+			}
+			if err := replay.CheckURI(a.to); err != nil {
+				p.add("--to: %v", err)
+			}
+		}),
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.replayImport(cmd.Context(), a) },
 	}
-	switch {
-	case a.format != "" && a.format != replay.FormatTauBench && a.format != replay.FormatJSONL && a.format != replay.FormatParquet:
-		return a, usagef("replay import: --format %q: want tau-bench, jsonl or parquet (or none: detected from the file)", a.format)
-	case a.format != "" && a.format != replay.FormatTauBench && (a.arm != "" || a.domain != ""):
-		return a, usagef("replay import: --arm and --domain apply to --format tau-bench only")
-	case len(pos) != 1:
-		return a, usagef("replay import: want exactly one FILE, got %d", len(pos))
-	}
-	a.file = pos[0]
-	return a, nil
+	f := cmd.Flags()
+	choiceVar(f, &a.format, "format", "", "input format (default: detected from the file)", replay.FormatTauBench, replay.FormatJSONL, replay.FormatParquet)
+	f.StringVar(&a.to, "to", defaultReplayURI, "replay buffer to write into (file://, redis://, s3://)")
+	f.StringVar(&a.arm, "arm", "", "arm recorded on imported episodes (tau-bench only; default \"imported\")")
+	f.StringVar(&a.domain, "domain", "", "tau-bench domain for ids (default from the file name, e.g. airline)")
+	return cmd
 }
 
-func replayImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	a, err := parseImportArgs(args, stderr)
-	if err != nil {
-		return err
-	}
+// completeFiles completes a command's arguments as paths.
+func completeFiles(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	return nil, cobra.ShellCompDirectiveDefault
+}
+
+func (c *cli) replayImport(ctx context.Context, a importArgs) error {
+	stdout, stderr := c.stdout, c.stderr
 	f, err := openInput(a.file)
 	if err != nil {
 		return err
@@ -256,73 +258,60 @@ func (w *batchWriter) explain(a importArgs, err error) error {
 	return usagef("replay import: %s is not valid %s input (%d events written): %v", a.file, a.format, w.total, err)
 }
 
-type exportArgs struct{ from, out, format string }
-
-func parseExportArgs(args []string, stderr io.Writer) (exportArgs, error) {
-	var a exportArgs
-	flags := newFlagSet("replay export", stderr)
-	flags.StringVar(&a.from, "from", defaultReplayURI, "replay URI to read")
-	flags.StringVar(&a.out, "out", "", "output file, - for stdout (required)")
-	flags.StringVar(&a.format, "format", "", "jsonl or parquet (default parquet for a .parquet --out, else jsonl)")
-	pos, err := parseInterleaved(flags, args)
-	if err != nil {
-		return a, err
+func (c *cli) replayExportCmd() *cobra.Command {
+	var in bufferFlags
+	var out, format string
+	cmd := &cobra.Command{
+		Use:   "export --out FILE",
+		Short: "One row per episode, as JSON Lines or Parquet",
+		Long: `Export one row per episode: its task, arm, context, the whole trajectory in the
+OpenAI chat shape, usage and reward. JSON Lines or Parquet (docs/replay-format.md
+has the schema); replay import reads either back.`,
+		Example: `  camproxy replay export --out episodes.parquet
+  camproxy replay export --from s3://my-bucket/replay --out - | jq .reward`,
+		Args: c.checks(func(p *problems, args []string) {
+			p.noArgs(args)
+			in.check(p)
+			if out == "" {
+				p.add("--out is required (a file, or - for stdout)")
+			}
+			if format == "" {
+				format = "jsonl"
+				if strings.EqualFold(filepath.Ext(out), ".parquet") {
+					format = "parquet"
+				}
+			}
+			p.outDir("--out", out)
+		}),
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.replayExport(cmd.Context(), in, out, format) },
 	}
-	if len(pos) > 0 {
-		return a, usagef("replay export: unexpected argument %q", pos[0])
-	}
-	if a.out == "" {
-		return a, usagef("replay export: --out is required (a file, or - for stdout)")
-	}
-	if a.format == "" {
-		a.format = "jsonl"
-		if strings.EqualFold(filepath.Ext(a.out), ".parquet") {
-			a.format = "parquet"
-		}
-	}
-	if a.format != "jsonl" && a.format != "parquet" {
-		return a, usagef("replay export: --format %q: want jsonl or parquet", a.format)
-	}
-	return a, checkOutDir(a.out)
+	f := cmd.Flags()
+	in.define(f)
+	f.StringVar(&out, "out", "", "output file, - for stdout (required)")
+	choiceVar(f, &format, "format", "", "output format (default parquet for a .parquet --out, else jsonl)", "jsonl", "parquet")
+	return cmd
 }
 
-// checkOutDir fails fast on an --out whose directory does not exist, before a
-// possibly long read of the replay buffer.
-func checkOutDir(out string) error {
-	if out == "-" {
-		return nil
-	}
-	dir := filepath.Dir(out)
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return usagef("replay export: --out %s: directory %s does not exist", out, dir)
-	}
-	return nil
-}
-
-func replayExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	a, err := parseExportArgs(args, stderr)
-	if err != nil {
-		return err
-	}
-	b, err := readBuffer(ctx, "replay export", a.from)
+func (c *cli) replayExport(ctx context.Context, in bufferFlags, out, format string) error {
+	b, err := in.read(ctx, "replay export")
 	if err != nil {
 		return err
 	}
 	write := replay.ExportJSONL
-	if a.format == "parquet" {
+	if format == "parquet" {
 		write = replay.ExportParquet
 	}
-	if a.out == "-" {
-		if err := write(stdout, b); err != nil {
+	if out == "-" {
+		if err := write(c.stdout, b); err != nil {
 			return fmt.Errorf("replay export: %w", err)
 		}
-		fmt.Fprintf(stderr, "exported %d episodes to stdout\n", len(b.Episodes))
+		fmt.Fprintf(c.stderr, "exported %d episodes to stdout\n", len(b.Episodes))
 		return nil
 	}
-	if err := writeFileAtomic(a.out, func(w io.Writer) error { return write(w, b) }); err != nil {
+	if err := writeFileAtomic(out, func(w io.Writer) error { return write(w, b) }); err != nil {
 		return fmt.Errorf("replay export: %w", err)
 	}
-	fmt.Fprintf(stdout, "exported %d episodes to %s\n", len(b.Episodes), a.out)
+	fmt.Fprintf(c.stdout, "exported %d episodes to %s\n", len(b.Episodes), out)
 	return nil
 }
 
@@ -350,9 +339,10 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 	return nil
 }
 
-// readBuffer opens a replay URI and reassembles its episodes. A file:// directory
-// that does not exist is a mistyped flag (usage), not a run-time failure.
-func readBuffer(ctx context.Context, cmd, uri string) (*replay.Buffer, error) {
+// read opens --from and reassembles its episodes. A file:// directory that does not
+// exist is a mistyped flag (usage), not a run-time failure.
+func (b *bufferFlags) read(ctx context.Context, cmd string) (*replay.Buffer, error) {
+	uri := b.from
 	src, err := replay.OpenSource(ctx, uri)
 	if err != nil {
 		return nil, uriError(cmd, "--from", uri, err)
@@ -360,7 +350,7 @@ func readBuffer(ctx context.Context, cmd, uri string) (*replay.Buffer, error) {
 	if c, ok := src.(io.Closer); ok {
 		defer c.Close()
 	}
-	b, err := replay.Read(ctx, src)
+	buf, err := replay.Read(ctx, src)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, usagef("%s: --from %s: %v", cmd, replay.Redact(uri), err)
 	}
@@ -369,34 +359,39 @@ func readBuffer(ctx context.Context, cmd, uri string) (*replay.Buffer, error) {
 	}
 	// Torn or over-long lines a source drops never reach the reader; count them too.
 	if s, ok := src.(interface{ Skipped() int }); ok {
-		b.Skipped += s.Skipped()
+		buf.Skipped += s.Skipped()
 	}
-	return b, nil
+	return buf, nil
 }
 
-func replayStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	flags := newFlagSet("replay stats", stderr)
-	from := flags.String("from", defaultReplayURI, "replay URI to read")
-	format := flags.String("format", "text", "text or json")
-	pos, err := parseInterleaved(flags, args)
-	if err != nil {
-		return err
+func (c *cli) replayStatsCmd() *cobra.Command {
+	var in bufferFlags
+	var format string
+	cmd := &cobra.Command{
+		Use:   "stats",
+		Short: "Episodes, tasks, rewards and arms of a replay buffer",
+		Example: `  camproxy replay stats
+  camproxy replay stats --from s3://my-bucket/replay --format json`,
+		Args: c.checks(func(p *problems, args []string) {
+			p.noArgs(args)
+			in.check(p)
+		}),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := in.read(cmd.Context(), "replay stats")
+			if err != nil {
+				return err
+			}
+			s := replay.ComputeStats(b)
+			if format == "json" {
+				enc := json.NewEncoder(c.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(s)
+			}
+			return s.WriteText(c.stdout)
+		},
 	}
-	if len(pos) > 0 {
-		return usagef("replay stats: unexpected argument %q", pos[0])
-	}
-	if *format != "text" && *format != "json" {
-		return usagef("replay stats: --format %q: want text or json", *format)
-	}
-	b, err := readBuffer(ctx, "replay stats", *from)
-	if err != nil {
-		return err
-	}
-	s := replay.ComputeStats(b)
-	if *format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(s)
-	}
-	return s.WriteText(stdout)
+	f := cmd.Flags()
+	in.define(f)
+	choiceVar(f, &format, "format", "text", "output format", "text", "json")
+	return cmd
 }

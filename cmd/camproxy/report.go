@@ -3,73 +3,65 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/report"
 )
 
-type reportArgs struct {
-	from, experiment, control, format, out string
+func (c *cli) reportCmd() *cobra.Command {
+	var in bufferFlags
+	var experiment, control, format, out string
+	cmd := &cobra.Command{
+		Use:   "report",
+		Short: "Each arm's outcomes and its lift over the control arm",
+		Long: `Report each arm's reward (mean, 95% interval), success rate, pass@k, turns, time
+and context latency, and its lift over the control arm with a p-value and the
+episodes per arm a decisive answer needs.
+
+A buffer with no episode fails (exit 1): there is nothing to report yet.`,
+		Example: `  camproxy report
+  camproxy report --format html --out report.html
+  camproxy report --from s3://my-bucket/replay --control baseline --format json`,
+		Args: c.checks(func(p *problems, args []string) {
+			p.noArgs(args)
+			in.check(p)
+			if out == "-" {
+				out = ""
+			}
+			if format == "" {
+				switch strings.ToLower(filepath.Ext(out)) {
+				case ".html", ".htm":
+					format = "html"
+				case ".json":
+					format = "json"
+				default:
+					format = "text"
+				}
+			}
+			p.outDir("--out", out)
+		}),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return c.report(cmd.Context(), in, report.Options{Experiment: experiment, Control: control}, format, out)
+		},
+	}
+	f := cmd.Flags()
+	in.define(f)
+	f.StringVar(&experiment, "experiment", "", "only episodes of this experiment (those that record one)")
+	f.StringVar(&control, "control", "", `arm the others are compared to (default "baseline" if present, else the first arm by name)`)
+	choiceVar(f, &format, "format", "", "output format (default html for an --out ending in .html, json for .json, else text)", "text", "json", "html")
+	f.StringVar(&out, "out", "", "write to this file instead of stdout")
+	return cmd
 }
 
-func parseReportArgs(args []string, stderr io.Writer) (reportArgs, error) {
-	var a reportArgs
-	flags := newFlagSet("report", stderr)
-	flags.StringVar(&a.from, "from", defaultReplayURI, "replay URI to read (file://, redis://, s3://)")
-	flags.StringVar(&a.experiment, "experiment", "", "only episodes of this experiment (those that record one; see the README)")
-	flags.StringVar(&a.control, "control", "", `arm the others are compared to (default "baseline" if present, else the first arm by name)`)
-	flags.StringVar(&a.format, "format", "", "text, json or html (default html for an --out ending in .html, json for .json, else text)")
-	flags.StringVar(&a.out, "out", "", "write to this file instead of stdout")
-	pos, err := parseInterleaved(flags, args)
-	if err != nil {
-		return a, err
-	}
-	if len(pos) > 0 {
-		return a, usagef("report: unexpected argument %q", pos[0])
-	}
-	if a.out == "-" {
-		a.out = ""
-	}
-	if a.format == "" {
-		switch strings.ToLower(filepath.Ext(a.out)) {
-		case ".html", ".htm":
-			a.format = "html"
-		case ".json":
-			a.format = "json"
-		default:
-			a.format = "text"
-		}
-	}
-	if a.format != "text" && a.format != "json" && a.format != "html" {
-		return a, usagef("report: --format %q: want text, json or html", a.format)
-	}
-	if a.out != "" {
-		dir := filepath.Dir(a.out)
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return a, usagef("report: --out %s: directory %s does not exist", a.out, dir)
-		}
-	}
-	return a, nil
-}
-
-// reportCmd is `camproxy report`: per-arm outcomes and each arm's lift over the
-// control arm. A bad or unreadable --from is bad usage (exit 2); a buffer with no
-// episode is a run-time failure (exit 1): there is nothing to report yet.
-func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	a, err := parseReportArgs(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	b, err := readBuffer(ctx, "report", a.from)
+// report is `camproxy report`. A bad or unreadable --from is bad usage (exit 2); a
+// buffer with no episode is a run-time failure (exit 1).
+func (c *cli) report(ctx context.Context, in bufferFlags, o report.Options, format, out string) error {
+	b, err := in.read(ctx, "report")
 	if err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) || ctx.Err() != nil {
@@ -77,30 +69,30 @@ func reportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return usagef("%s", oneLine(err.Error()))
 	}
-	src := replay.Redact(a.from)
-	r, err := report.New(b, report.Options{Source: src, Experiment: a.experiment, Control: a.control})
+	o.Source = replay.Redact(in.from)
+	r, err := report.New(b, o)
 	switch {
 	case errors.Is(err, report.ErrNoControl):
 		return usagef("report: --control: %v", err)
 	case errors.Is(err, report.ErrEmpty):
-		return fmt.Errorf("report: %v in %s: record some traffic (or import trajectories with camproxy replay import) first", err, src)
+		return fmt.Errorf("report: %v in %s: record some traffic (or import trajectories with camproxy replay import) first", err, o.Source)
 	case err != nil:
 		return fmt.Errorf("report: %w", err)
 	}
 	write := r.WriteText
-	switch a.format {
+	switch format {
 	case "json":
 		write = r.WriteJSON
 	case "html":
 		write = r.WriteHTML
 	}
-	if a.out == "" {
-		return write(stdout)
+	if out == "" {
+		return write(c.stdout)
 	}
-	if err := writeFileAtomic(a.out, write); err != nil {
+	if err := writeFileAtomic(out, write); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	fmt.Fprintf(stdout, "wrote the %s report to %s\n", a.format, a.out)
+	fmt.Fprintf(c.stdout, "wrote the %s report to %s\n", format, out)
 	return nil
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,41 +10,56 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/camproxy/camproxy/app"
 	"github.com/camproxy/camproxy/config"
 )
 
-func serve(ctx context.Context, args []string, stderr io.Writer, getenv func(string) (string, bool)) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "config file (default $CAMPROXY_CONFIG, else built-in defaults)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	logFormat := fs.String("log-format", "json", "json or text")
-	if err := fs.Parse(args); err != nil {
-		return usagef("serve: %v", err)
+func (c *cli) serveCmd() *cobra.Command {
+	var path string
+	var logs logFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the gateway",
+		Long: `Serve the gateway: the data plane (agents' model calls) and the admin plane
+(/v1/feedback, /metrics, /readyz, the dashboard at /ui).
+
+The config is --config, else $CAMPROXY_CONFIG, else the built-in defaults (data plane
+on 127.0.0.1:8080, admin on 127.0.0.1:8081, replay into ./camproxy-data). The file is
+reloaded when it changes and on SIGHUP; a config that does not validate is refused
+and the old one keeps serving. SIGTERM drains calls in flight, then exits 0.`,
+		Example: `  camproxy serve
+  camproxy serve --config camproxy.yaml --log-format text`,
+		Args: c.checks(func(p *problems, args []string) { p.noArgs(args) }),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return c.serve(cmd.Context(), path, logs)
+		},
 	}
-	if fs.NArg() > 0 {
-		return usagef("serve: unexpected argument %q", fs.Arg(0))
-	}
-	log, err := newLogger(stderr, *logLevel, *logFormat)
+	f := cmd.Flags()
+	f.StringVar(&path, "config", "", "config file (default $CAMPROXY_CONFIG, else built-in defaults)")
+	logs.define(f)
+	return cmd
+}
+
+func (c *cli) serve(ctx context.Context, path string, logs logFlags) error {
+	log := logs.logger(c.stderr)
+	cfg, err := loadConfig(path, c.getenv)
 	if err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*path, getenv)
-	if err != nil {
-		return err
-	}
-	if n := setMemoryLimit(getenv); n > 0 {
+	if n := setMemoryLimit(c.getenv); n > 0 {
 		log.Info("heap kept under 90% of the container's memory limit (set GOMEMLIMIT to choose)", "bytes", n)
 	}
 	a, err := app.New(cfg, app.Options{Logger: log, Version: version})
 	if err != nil {
 		return usagef("%v", err)
 	}
-	if *path == "" {
-		*path, _ = getenv("CAMPROXY_CONFIG")
+	if path == "" {
+		path, _ = c.getenv("CAMPROXY_CONFIG")
 	}
-	go watchConfig(ctx, *path, getenv, a, log)
+	go watchConfig(ctx, path, c.getenv, a, log)
 	return a.Run(ctx)
 }
 
@@ -116,17 +130,21 @@ func loadConfig(path string, getenv func(string) (string, bool)) (*config.Config
 	return cfg, nil
 }
 
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
+// logFlags are the flags of a long-running command's log.
+type logFlags struct{ level, format string }
+
+func (l *logFlags) define(f *pflag.FlagSet) {
+	choiceVar(f, &l.level, "log-level", "info", "least severe log level written", "debug", "info", "warn", "error")
+	choiceVar(f, &l.format, "log-format", "json", "log line format", "json", "text")
+}
+
+// logger writes to w as the flags say (choice flags hold only valid words).
+func (l logFlags) logger(w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(l.level))
+	opts := &slog.HandlerOptions{Level: level}
+	if l.format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
 	}
-	opts := &slog.HandlerOptions{Level: l}
-	switch format {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	}
-	return nil, usagef("--log-format %q: want json or text", format)
+	return slog.New(slog.NewJSONHandler(w, opts))
 }

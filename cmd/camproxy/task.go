@@ -2,13 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 
+	"github.com/spf13/cobra"
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/episode"
@@ -18,13 +17,6 @@ import (
 	"github.com/camproxy/camproxy/protocol/openai"
 	"github.com/camproxy/camproxy/protocol/responses"
 )
-
-const taskUsage = `Usage:
-  camproxy task explain FILE [--protocol openai|responses|anthropic|bedrock] [--format text|json] [--config FILE]
-      read a request body (FILE, or - for stdin) as the proxy would and print the task
-      rule that matched, the task text and the task id the proxy records for it. The
-      protocol is told from the body's shape unless given; the task rules are the
-      config's (--config, else $CAMPROXY_CONFIG, else the built-in defaults).`
 
 // Protocols task explain reads: the wire APIs of the augmented routes.
 var taskProtocols = []string{"openai", "responses", "anthropic", "bedrock"}
@@ -40,39 +32,38 @@ type explanation struct {
 	Hashed string `json:"hashed"`
 }
 
-// taskCmd is `camproxy task explain`.
-func taskCmd(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
-	if len(args) == 0 || args[0] != "explain" {
-		fmt.Fprintln(stderr, taskUsage)
-		if len(args) == 0 {
-			return usagef("task: no subcommand given; want task explain")
-		}
-		if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-			return nil
-		}
-		return usagef("task: unknown subcommand %q; want task explain", args[0])
+func (c *cli) taskCmd() *cobra.Command {
+	var proto, format, confPath string
+	explain := &cobra.Command{
+		Use:   "explain FILE",
+		Short: "The task rule that matches a request body, its task text and task id",
+		Long: `Read a request body (FILE, or - for stdin) as the proxy would and print the task
+rule that matched, the task text and the task id the proxy records for it. The
+protocol is told from the body's shape unless given; the task rules are the
+config's (--config, else $CAMPROXY_CONFIG, else the built-in defaults).`,
+		Example: `  camproxy task explain request.json
+  curl -s … | camproxy task explain - --protocol anthropic --format json`,
+		ValidArgsFunction: completeFiles,
+		Args: c.checks(func(p *problems, args []string) {
+			if len(args) != 1 {
+				p.add("want one FILE (or - for stdin), got %d", len(args))
+			}
+		}),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return c.taskExplain(args[0], proto, format, confPath)
+		},
 	}
-	flags := newFlagSet("task explain", stderr)
-	proto := flags.String("protocol", "", "the body's wire API: openai (chat completions), responses, anthropic or bedrock (default: told from the body)")
-	format := flags.String("format", "text", "text or json")
-	confPath := flags.String("config", "", "config whose task.rules apply (default $CAMPROXY_CONFIG, else the built-in defaults)")
-	pos, err := parseInterleaved(flags, args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usagef("task explain: want one FILE (or - for stdin), got %d", len(pos))
-	}
-	if *proto != "" && !slices.Contains(taskProtocols, *proto) {
-		return usagef("task explain: --protocol %q: want openai, responses, anthropic or bedrock", *proto)
-	}
-	if *format != "text" && *format != "json" {
-		return usagef("task explain: --format %q: want text or json", *format)
-	}
-	cfg, err := loadConfig(*confPath, getenv)
+	f := explain.Flags()
+	choiceVar(f, &proto, "protocol", "", "the body's wire API (default: told from the body)", taskProtocols...)
+	choiceVar(f, &format, "format", "text", "output format", "text", "json")
+	f.StringVar(&confPath, "config", "", "config whose task.rules apply (default $CAMPROXY_CONFIG, else the built-in defaults)")
+	return c.group("task", "See how the proxy finds an agent's task", "  camproxy task explain request.json", explain)
+}
+
+// taskExplain is `camproxy task explain`.
+func (c *cli) taskExplain(file, proto, format, confPath string) error {
+	stdout := c.stdout
+	cfg, err := loadConfig(confPath, c.getenv)
 	if err != nil {
 		return err
 	}
@@ -81,19 +72,19 @@ func taskCmd(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fu
 		return usagef("%v", err)
 	}
 	var body []byte
-	if pos[0] == "-" {
-		body, err = io.ReadAll(stdin)
+	if file == "-" {
+		body, err = io.ReadAll(c.stdin)
 	} else {
-		body, err = os.ReadFile(pos[0])
+		body, err = os.ReadFile(file)
 	}
 	if err != nil {
 		return fmt.Errorf("task explain: %w", err)
 	}
-	ex, err := explainTask(body, *proto, rules)
+	ex, err := explainTask(body, proto, rules)
 	if err != nil {
-		return fmt.Errorf("task explain: %s: %w", pos[0], err)
+		return fmt.Errorf("task explain: %s: %w", file, err)
 	}
-	if *format == "json" {
+	if format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)

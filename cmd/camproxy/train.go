@@ -3,70 +3,118 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/trainer"
 )
 
-func trainCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
-	if len(args) == 0 {
-		return usagef("train: want a subcommand: reflect, sft, grpo, dpo, playbook, merge or serve-config")
-	}
-	var err error
-	switch args[0] {
-	case "reflect":
-		err = trainReflect(ctx, args[1:], stdout, stderr, getenv)
-	case "sft":
-		err = trainSFT(ctx, args[1:], stdout, stderr, getenv)
-	case "grpo":
-		err = trainGRPO(ctx, args[1:], stdout, stderr, getenv)
-	case "dpo":
-		err = trainDPO(ctx, args[1:], stdout, stderr, getenv)
-	case "playbook":
-		err = trainPlaybook(ctx, args[1:], stdout, stderr, getenv)
-	case "merge":
-		err = trainMerge(ctx, args[1:], stdout, stderr)
-	case "serve-config":
-		err = trainServeConfig(ctx, args[1:], stdout, stderr, getenv)
-	default:
-		return usagef("train: unknown subcommand %q: want reflect, sft, grpo, dpo, playbook, merge or serve-config", args[0])
-	}
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	return err
+func (c *cli) trainCmd() *cobra.Command {
+	return c.group("train", "Train the CAM (CLEAR: reflect → SFT → DPO/GRPO) or a playbook (RCL) from a replay buffer",
+		`  camproxy train reflect --model openai/gpt-4o --out reflect.jsonl
+  camproxy train sft --data reflect.jsonl --out sft --model hub:Qwen/Qwen3-8B
+  camproxy train playbook --model openai/gpt-4o --out playbooks`,
+		c.trainReflectCmd(), c.trainSFTCmd(), c.trainGRPOCmd(), c.trainDPOCmd(),
+		c.trainPlaybookCmd(), c.trainMergeCmd(), c.trainServeConfigCmd())
 }
 
 type reflectArgs struct {
-	from, out, model, baseURL, apiKeyEnv, region string
-	minRuns, subsets, subsetSize, limit          int
-	seed                                         int64
-	mixedOnly, dryRun                            bool
-	maxSteps, maxToolBytes, maxTokens            int
-	temperature                                  float64
-	concurrency, retries                         int
-	backoff, timeout                             time.Duration
-	systemPrompt, userPrompt, workDir, progress  string
+	in bufferFlags
+	callFlags
+	out, model                                  string
+	minRuns, subsets, subsetSize, limit         int
+	seed                                        int64
+	mixedOnly, dryRun                           bool
+	maxSteps, maxToolBytes                      int
+	concurrency                                 int
+	systemPrompt, userPrompt, workDir, progress string
 }
 
-func parseReflectArgs(args []string, stderr io.Writer) (reflectArgs, error) {
+// callFlags are the flags of a command that calls a reflection model: where it is,
+// its key, and how each call is made and retried.
+type callFlags struct {
+	baseURL, apiKeyEnv, region string
+	maxTokens, retries         int
+	temperature                float64
+	backoff, timeout           time.Duration
+}
+
+func (m *callFlags) define(f *pflag.FlagSet) {
+	f.StringVar(&m.baseURL, "base-url", "", "OpenAI-compatible base URL (default https://api.openai.com/v1; vLLM: http://host:8000/v1), or the Bedrock endpoint")
+	f.StringVar(&m.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable holding the OpenAI API key (openai/ only)")
+	f.StringVar(&m.region, "region", "", "AWS region for bedrock/ (default the AWS config's, else us-east-1)")
+	f.IntVar(&m.maxTokens, "max-tokens", 4096, "most tokens per model answer; 0 = the server's default")
+	f.Float64Var(&m.temperature, "temperature", -1, "sampling temperature; -1 = the server's default")
+	f.IntVar(&m.retries, "retries", 5, "retries of a model call on 408/409/429/5xx, timeouts and connection errors")
+	f.DurationVar(&m.backoff, "backoff", time.Second, "first retry wait, doubled each retry (a retry-after header wins)")
+	f.DurationVar(&m.timeout, "timeout", 5*time.Minute, "deadline of one model call")
+}
+
+func (m *callFlags) check(p *problems) {
+	p.atLeast("--max-tokens", m.maxTokens, 0, "0 (the server's default) or more")
+	p.atLeast("--retries", m.retries, 0, "0 or more")
+	if m.temperature != -1 && (m.temperature < 0 || m.temperature > 2) {
+		p.add("--temperature %g: want -1 (the server's default) or 0 to 2", m.temperature)
+	}
+	if m.backoff <= 0 {
+		p.add("--backoff %v: want a positive duration", m.backoff)
+	}
+	if m.timeout <= 0 {
+		p.add("--timeout %v: want a positive duration", m.timeout)
+	}
+}
+
+// retry is the retry policy the flags ask for.
+func (m *callFlags) retry() trainer.RetryPolicy {
+	r := trainer.RetryPolicy{Retries: m.retries, Base: m.backoff, Timeout: m.timeout}
+	if m.retries == 0 {
+		r.Retries = -1 // RetryPolicy's zero means the default
+	}
+	return r
+}
+
+// temperatureOrDefault is the temperature to send, nil for the server's default.
+func (m *callFlags) temperatureOrDefault() *float64 {
+	if m.temperature < 0 {
+		return nil
+	}
+	t := m.temperature
+	return &t
+}
+
+func (c *cli) trainReflectCmd() *cobra.Command {
 	var a reflectArgs
-	f := newFlagSet("train reflect", stderr)
-	f.StringVar(&a.from, "from", defaultReplayURI, "replay URI to read (file://, redis://, s3://)")
+	cmd := &cobra.Command{
+		Use:   "reflect --model openai/NAME|bedrock/MODEL_ID --out FILE",
+		Short: "Contrastive reflection: guidance for a new run of each task, as JSON Lines",
+		Long: `Contrastive reflection (CLEAR's first stage): for each task with several rewarded
+runs, a reflection model reads a subset of them side by side — tools to open each
+run's files — and writes the guidance that would have helped a new run. Jobs
+already in --out are skipped, so an interrupted run resumes. --dry-run prints the
+jobs and a token estimate without calling a model.`,
+		Example: `  camproxy train reflect --model openai/gpt-4o --out reflect.jsonl
+  camproxy train reflect --model openai/Qwen3-32B --base-url http://127.0.0.1:8000/v1 --out reflect.jsonl --subsets 3
+  camproxy train reflect --dry-run`,
+		Args: c.checks(func(p *problems, args []string) {
+			p.noArgs(args)
+			a.check(p)
+		}),
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.trainReflect(cmd.Context(), a) },
+	}
+	f := cmd.Flags()
+	a.in.define(f)
+	a.callFlags.define(f)
 	f.StringVar(&a.out, "out", "", "JSON Lines file the guidance is appended to; jobs already in it are skipped (required)")
 	f.StringVar(&a.model, "model", "", "reflection model: openai/NAME or bedrock/MODEL_ID (required unless --dry-run)")
-	f.StringVar(&a.baseURL, "base-url", "", "OpenAI-compatible base URL (default https://api.openai.com/v1; vLLM: http://host:8000/v1), or the Bedrock endpoint")
-	f.StringVar(&a.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable holding the OpenAI API key (openai/ only)")
-	f.StringVar(&a.region, "region", "", "AWS region for bedrock/ (default the AWS config's, else us-east-1)")
 	f.IntVar(&a.minRuns, "min-runs", 2, "keep tasks with at least this many rewarded runs")
 	f.IntVar(&a.subsets, "subsets", 1, "distinct subsets of runs reflected on per task, at most")
 	f.IntVar(&a.subsetSize, "subset-size", 3, "runs per subset (all of a task's runs when it has fewer)")
@@ -75,74 +123,66 @@ func parseReflectArgs(args []string, stderr io.Writer) (reflectArgs, error) {
 	f.IntVar(&a.limit, "limit", 0, "only the first N jobs of the plan (mixed tasks come first); 0 = all")
 	f.IntVar(&a.maxSteps, "max-steps", trainer.DefaultMaxSteps, "model turns per job; the last one must answer")
 	f.IntVar(&a.maxToolBytes, "max-tool-bytes", trainer.DefaultMaxToolBytes, "a tool result is cut at this many bytes")
-	f.IntVar(&a.maxTokens, "max-tokens", 4096, "most tokens per model answer; 0 = the server's default")
-	f.Float64Var(&a.temperature, "temperature", -1, "sampling temperature; -1 = the server's default")
 	f.IntVar(&a.concurrency, "concurrency", trainer.DefaultConcurrency, "jobs run at once")
-	f.IntVar(&a.retries, "retries", 5, "retries of a model call on 408/409/429/5xx, timeouts and connection errors")
-	f.DurationVar(&a.backoff, "backoff", time.Second, "first retry wait, doubled each retry (a retry-after header wins)")
-	f.DurationVar(&a.timeout, "timeout", 5*time.Minute, "deadline of one model call")
 	f.StringVar(&a.systemPrompt, "system-prompt", "", "file replacing the built-in system prompt")
 	f.StringVar(&a.userPrompt, "user-prompt", "", "file replacing the built-in user prompt ({{task}}, {{runs}}, {{max_steps}} are filled in)")
 	f.StringVar(&a.workDir, "work-dir", "", "where the per-job sandboxes are made (default the system temp dir)")
-	f.StringVar(&a.progress, "progress", "auto", "auto (a bar on a terminal, else lines), bar, lines or off")
+	choiceVar(f, &a.progress, "progress", "auto", "auto (a bar on a terminal, else lines), bar, lines or off", "auto", trainer.ProgressBar, trainer.ProgressLines, trainer.ProgressOff)
 	f.BoolVar(&a.dryRun, "dry-run", false, "print the jobs and a token estimate; call no model")
-	pos, err := parseInterleaved(f, args)
-	if err != nil {
-		return a, err
+	return cmd
+}
+
+// check lists every problem of the flags.
+func (a *reflectArgs) check(p *problems) {
+	a.in.check(p)
+	if a.out == "" && !a.dryRun {
+		p.add("--out is required")
 	}
-	if len(pos) > 0 {
-		return a, usagef("train reflect: unexpected argument %q", pos[0])
+	if a.model == "" && !a.dryRun {
+		p.add("--model is required: openai/NAME or bedrock/MODEL_ID")
 	}
+	p.atLeast("--min-runs", a.minRuns, 1, "1 or more")
+	p.atLeast("--subsets", a.subsets, 1, "1 or more")
+	p.atLeast("--subset-size", a.subsetSize, 1, "1 or more")
+	p.atLeast("--limit", a.limit, 0, "0 (all) or more")
+	p.atLeast("--max-steps", a.maxSteps, 1, "1 or more")
+	p.atLeast("--max-tool-bytes", a.maxToolBytes, 1024, "1024 or more")
+	p.atLeast("--concurrency", a.concurrency, 1, "1 or more")
+	a.callFlags.check(p)
+	p.model("--model", a.model)
 	switch {
-	case a.out == "" && !a.dryRun:
-		return a, usagef("train reflect: --out is required")
-	case a.model == "" && !a.dryRun:
-		return a, usagef("train reflect: --model is required: openai/NAME or bedrock/MODEL_ID")
-	case a.minRuns < 1:
-		return a, usagef("train reflect: --min-runs %d: want 1 or more", a.minRuns)
-	case a.subsets < 1:
-		return a, usagef("train reflect: --subsets %d: want 1 or more", a.subsets)
-	case a.subsetSize < 1:
-		return a, usagef("train reflect: --subset-size %d: want 1 or more", a.subsetSize)
-	case a.limit < 0:
-		return a, usagef("train reflect: --limit %d: want 0 (all) or more", a.limit)
-	case a.maxSteps < 1:
-		return a, usagef("train reflect: --max-steps %d: want 1 or more", a.maxSteps)
-	case a.maxToolBytes < 1024:
-		return a, usagef("train reflect: --max-tool-bytes %d: want 1024 or more", a.maxToolBytes)
-	case a.maxTokens < 0:
-		return a, usagef("train reflect: --max-tokens %d: want 0 (the server's default) or more", a.maxTokens)
-	case a.temperature != -1 && (a.temperature < 0 || a.temperature > 2):
-		return a, usagef("train reflect: --temperature %g: want -1 (the server's default) or 0 to 2", a.temperature)
-	case a.concurrency < 1:
-		return a, usagef("train reflect: --concurrency %d: want 1 or more", a.concurrency)
-	case a.retries < 0:
-		return a, usagef("train reflect: --retries %d: want 0 or more", a.retries)
-	case a.backoff <= 0 || a.timeout <= 0:
-		return a, usagef("train reflect: --backoff and --timeout must be positive durations")
-	case a.progress != "auto" && a.progress != trainer.ProgressBar && a.progress != trainer.ProgressLines && a.progress != trainer.ProgressOff:
-		return a, usagef("train reflect: --progress %q: want auto, bar, lines or off", a.progress)
+	case a.out == "-":
+		p.add("--out must be a file: a rerun reads it to skip the jobs done")
+	case a.out != "" && isDir(a.out):
+		p.add("--out %s is a directory", a.out)
+	default:
+		p.outDir("--out", a.out)
 	}
-	if a.model != "" {
-		if _, _, err := trainer.ParseModel(a.model); err != nil {
-			return a, usagef("train reflect: --model: %v", err)
-		}
+	p.dir("--work-dir", a.workDir)
+}
+
+// atLeast is a problem when an integer flag is below its least value.
+func (p *problems) atLeast(flag string, v, least int, want string) {
+	if v < least {
+		p.add("%s %d: want %s", flag, v, want)
 	}
-	if a.out == "-" {
-		return a, usagef("train reflect: --out must be a file: a rerun reads it to skip the jobs done")
+}
+
+// model is a problem when a model flag is set but does not name a provider's model.
+func (p *problems) model(flag, spec string) {
+	if spec == "" {
+		return
 	}
-	if a.out != "" {
-		if dir := filepath.Dir(a.out); !isDir(dir) {
-			return a, usagef("train reflect: --out %s: directory %s does not exist", a.out, dir)
-		}
-		if st, err := os.Stat(a.out); err == nil && st.IsDir() {
-			return a, usagef("train reflect: --out %s is a directory", a.out)
-		}
+	if _, _, err := trainer.ParseModel(spec); err != nil {
+		p.add("%s: %v", flag, err)
 	}
-	if a.workDir != "" && !isDir(a.workDir) {
-		return a, usagef("train reflect: --work-dir %s is not a directory", a.workDir)
+}
+
+// dir is a problem when a directory flag is set to something that is not one.
+func (p *problems) dir(flag, path string) {
+	if path != "" && !isDir(path) {
+		p.add("%s %s is not a directory", flag, path)
 	}
-	return a, nil
 }
 
 func isDir(p string) bool {
@@ -186,11 +226,8 @@ func modelOptions(cmd, baseURL, region, apiKeyEnv string, getenv func(string) (s
 	return mo, nil
 }
 
-func trainReflect(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
-	a, err := parseReflectArgs(args, stderr)
-	if err != nil {
-		return err
-	}
+func (c *cli) trainReflect(ctx context.Context, a reflectArgs) error {
+	stdout, stderr, getenv := c.stdout, c.stderr, c.getenv
 	prompts, err := a.prompts()
 	if err != nil {
 		return err
@@ -199,7 +236,7 @@ func trainReflect(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if err != nil {
 		return err
 	}
-	b, err := readBuffer(ctx, "train reflect", a.from)
+	b, err := a.in.read(ctx, "train reflect")
 	if err != nil {
 		return err
 	}
@@ -214,7 +251,7 @@ func trainReflect(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return dryRun(stdout, a, plan, jobs, prompts)
 	}
 	if len(jobs) == 0 {
-		return fmt.Errorf("train reflect: no job: no task of %s has %d rewarded runs and a task text (%s)", replay.Redact(a.from), a.minRuns, planCounts(plan))
+		return fmt.Errorf("train reflect: no job: no task of %s has %d rewarded runs and a task text (%s)", replay.Redact(a.in.from), a.minRuns, planCounts(plan))
 	}
 
 	progress := trainer.NewProgress(stderr, a.progress)
@@ -227,13 +264,7 @@ func trainReflect(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		Model: model, ModelName: a.model, Out: a.out, Prompts: prompts,
 		MaxSteps: a.maxSteps, MaxToolBytes: a.maxToolBytes, MaxTokens: a.maxTokens,
 		Concurrency: a.concurrency, WorkDir: a.workDir, Logger: log,
-		Retry: trainer.RetryPolicy{Retries: a.retries, Base: a.backoff, Timeout: a.timeout},
-	}
-	if a.retries == 0 {
-		o.Retry.Retries = -1 // RetryPolicy's zero means the default
-	}
-	if a.temperature >= 0 {
-		o.Temperature = &a.temperature
+		Retry: a.retry(), Temperature: a.temperatureOrDefault(),
 	}
 	if progress.Mode() != trainer.ProgressOff {
 		o.Progress = progress

@@ -12,39 +12,54 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/camproxy/camproxy/trainer"
 )
 
-// trainMerge turns a GRPO checkpoint (sharded FSDP state) into a Hugging Face
-// model vLLM can serve, with veRL's model merger.
-func trainMerge(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func (c *cli) trainMergeCmd() *cobra.Command {
 	var from, stepFlag, out, python string
-	f := newFlagSet("train merge", stderr)
+	var step int
+	cmd := &cobra.Command{
+		Use:   "merge --from GRPO_DIR --out DIR",
+		Short: "veRL's model merger: a GRPO checkpoint (FSDP shards) → a Hugging Face model",
+		Long: `Merge a GRPO checkpoint (veRL's sharded FSDP state) into a Hugging Face model vLLM
+can serve, with veRL's model merger (python -m verl.model_merger merge). --step
+latest takes the step latest_checkpointed_iteration.txt names. The chat template
+arguments of the training are written beside the model for train serve-config.`,
+		Example: `  camproxy train merge --from grpo --out cam-grpo
+  camproxy train merge --from grpo --step 40 --out cam-grpo-40`,
+		Args: c.checks(func(p *problems, args []string) {
+			p.noArgs(args)
+			if stepFlag != "latest" {
+				var err error
+				if step, err = strconv.Atoi(stepFlag); err != nil || step < 1 {
+					p.add("--step %q: want a global step (1 or more) or latest", stepFlag)
+				}
+			}
+			if ents, err := os.ReadDir(out); err == nil && len(ents) > 0 {
+				p.add("--out %s is not empty: give a new directory", out)
+			} else if err != nil && out != "" && !errors.Is(err, os.ErrNotExist) {
+				p.add("--out %s: %v", out, err)
+			}
+		}),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return trainMerge(cmd.Context(), from, step, out, python, c.stdout, c.stderr)
+		},
+	}
+	f := cmd.Flags()
 	f.StringVar(&from, "from", "", "the --out of camproxy train grpo, or veRL's checkpoint directory (required)")
 	f.StringVar(&stepFlag, "step", "latest", "the global step to merge: N, or latest")
 	f.StringVar(&out, "out", "", "directory the Hugging Face model is written to (required; must be empty or absent)")
 	f.StringVar(&python, "python", "python3", "the Python with veRL installed")
-	pos, err := parseInterleaved(f, args)
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(pos) > 0:
-		return usagef("train merge: unexpected argument %q", pos[0])
-	case from == "" || out == "":
-		return usagef("train merge: --from GRPO_DIR and --out DIR are required")
-	}
-	step := 0
-	if stepFlag != "latest" {
-		if step, err = strconv.Atoi(stepFlag); err != nil || step < 1 {
-			return usagef("train merge: --step %q: want a global step (1 or more) or latest", stepFlag)
-		}
-	}
-	if ents, err := os.ReadDir(out); err == nil && len(ents) > 0 {
-		return usagef("train merge: --out %s is not empty: give a new directory", out)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return usagef("train merge: --out %s: %v", out, err)
-	}
+	_ = cmd.MarkFlagRequired("from")
+	_ = cmd.MarkFlagRequired("out")
+	return cmd
+}
+
+// trainMerge turns a GRPO checkpoint (sharded FSDP state) into a Hugging Face
+// model vLLM can serve, with veRL's model merger.
+func trainMerge(ctx context.Context, from string, step int, out, python string, stdout, stderr io.Writer) error {
 	ckpt, err := trainer.FindCheckpoint(from, step)
 	if err != nil {
 		return fmt.Errorf("train merge: %w", err)
@@ -101,12 +116,30 @@ func kwargsText(kw trainer.ChatTemplateKwargs) string {
 	return string(b)
 }
 
-// trainServeConfig prints how to serve a trained model with vLLM and the camproxy
-// config that makes it an arm, with the chat template arguments of its training.
-func trainServeConfig(_ context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
+func (c *cli) trainServeConfigCmd() *cobra.Command {
 	o := trainer.ServeOptions{Port: 8000, Weight: 1}
-	var configPath, camName, kwFlag, out string
-	f := newFlagSet("train serve-config", stderr)
+	var sf serveConfigFlags
+	cmd := &cobra.Command{
+		Use:   "serve-config --model DIR",
+		Short: "The vllm serve command and the cam augmenter + arm for a trained model",
+		Long: `Print how to serve a trained CAM with vLLM and the camproxy config (a cam augmenter
+and an arm) that uses it, with the chat template arguments it was trained with
+(read from the training files; --config's cam augmenter must send the same).`,
+		Example: `  camproxy train serve-config --model cam-grpo
+  camproxy train serve-config --model cam-grpo --name cam-v2 --port 8001 --out cam-v2.yaml`,
+		Args: c.checks(func(p *problems, args []string) {
+			p.noArgs(args)
+			if o.Port < 1 || o.Port > 65535 {
+				p.add("--port %d: want 1 to 65535", o.Port)
+			}
+			if o.Weight < 0 {
+				p.add("--weight %g: want 0 or more", o.Weight)
+			}
+			p.atLeast("--tp", o.TP, 0, "0 (vLLM's default) or more")
+		}),
+		RunE: func(*cobra.Command, []string) error { return trainServeConfig(o, sf, c.stdout, c.getenv) },
+	}
+	f := cmd.Flags()
 	f.StringVar(&o.Model, "model", "", "the trained model: a merged GRPO model (train merge --out) or an SFT/DPO save (required)")
 	f.StringVar(&o.Name, "name", "", "served model name, augmenter and arm name (default cam-<the model directory's name>)")
 	f.IntVar(&o.Port, "port", o.Port, "vLLM's port")
@@ -114,24 +147,21 @@ func trainServeConfig(_ context.Context, args []string, stdout, stderr io.Writer
 	f.IntVar(&o.TP, "tp", 0, "vLLM --tensor-parallel-size (0 = vLLM's default)")
 	f.StringVar(&o.Arm, "arm", "", "the arm's name (default --name)")
 	f.Float64Var(&o.Weight, "weight", o.Weight, "the arm's weight")
-	f.StringVar(&configPath, "config", "", "camproxy config whose cam augmenter's prompt the model was trained on (as given to train sft/grpo)")
-	f.StringVar(&camName, "cam", "", "the cam augmenter of --config (default the only one)")
-	f.StringVar(&kwFlag, "chat-template-kwargs", "", "JSON object: the chat template arguments, when no training file says them")
-	f.StringVar(&out, "out", "", "also write the camproxy config fragment to this file")
-	pos, err := parseInterleaved(f, args)
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(pos) > 0:
-		return usagef("train serve-config: unexpected argument %q", pos[0])
-	case o.Model == "":
-		return usagef("train serve-config: --model DIR is required")
-	case o.Port < 1 || o.Port > 65535:
-		return usagef("train serve-config: --port %d", o.Port)
-	case o.Weight < 0 || o.TP < 0:
-		return usagef("train serve-config: --weight and --tp must be 0 or more")
-	}
+	f.StringVar(&sf.configPath, "config", "", "camproxy config whose cam augmenter's prompt the model was trained on (as given to train sft/grpo)")
+	f.StringVar(&sf.camName, "cam", "", "the cam augmenter of --config (default the only one)")
+	f.StringVar(&sf.kwargs, "chat-template-kwargs", "", "JSON object: the chat template arguments, when no training file says them")
+	f.StringVar(&sf.out, "out", "", "also write the camproxy config fragment to this file")
+	_ = cmd.MarkFlagRequired("model")
+	return cmd
+}
+
+type serveConfigFlags struct{ configPath, camName, kwargs, out string }
+
+// trainServeConfig prints how to serve a trained model with vLLM and the camproxy
+// config that makes it an arm, with the chat template arguments of its training.
+func trainServeConfig(o trainer.ServeOptions, sf serveConfigFlags, stdout io.Writer, getenv func(string) (string, bool)) error {
+	configPath, camName, kwFlag, out := sf.configPath, sf.camName, sf.kwargs, sf.out
+	var err error
 	if o.Model, err = trainer.ResolveModel(o.Model); err != nil {
 		return usagef("train serve-config: --model: %v", err)
 	}
@@ -157,9 +187,9 @@ func trainServeConfig(_ context.Context, args []string, stdout, stderr io.Writer
 	}
 	o.ChatTemplate = kw
 	if configPath != "" || camName != "" {
-		sc, err := camPrompter("train serve-config", configPath, camName, getenv)
+		sc, err := camPrompter(configPath, camName, getenv)
 		if err != nil {
-			return err
+			return usagef("train serve-config: %v", err)
 		}
 		if kwargsText(sc.kwargs) != kwargsText(kw) {
 			return usagef("train serve-config: the cam augmenter %q of --config sends chat_template_kwargs %s, but the model was trained with %s (%s)", sc.name, kwargsText(sc.kwargs), kwargsText(kw), src)

@@ -31,7 +31,8 @@ func TestTrainMergeAndServeConfig(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--from", grpo}, 2, "--from GRPO_DIR and --out DIR are required"},
+		{[]string{"--from", grpo}, 2, "--out is required"},
+		{[]string{}, 2, "2 problems:\n  --from is required\n  --out is required"},
 		{[]string{"--from", grpo, "--out", filepath.Join(dir, "x"), "--step", "last"}, 2, `--step "last"`},
 		{[]string{"--from", grpo, "--out", dir}, 2, "is not empty"},
 		{[]string{"--from", grpo, "--out", filepath.Join(dir, "x"), "--step", "7"}, 1, "no global_step_7"},

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/camproxy/camproxy/learn"
 	"github.com/camproxy/camproxy/playbook"
 	"github.com/camproxy/camproxy/replay"
@@ -19,30 +20,48 @@ import (
 )
 
 type playbookArgs struct {
-	from, out, model, reflectorModel, mutatorModel, baseURL, apiKeyEnv, region string
-	seed, rolloutURL, rolloutTokenEnv, workDir, progress                       string
-	iterations, batchSize, group, rolloutConcurrency                           int
-	sampleSeed                                                                 uint64
-	val                                                                        float64
-	prune, maxEntries, maxContent, graduate, evict                             int
-	maxTurns, maxToolBytes, maxTokens, retries                                 int
-	temperature                                                                float64
-	backoff, timeout, rolloutTimeout                                           time.Duration
-	dryRun                                                                     bool
+	in bufferFlags
+	callFlags
+	out, model, reflectorModel, mutatorModel             string
+	seed, rolloutURL, rolloutTokenEnv, workDir, progress string
+	iterations, batchSize, group, rolloutConcurrency     int
+	sampleSeed                                           uint64
+	val                                                  float64
+	prune, maxEntries, maxContent, graduate, evict       int
+	maxTurns, maxToolBytes                               int
+	rolloutTimeout                                       time.Duration
+	dryRun                                               bool
+
+	changed func(flag string) bool // whether the command line set a flag
 }
 
-func parsePlaybookArgs(args []string, stderr io.Writer) (playbookArgs, error) {
+func (c *cli) trainPlaybookCmd() *cobra.Command {
 	var a playbookArgs
-	const cmd = "train playbook"
-	f := newFlagSet(cmd, stderr)
-	f.StringVar(&a.from, "from", defaultReplayURI, "replay URI to read (file://, redis://, s3://)")
+	cmd := &cobra.Command{
+		Use:   "playbook --model openai/NAME|bedrock/MODEL_ID --out DIR",
+		Short: "RCL's reflect → mutate loop: versioned playbooks learned from the replay buffer",
+		Long: `Learn a playbook offline (RCL): each iteration a reflector reads a batch of failed
+runs (each paired with a success of the same task) and a mutator edits the
+playbook; every version is written (playbook.vN.json, manifest.json) and the best
+becomes playbook.json. With --rollout-url each version is scored by agent runs
+through camproxy on held-out tasks. Model answers are journaled, so an
+interrupted run resumes where it stopped.`,
+		Example: `  camproxy train playbook --model openai/gpt-4o --out playbooks
+  camproxy train playbook --model openai/gpt-4o --out playbooks --rollout-url http://127.0.0.1:8081 --val 0.2 --group 3
+  camproxy train playbook --dry-run`,
+		Args: c.checks(func(p *problems, args []string) {
+			p.noArgs(args)
+			a.check(p, args)
+		}),
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.trainPlaybook(cmd.Context(), a) },
+	}
+	f := cmd.Flags()
+	a.in.define(f)
+	a.callFlags.define(f)
 	f.StringVar(&a.out, "out", "", "directory of the versions, manifest.json, playbook.json and journal.jsonl (required)")
 	f.StringVar(&a.model, "model", "", "optimiser model: openai/NAME or bedrock/MODEL_ID (required unless --dry-run)")
 	f.StringVar(&a.reflectorModel, "reflector-model", "", "the reflector's model (default --model)")
 	f.StringVar(&a.mutatorModel, "mutator-model", "", "the mutator's model (default --model)")
-	f.StringVar(&a.baseURL, "base-url", "", "OpenAI-compatible base URL (default https://api.openai.com/v1), or the Bedrock endpoint")
-	f.StringVar(&a.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable holding the OpenAI API key (openai/ only)")
-	f.StringVar(&a.region, "region", "", "AWS region for bedrock/ (default the AWS config's, else us-east-1)")
 	f.StringVar(&a.seed, "seed", "", "the seed playbook, v1: RCL JSON or ACE text (default an empty playbook)")
 	f.IntVar(&a.iterations, "iterations", learn.DefaultIterations, "reflect → mutate iterations")
 	f.IntVar(&a.batchSize, "batch-size", learn.DefaultBatchSize, "items (a task's failure, paired with a success) per batch")
@@ -60,100 +79,70 @@ func parsePlaybookArgs(args []string, stderr io.Writer) (playbookArgs, error) {
 	f.IntVar(&a.evict, "evict", learn.DefaultEvict, "failure replay: … or after failing this many times (reflections without --rollout-url)")
 	f.IntVar(&a.maxTurns, "max-turns", learn.DefaultMaxTurns, "model turns per role and iteration; the last one is asked to finish")
 	f.IntVar(&a.maxToolBytes, "max-tool-bytes", trainer.DefaultMaxToolBytes, "a sandbox tool result is cut at this many bytes")
-	f.IntVar(&a.maxTokens, "max-tokens", 4096, "most tokens per model answer; 0 = the server's default")
-	f.Float64Var(&a.temperature, "temperature", -1, "sampling temperature; -1 = the server's default")
-	f.IntVar(&a.retries, "retries", 5, "retries of a model call on 408/409/429/5xx, timeouts and connection errors")
-	f.DurationVar(&a.backoff, "backoff", time.Second, "first retry wait, doubled each retry (a retry-after header wins)")
-	f.DurationVar(&a.timeout, "timeout", 5*time.Minute, "deadline of one model call")
 	f.StringVar(&a.workDir, "work-dir", "", "where the per-step sandboxes are made (default the system temp dir)")
-	f.StringVar(&a.progress, "progress", "auto", "auto or lines (a line per iteration on stderr), or off")
+	choiceVar(f, &a.progress, "progress", "auto", "auto or lines (a line per iteration on stderr), or off", "auto", trainer.ProgressLines, trainer.ProgressOff)
 	f.BoolVar(&a.dryRun, "dry-run", false, "print the plan and a token estimate; call nothing")
-	pos, err := parseInterleaved(f, args)
-	if err != nil {
-		return a, err
+	a.changed = func(name string) bool { return f.Changed(name) }
+	return cmd
+}
+
+// check lists every problem of the flags.
+func (a *playbookArgs) check(p *problems, _ []string) {
+	a.in.check(p)
+	a.callFlags.check(p)
+	if a.out == "" && !a.dryRun {
+		p.add("--out is required")
 	}
-	if len(pos) > 0 {
-		return a, usagef("%s: unexpected argument %q", cmd, pos[0])
+	if a.model == "" && !a.dryRun && (a.reflectorModel == "" || a.mutatorModel == "") {
+		p.add("--model is required: openai/NAME or bedrock/MODEL_ID")
 	}
-	set := map[string]bool{}
-	f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	switch {
-	case a.out == "" && !a.dryRun:
-		return a, usagef("%s: --out is required", cmd)
-	case a.model == "" && !a.dryRun && (a.reflectorModel == "" || a.mutatorModel == ""):
-		return a, usagef("%s: --model is required: openai/NAME or bedrock/MODEL_ID", cmd)
-	case a.iterations < 1:
-		return a, usagef("%s: --iterations %d: want 1 or more", cmd, a.iterations)
-	case a.batchSize < 1:
-		return a, usagef("%s: --batch-size %d: want 1 or more", cmd, a.batchSize)
-	case a.rolloutURL == "" && (set["val"] || set["group"] || set["rollout-timeout"] || set["rollout-concurrency"]):
+	p.atLeast("--iterations", a.iterations, 1, "1 or more")
+	p.atLeast("--batch-size", a.batchSize, 1, "1 or more")
+	if a.rolloutURL == "" {
 		for _, name := range []string{"val", "group", "rollout-timeout", "rollout-concurrency"} {
-			if set[name] {
-				return a, usagef("%s: --%s needs --rollout-url: versions are scored through POST /v1/rollouts", cmd, name)
+			if a.changed(name) {
+				p.add("--%s needs --rollout-url: versions are scored through POST /v1/rollouts", name)
 			}
 		}
-	case a.val <= 0 || a.val >= 1:
-		return a, usagef("%s: --val %g: want a fraction between 0 and 1", cmd, a.val)
-	case a.group < 1:
-		return a, usagef("%s: --group %d: want 1 or more", cmd, a.group)
-	case a.rolloutConcurrency < 1:
-		return a, usagef("%s: --rollout-concurrency %d: want 1 or more", cmd, a.rolloutConcurrency)
-	case a.rolloutTimeout <= 0:
-		return a, usagef("%s: --rollout-timeout must be a positive duration", cmd)
-	case a.prune < 0:
-		return a, usagef("%s: --prune %d: want 0 (never) or more", cmd, a.prune)
-	case a.maxEntries < 0:
-		return a, usagef("%s: --max-entries %d: want 0 (no bound) or more", cmd, a.maxEntries)
-	case a.maxContent < 1:
-		return a, usagef("%s: --max-content %d: want 1 or more", cmd, a.maxContent)
-	case a.graduate < 1:
-		return a, usagef("%s: --graduate %d: want 1 or more", cmd, a.graduate)
-	case a.evict < 1:
-		return a, usagef("%s: --evict %d: want 1 or more", cmd, a.evict)
-	case a.maxTurns < 1:
-		return a, usagef("%s: --max-turns %d: want 1 or more", cmd, a.maxTurns)
-	case a.maxToolBytes < 1024:
-		return a, usagef("%s: --max-tool-bytes %d: want 1024 or more", cmd, a.maxToolBytes)
-	case a.maxTokens < 0:
-		return a, usagef("%s: --max-tokens %d: want 0 (the server's default) or more", cmd, a.maxTokens)
-	case a.temperature != -1 && (a.temperature < 0 || a.temperature > 2):
-		return a, usagef("%s: --temperature %g: want -1 (the server's default) or 0 to 2", cmd, a.temperature)
-	case a.retries < 0:
-		return a, usagef("%s: --retries %d: want 0 or more", cmd, a.retries)
-	case a.backoff <= 0 || a.timeout <= 0:
-		return a, usagef("%s: --backoff and --timeout must be positive durations", cmd)
-	case a.progress != "auto" && a.progress != trainer.ProgressLines && a.progress != trainer.ProgressOff:
-		return a, usagef("%s: --progress %q: want auto, lines or off", cmd, a.progress)
+	} else if !strings.HasPrefix(a.rolloutURL, "http://") && !strings.HasPrefix(a.rolloutURL, "https://") {
+		p.add("--rollout-url %q: want camproxy's admin base URL, http://HOST:PORT", a.rolloutURL)
 	}
+	if a.val <= 0 || a.val >= 1 {
+		p.add("--val %g: want a fraction between 0 and 1", a.val)
+	}
+	p.atLeast("--group", a.group, 1, "1 or more")
+	p.atLeast("--rollout-concurrency", a.rolloutConcurrency, 1, "1 or more")
+	if a.rolloutTimeout <= 0 {
+		p.add("--rollout-timeout %v: want a positive duration", a.rolloutTimeout)
+	}
+	p.atLeast("--prune", a.prune, 0, "0 (never) or more")
+	p.atLeast("--max-entries", a.maxEntries, 0, "0 (no bound) or more")
+	p.atLeast("--max-content", a.maxContent, 1, "1 or more")
+	p.atLeast("--graduate", a.graduate, 1, "1 or more")
+	p.atLeast("--evict", a.evict, 1, "1 or more")
+	p.atLeast("--max-turns", a.maxTurns, 1, "1 or more")
+	p.atLeast("--max-tool-bytes", a.maxToolBytes, 1024, "1024 or more")
 	if a.reflectorModel == "" {
 		a.reflectorModel = a.model
 	}
 	if a.mutatorModel == "" {
 		a.mutatorModel = a.model
 	}
-	for _, m := range []struct{ flag, spec string }{{"--model", a.model}, {"--reflector-model", a.reflectorModel}, {"--mutator-model", a.mutatorModel}} {
-		if m.spec == "" {
-			continue
-		}
-		if _, _, err := trainer.ParseModel(m.spec); err != nil {
-			return a, usagef("%s: %s: %v", cmd, m.flag, err)
-		}
+	p.model("--model", a.model)
+	if a.reflectorModel != a.model {
+		p.model("--reflector-model", a.reflectorModel)
 	}
-	if a.rolloutURL != "" && !strings.HasPrefix(a.rolloutURL, "http://") && !strings.HasPrefix(a.rolloutURL, "https://") {
-		return a, usagef("%s: --rollout-url %q: want camproxy's admin base URL, http://HOST:PORT", cmd, a.rolloutURL)
+	if a.mutatorModel != a.model {
+		p.model("--mutator-model", a.mutatorModel)
 	}
 	if a.out != "" {
 		if st, err := os.Stat(a.out); err == nil && !st.IsDir() {
-			return a, usagef("%s: --out %s is not a directory", cmd, a.out)
-		}
-		if dir := filepath.Dir(filepath.Clean(a.out)); !isDir(dir) {
-			return a, usagef("%s: --out %s: directory %s does not exist", cmd, a.out, dir)
+			p.add("--out %s is not a directory", a.out)
+		} else {
+			p.outDir("--out", filepath.Clean(a.out))
 		}
 	}
-	if a.workDir != "" && !isDir(a.workDir) {
-		return a, usagef("%s: --work-dir %s is not a directory", cmd, a.workDir)
-	}
-	return a, nil
+	p.dir("--work-dir", a.workDir)
 }
 
 func (a playbookArgs) seedPlaybook() (*playbook.Playbook, error) {
@@ -180,15 +169,8 @@ func (a playbookArgs) options(episodes []*replay.Episode, seed *playbook.Playboo
 		Step: learn.StepOptions{
 			Limits:   playbook.Limits{Prune: a.prune, MaxEntries: a.maxEntries, MaxContent: a.maxContent},
 			MaxTurns: a.maxTurns, MaxToolBytes: a.maxToolBytes, MaxTokens: a.maxTokens, WorkDir: a.workDir,
-			Retry: trainer.RetryPolicy{Retries: a.retries, Base: a.backoff, Timeout: a.timeout},
+			Retry: a.retry(), Temperature: a.temperatureOrDefault(),
 		},
-	}
-	if a.retries == 0 {
-		o.Step.Retry.Retries = -1 // RetryPolicy's zero means the default
-	}
-	if a.temperature >= 0 {
-		t := a.temperature
-		o.Step.Temperature = &t
 	}
 	if a.rolloutURL != "" {
 		o.Val, o.Group, o.RolloutConcurrency = a.val, a.group, a.rolloutConcurrency
@@ -196,11 +178,8 @@ func (a playbookArgs) options(episodes []*replay.Episode, seed *playbook.Playboo
 	return o
 }
 
-func trainPlaybook(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
-	a, err := parsePlaybookArgs(args, stderr)
-	if err != nil {
-		return err
-	}
+func (c *cli) trainPlaybook(ctx context.Context, a playbookArgs) error {
+	stdout, stderr, getenv := c.stdout, c.stderr, c.getenv
 	seed, err := a.seedPlaybook()
 	if err != nil {
 		return err
@@ -209,7 +188,7 @@ func trainPlaybook(ctx context.Context, args []string, stdout, stderr io.Writer,
 	if err != nil {
 		return err
 	}
-	b, err := readBuffer(ctx, "train playbook", a.from)
+	b, err := a.in.read(ctx, "train playbook")
 	if err != nil {
 		return err
 	}
@@ -220,7 +199,7 @@ func trainPlaybook(ctx context.Context, args []string, stdout, stderr io.Writer,
 	}
 	plan := learn.MakePlan(o)
 	if plan.Episodes == 0 {
-		return fmt.Errorf("train playbook: %s holds no rewarded episode to learn from", replay.Redact(a.from))
+		return fmt.Errorf("train playbook: %s holds no rewarded episode to learn from", replay.Redact(a.in.from))
 	}
 	if a.rolloutURL != "" && len(plan.Val) == 0 {
 		return usagef("train playbook: --val %g leaves no validation task (the buffer has %d tasks)", a.val, len(plan.Train))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os/exec"
@@ -12,6 +11,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/camproxy/camproxy/app"
 	"github.com/camproxy/camproxy/augment"
@@ -31,47 +33,30 @@ type stageArgs struct {
 	launch     string
 }
 
-func (s *stageArgs) register(f *flag.FlagSet) {
+func (s *stageArgs) register(f *pflag.FlagSet, launches ...string) {
 	f.StringVar(&s.out, "out", "", "directory the training files are written to (required)")
 	f.StringVar(&s.configPath, "config", "", "camproxy config whose cam augmenter gives the CAM prompt (default $CAMPROXY_CONFIG, else built-in defaults)")
 	f.StringVar(&s.cam, "cam", "", "the cam augmenter of --config to train (default the only one)")
 	f.Float64Var(&s.val, "val", 0.2, "share of tasks held out for validation (whole tasks; 0 = none)")
 	f.Int64Var(&s.seed, "seed", 0, "seed of the train/validation split: the same seed gives the same split")
-	f.StringVar(&s.launch, "launch", "", "local: run the training here once written, streaming its output (default: print the command)")
+	choiceVar(f, &s.launch, "launch", "", "run the training here once written, streaming its output (default: print the command)", launches...)
 }
 
-func (s *stageArgs) check(pos []string, launches ...string) error {
-	return s.usage(s.problems(pos, launches...))
-}
-
-// problems lists what is wrong with the flags every stage has; a stage adds its own
-// and reports them all at once (usage), so a command line is fixed in one go.
-func (s *stageArgs) problems(pos []string, launches ...string) []string {
-	var p []string
-	if len(pos) > 0 {
-		p = append(p, fmt.Sprintf("unexpected argument %q", pos[0]))
-	}
+// check lists what is wrong with the flags every stage has, and loads the served
+// CAM the stage trains (its problems are the command line's too: --config, --cam).
+func (s *stageArgs) check(p *problems, args []string, getenv func(string) (string, bool)) servedCAM {
+	p.noArgs(args)
 	if s.out == "" {
-		p = append(p, "--out is required")
+		p.add("--out is required")
 	}
 	if s.val < 0 || s.val >= 1 {
-		p = append(p, fmt.Sprintf("--val %g: want 0 (no validation) up to below 1", s.val))
+		p.add("--val %g: want 0 (no validation) up to below 1", s.val)
 	}
-	if s.launch != "" && !slices.Contains(launches, s.launch) {
-		p = append(p, fmt.Sprintf("--launch %q: want %s", s.launch, strings.Join(launches, " or ")))
+	sc, err := camPrompter(s.configPath, s.cam, getenv)
+	if err != nil {
+		p.add("%v", err)
 	}
-	return p
-}
-
-// usage is the usage error naming every problem of the command line, or nil.
-func (s *stageArgs) usage(p []string) error {
-	switch len(p) {
-	case 0:
-		return nil
-	case 1:
-		return usagef("%s: %s", s.cmd, p[0])
-	}
-	return usagef("%s: %d problems:\n  %s", s.cmd, len(p), strings.Join(p, "\n  "))
+	return sc
 }
 
 // servedCAM is the cam augmenter training follows: its prompt and its chat
@@ -85,7 +70,7 @@ type servedCAM struct {
 // camPrompter builds the CAM client of the serving config, the one source of the
 // prompt and of the chat template arguments: the training files hold exactly what
 // camproxy sends the CAM, rendered the way the CAM's server renders it.
-func camPrompter(cmd, path, name string, getenv func(string) (string, bool)) (servedCAM, error) {
+func camPrompter(path, name string, getenv func(string) (string, bool)) (servedCAM, error) {
 	cfg, err := loadConfig(path, getenv)
 	if err != nil {
 		return servedCAM{}, err
@@ -102,7 +87,7 @@ func camPrompter(cmd, path, name string, getenv func(string) (string, bool)) (se
 	case name != "":
 		a, ok := cfg.Augmenters[name]
 		if !ok || a.Type != config.AugmenterCAM {
-			return servedCAM{}, usagef("%s: --cam %q: the config has no cam augmenter of that name (cam augmenters: %s)", cmd, name, listOrNone(cams))
+			return servedCAM{}, usagef("--cam %q: the config has no cam augmenter of that name (cam augmenters: %s)", name, listOrNone(cams))
 		}
 		ac = a
 	case len(cams) == 1:
@@ -111,11 +96,11 @@ func camPrompter(cmd, path, name string, getenv func(string) (string, bool)) (se
 		name, ac = "default", config.DefaultAugmenter() // the prompt an augmenter gets when it sets none
 		ac.Type = config.AugmenterCAM
 	default:
-		return servedCAM{}, usagef("%s: the config has several cam augmenters (%s): choose one with --cam", cmd, strings.Join(cams, ", "))
+		return servedCAM{}, usagef("the config has several cam augmenters (%s): choose one with --cam", strings.Join(cams, ", "))
 	}
 	c, err := augment.NewCAM(app.CAMOptions(name, ac), nil)
 	if err != nil {
-		return servedCAM{}, usagef("%s: %v", cmd, err)
+		return servedCAM{}, usagef("%v", err)
 	}
 	sc := servedCAM{cam: c, name: name}
 	switch kw := ac.ExtraBody["chat_template_kwargs"].(type) {
@@ -123,7 +108,7 @@ func camPrompter(cmd, path, name string, getenv func(string) (string, bool)) (se
 	case map[string]any:
 		sc.kwargs = kw
 	default:
-		return servedCAM{}, usagef("%s: augmenters.%s.extra_body.chat_template_kwargs is a %T, want a mapping", cmd, name, kw)
+		return servedCAM{}, usagef("augmenters.%s.extra_body.chat_template_kwargs is a %T, want a mapping", name, kw)
 	}
 	return sc, nil
 }
@@ -136,19 +121,19 @@ func listOrNone(s []string) string {
 }
 
 // recipeFlags registers the LLaMA-Factory recipe, defaults from r.
-func recipeFlags(f *flag.FlagSet, r *trainer.Recipe, stage string) {
+func recipeFlags(f *pflag.FlagSet, r *trainer.Recipe, stage string) {
 	f.StringVar(&r.Model, "model", r.Model, "the model to train: a checkpoint directory (with its config.json), or hub:ORG/NAME for a Hugging Face id")
 	f.StringVar(&r.Template, "template", r.Template, "LLaMA-Factory chat template (its enable_thinking follows the cam augmenter's chat_template_kwargs)")
-	f.StringVar(&r.Finetuning, "finetuning", r.Finetuning, "full, lora or freeze")
+	choiceVar(f, &r.Finetuning, "finetuning", r.Finetuning, "which weights train", "full", "lora", "freeze")
 	f.Float64Var(&r.Epochs, "epochs", r.Epochs, "training epochs")
 	f.Float64Var(&r.LR, "lr", r.LR, "learning rate")
 	f.Float64Var(&r.Warmup, "warmup-ratio", r.Warmup, "share of steps warming the learning rate up")
 	f.IntVar(&r.CutoffLen, "cutoff-len", r.CutoffLen, "tokens per example (longer ones are cut)")
 	f.IntVar(&r.BatchSize, "batch-size", r.BatchSize, "examples per GPU per step")
 	f.IntVar(&r.GradAccum, "grad-accum", r.GradAccum, "gradient accumulation steps")
-	f.StringVar(&r.DeepSpeed, "deepspeed", r.DeepSpeed, "DeepSpeed ZeRO stage: z3, z2 or none")
+	choiceVar(f, &r.DeepSpeed, "deepspeed", r.DeepSpeed, "DeepSpeed ZeRO stage", "z3", "z2", "none")
 	f.StringVar(&r.OutputDir, "output-dir", r.OutputDir, "checkpoint directory (relative to --out; written absolute)")
-	f.StringVar(&r.ReportTo, "report-to", r.ReportTo, "none, wandb or tensorboard")
+	choiceVar(f, &r.ReportTo, "report-to", r.ReportTo, "where training metrics go", "none", "wandb", "tensorboard")
 	f.IntVar(&r.GPUs, "gpus", r.GPUs, "GPUs per node (the Job requests them)")
 	f.StringVar(&r.Image, "image", r.Image, "the Job's container image, with LLaMA-Factory")
 	f.StringVar(&r.PVC, "pvc", r.PVC, "the PersistentVolumeClaim holding --out in the Job (default an emptyDir: copy --out in first)")
@@ -156,74 +141,152 @@ func recipeFlags(f *flag.FlagSet, r *trainer.Recipe, stage string) {
 	f.StringVar(&r.RunName, "job-name", r.RunName, "the Job's name")
 	if stage == "dpo" {
 		f.Float64Var(&r.PrefBeta, "pref-beta", r.PrefBeta, "DPO beta")
-		f.StringVar(&r.PrefLoss, "pref-loss", r.PrefLoss, "sigmoid (DPO), orpo, simpo, hinge or ipo")
+		choiceVar(f, &r.PrefLoss, "pref-loss", r.PrefLoss, "preference loss (sigmoid is DPO)", "sigmoid", "orpo", "simpo", "hinge", "ipo")
 	}
 }
 
-func trainSFT(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
+func (c *cli) trainSFTCmd() *cobra.Command {
 	s := stageArgs{cmd: "train sft"}
 	r := trainer.DefaultSFTRecipe()
 	var data, jobPath string
-	f := newFlagSet(s.cmd, stderr)
-	s.register(f)
+	var kube trainer.KubeOptions
+	var sc servedCAM
+	cmd := &cobra.Command{
+		Use:   "sft --data REFLECT.jsonl --out DIR",
+		Short: "LLaMA-Factory SFT files from the guidance of train reflect",
+		Long: `Write LLaMA-Factory supervised fine-tuning files: the guidance of train reflect as
+alpaca data (the prompt is the one camproxy sends the CAM, rendered with the
+served chat template), sft.yaml, run.sh and a Kubernetes job.yaml. Tasks are
+split whole between training and validation (--val, --seed). --launch local
+runs the training here.`,
+		Example: `  camproxy train sft --data reflect.jsonl --out sft --model hub:Qwen/Qwen3-8B
+  camproxy train sft --data reflect.jsonl --out sft --model /models/qwen3-8b --finetuning lora --launch local`,
+		Args: c.checks(func(p *problems, args []string) {
+			sc = s.check(p, args, c.getenv)
+			if data == "" {
+				p.add("--data is required: the output of camproxy train reflect")
+			}
+			r.Thinking = sc.kwargs.Thinking()
+			checkRecipe(p, r, "sft")
+		}),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			recs, skipped, err := trainer.ReadRecords(data)
+			if err != nil {
+				return usagef("train sft: --data: %v", err)
+			}
+			if len(recs) == 0 {
+				return fmt.Errorf("train sft: --data %s holds no guidance record (%d lines skipped): run camproxy train reflect first", data, skipped)
+			}
+			w, err := trainer.WriteSFT(trainer.RecordExamples(recs), trainer.LFOptions{Out: s.out, Prompter: sc.cam, Val: s.val, Seed: s.seed, Recipe: r, JobPath: jobPath, Kube: kube})
+			if err != nil {
+				return stageError(s.cmd, err)
+			}
+			fmt.Fprintf(c.stdout, "sft: %d records over %d tasks to train on, %d over %d tasks to validate on (--val %g, --seed %d); %d lines of %s skipped\n",
+				w.Train, w.TrainTasks, w.Val, w.ValTasks, s.val, s.seed, skipped, data)
+			return finishStage(cmd.Context(), s, w, "sft", sc, c.stdout, c.stderr)
+		},
+	}
+	f := cmd.Flags()
+	s.register(f, "local")
 	f.StringVar(&data, "data", "", "the guidance written by train reflect (JSON Lines; required)")
 	f.StringVar(&jobPath, "job-path", "", "--out's path inside the --pvc claim (default its root)")
 	recipeFlags(f, &r, "sft")
-	var kube trainer.KubeOptions
 	kubeFlags(f, &kube, false)
-	pos, err := parseInterleaved(f, args)
-	if err != nil {
-		return err
-	}
-	p := s.problems(pos, "local")
-	if data == "" {
-		p = append(p, "--data is required: the output of camproxy train reflect")
-	}
-	sc, err := camPrompter(s.cmd, s.configPath, s.cam, getenv)
-	if err != nil {
-		return errors.Join(s.usage(p), err)
-	}
-	r.Thinking = sc.kwargs.Thinking()
-	if err := r.Validate("sft"); err != nil {
-		p = append(p, err.Error())
-	}
-	if err := s.usage(p); err != nil {
-		return err
-	}
-	if _, err := trainer.ResolveModel(r.Model); err != nil { // before any data is read: the writer resolves it again
-		return usagef("train sft: --%v", err)
-	}
-	recs, skipped, err := trainer.ReadRecords(data)
-	if err != nil {
-		return usagef("train sft: --data: %v", err)
-	}
-	if len(recs) == 0 {
-		return fmt.Errorf("train sft: --data %s holds no guidance record (%d lines skipped): run camproxy train reflect first", data, skipped)
-	}
-	w, err := trainer.WriteSFT(trainer.RecordExamples(recs), trainer.LFOptions{Out: s.out, Prompter: sc.cam, Val: s.val, Seed: s.seed, Recipe: r, JobPath: jobPath, Kube: kube})
-	if err != nil {
-		return stageError(s.cmd, err)
-	}
-	fmt.Fprintf(stdout, "sft: %d records over %d tasks to train on, %d over %d tasks to validate on (--val %g, --seed %d); %d lines of %s skipped\n",
-		w.Train, w.TrainTasks, w.Val, w.ValTasks, s.val, s.seed, skipped, data)
-	return finishStage(ctx, s, w, "sft", sc, stdout, stderr)
+	return cmd
 }
 
-func trainGRPO(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
+// checkRecipe adds the recipe's problems (its template is judged against the served
+// CAM's chat template when the config loaded: r.Thinking).
+func checkRecipe(p *problems, r trainer.Recipe, stage string) {
+	if err := r.Validate(stage); err != nil {
+		p.add("%v", err)
+	}
+	if _, err := trainer.ResolveModel(r.Model); err != nil { // before any data is read: the writer resolves it again
+		p.add("--%v", err)
+	}
+}
+
+func (c *cli) trainGRPOCmd() *cobra.Command {
 	s := stageArgs{cmd: "train grpo"}
 	o := trainer.DefaultGRPOOptions()
-	var data, from string
-	f := newFlagSet(s.cmd, stderr)
-	s.register(f)
+	var data string
+	var from bufferFlags
+	var sc servedCAM
+	cmd := &cobra.Command{
+		Use:   "grpo --data REFLECT.jsonl|--from URI --out DIR --model SFT_DIR",
+		Short: "veRL GRPO files: the CAM optimised on the rewards of agent runs through camproxy",
+		Long: `Write veRL GRPO files: the tasks as Parquet, reward.py (each generated context is
+scored by an agent run through camproxy: POST /v1/rollouts on the admin plane) and
+grpo.sh (plus grpo-ray.sh and a Kubernetes job.yaml or RayJob). The actor starts
+from the SFT checkpoint. --launch local runs grpo.sh here, --launch ray submits
+it to a Ray cluster.`,
+		Example: `  camproxy train grpo --data reflect.jsonl --out grpo --model sft/saves/cam-sft
+  camproxy train grpo --from file://./camproxy-data/replay --out grpo --model hub:Qwen/Qwen3-8B --launch local`,
+		Args: c.checks(func(p *problems, args []string) {
+			sc = s.check(p, args, c.getenv)
+			if (data == "") == (from.from == "") {
+				p.add("give the tasks with exactly one of --data REFLECT.jsonl or --from URI")
+			}
+			if from.from != "" {
+				from.check(p)
+			}
+			if o.Model == "" {
+				p.add("--model is required: the SFT checkpoint (e.g. DIR/saves/cam-sft of train sft)")
+			}
+			o.ChatTemplate = sc.kwargs
+			if err := o.Validate(); err != nil {
+				p.add("%v", err)
+			}
+			if _, err := trainer.ResolveModel(o.Model); o.Model != "" && err != nil {
+				p.add("--%v", err)
+			}
+		}),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			var exs []trainer.Example
+			source := data
+			if data != "" {
+				recs, _, err := trainer.ReadRecords(data)
+				if err != nil {
+					return usagef("train grpo: --data: %v", err)
+				}
+				exs = trainer.RecordExamples(recs)
+			} else {
+				source = replay.Redact(from.from)
+				b, err := from.read(ctx, s.cmd)
+				if err != nil {
+					return err
+				}
+				for _, t := range b.Tasks() {
+					if t.ID != "" && strings.TrimSpace(t.Text) != "" {
+						exs = append(exs, trainer.Example{TaskID: t.ID, Task: t.Text})
+					}
+				}
+			}
+			if len(exs) == 0 {
+				return fmt.Errorf("train grpo: %s holds no task with an id and a text", source)
+			}
+			o.Out, o.Prompter, o.Val, o.Seed = s.out, sc.cam, s.val, s.seed
+			w, err := trainer.WriteGRPO(exs, o)
+			if err != nil {
+				return stageError(s.cmd, err)
+			}
+			fmt.Fprintf(c.stdout, "grpo: %d tasks to train on in batches of %d, %d to validate on (--val %g, --seed %d), from %s\n", w.TrainTasks, w.BatchSize, w.ValTasks, s.val, s.seed, source)
+			fmt.Fprintf(c.stdout, "  rewards: reward.py posts each generated context to %s/v1/rollouts (set rollouts.runner in camproxy's config)\n", o.RolloutURL)
+			return finishStage(ctx, s, w, "grpo", sc, c.stdout, c.stderr)
+		},
+	}
+	f := cmd.Flags()
+	s.register(f, "local", "ray")
 	f.StringVar(&data, "data", "", "the guidance written by train reflect (JSON Lines): its tasks")
-	f.StringVar(&from, "from", "", "a replay URI instead of --data: every task of the buffer with a task text")
+	f.StringVar(&from.from, "from", "", "a replay buffer instead of --data: every task of the buffer with a task text")
 	f.StringVar(&o.Model, "model", trainer.DefaultSFTModel, "the actor to optimise: the SFT checkpoint directory (that of train sft --out sft), or hub:ORG/NAME")
 	f.StringVar(&o.RolloutURL, "rollout-url", o.RolloutURL, "camproxy's admin plane as the trainer reaches it (reward.py posts /v1/rollouts there)")
 	f.DurationVar(&o.RolloutTimeout, "rollout-timeout", o.RolloutTimeout, "how long one agent run may take once it runs")
 	f.DurationVar(&o.QueueTimeout, "queue-timeout", o.QueueTimeout, "how long a rollout may wait for one of camproxy's rollouts.max_in_flight slots (0 = camproxy's rollouts.queue_timeout)")
 	f.Float64Var(&o.EmptyReward, "empty-reward", o.EmptyReward, "the reward of a response with no context left (a <think> cut off by --max-response-length): the minimum reward")
 	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "trainer.default_local_dir (default --out/checkpoints/PROJECT/EXPERIMENT; written absolute)")
-	f.StringVar(&o.RewardManager, "reward-manager", o.RewardManager, "auto (by the installed veRL: loop from 0.7, batch before), loop or batch")
+	choiceVar(f, &o.RewardManager, "reward-manager", o.RewardManager, "reward wiring: auto (by the installed veRL: loop from 0.7, batch before), loop or batch", "auto", "loop", "batch")
 	f.IntVar(&o.N, "n", o.N, "contexts sampled per task (rollout.n)")
 	f.IntVar(&o.Epochs, "epochs", o.Epochs, "training epochs")
 	f.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "tasks per step; 0 = min(32, training tasks)")
@@ -238,118 +301,71 @@ func trainGRPO(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	f.StringVar(&o.Experiment, "experiment", o.Experiment, "trainer.experiment_name")
 	f.StringVar(&o.RayAddress, "ray-address", o.RayAddress, "the Ray dashboard address grpo-ray.sh submits to")
 	kubeFlags(f, &o.Kube, true)
-	pos, err := parseInterleaved(f, args)
-	if err != nil {
-		return err
-	}
-	if err := s.check(pos, "local", "ray"); err != nil {
-		return err
-	}
-	if (data == "") == (from == "") {
-		return usagef("train grpo: give the tasks with exactly one of --data REFLECT.jsonl or --from URI")
-	}
-	if o.Model == "" {
-		return usagef("train grpo: --model is required: the SFT checkpoint (e.g. DIR/saves/cam-sft of train sft)")
-	}
-	sc, err := camPrompter(s.cmd, s.configPath, s.cam, getenv)
-	if err != nil {
-		return err
-	}
-	o.ChatTemplate = sc.kwargs
-	if err := o.Validate(); err != nil {
-		return usagef("train %v", err)
-	}
-	if _, err := trainer.ResolveModel(o.Model); err != nil {
-		return usagef("train grpo: --%v", err)
-	}
-	var exs []trainer.Example
-	source := data
-	if data != "" {
-		recs, _, err := trainer.ReadRecords(data)
-		if err != nil {
-			return usagef("train grpo: --data: %v", err)
-		}
-		exs = trainer.RecordExamples(recs)
-	} else {
-		source = replay.Redact(from)
-		b, err := readBuffer(ctx, s.cmd, from)
-		if err != nil {
-			return err
-		}
-		for _, t := range b.Tasks() {
-			if t.ID != "" && strings.TrimSpace(t.Text) != "" {
-				exs = append(exs, trainer.Example{TaskID: t.ID, Task: t.Text})
-			}
-		}
-	}
-	if len(exs) == 0 {
-		return fmt.Errorf("train grpo: %s holds no task with an id and a text", source)
-	}
-	o.Out, o.Prompter, o.Val, o.Seed = s.out, sc.cam, s.val, s.seed
-	w, err := trainer.WriteGRPO(exs, o)
-	if err != nil {
-		return stageError(s.cmd, err)
-	}
-	fmt.Fprintf(stdout, "grpo: %d tasks to train on in batches of %d, %d to validate on (--val %g, --seed %d), from %s\n", w.TrainTasks, w.BatchSize, w.ValTasks, s.val, s.seed, source)
-	fmt.Fprintf(stdout, "  rewards: reward.py posts each generated context to %s/v1/rollouts (set rollouts.runner in camproxy's config)\n", o.RolloutURL)
-	return finishStage(ctx, s, w, "grpo", sc, stdout, stderr)
+	return cmd
 }
 
-func trainDPO(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
+func (c *cli) trainDPOCmd() *cobra.Command {
 	s := stageArgs{cmd: "train dpo"}
 	r := trainer.DefaultDPORecipe()
-	var from, jobPath string
+	var in bufferFlags
+	var jobPath string
 	var po trainer.PairOptions
-	f := newFlagSet(s.cmd, stderr)
-	s.register(f)
-	f.StringVar(&from, "from", defaultReplayURI, "replay URI to read (file://, redis://, s3://)")
+	var kube trainer.KubeOptions
+	var sc servedCAM
+	cmd := &cobra.Command{
+		Use:   "dpo --out DIR",
+		Short: "LLaMA-Factory DPO files: preference pairs of contexts that earned different rewards",
+		Long: `Write LLaMA-Factory DPO files from the replay buffer: for each task, pairs of
+contexts whose runs earned different mean rewards (the better one chosen), with
+the prompt camproxy sends the CAM. --launch local runs the training here.`,
+		Example: `  camproxy train dpo --out dpo --model sft/saves/cam-sft
+  camproxy train dpo --from s3://my-bucket/replay --out dpo --min-margin 0.2 --max-pairs-per-task 4`,
+		Args: c.checks(func(p *problems, args []string) {
+			sc = s.check(p, args, c.getenv)
+			in.check(p)
+			if po.MinMargin < 0 {
+				p.add("--min-margin %g: want 0 or more", po.MinMargin)
+			}
+			if po.MaxPerTask < 0 {
+				p.add("--max-pairs-per-task %d: want 0 (all) or more", po.MaxPerTask)
+			}
+			if po.MinRuns < 1 {
+				p.add("--min-runs %d: want 1 or more", po.MinRuns)
+			}
+			r.Thinking = sc.kwargs.Thinking()
+			checkRecipe(p, r, "dpo")
+		}),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := in.read(cmd.Context(), s.cmd)
+			if err != nil {
+				return err
+			}
+			pairs, st := trainer.Pairs(b.Tasks(), po)
+			counts := fmt.Sprintf("%d tasks, %d distinct contexts with rewarded runs; %d context pairs tied within --min-margin, %d capped, %d runs unrewarded, %d rewarded runs without a context",
+				st.Tasks, st.Contexts, st.Ties, st.Capped, st.Unrewarded, st.NoContext)
+			if len(pairs) == 0 {
+				return fmt.Errorf("train dpo: no preference pair in %s: no task has two contexts with different rewards (%s)", replay.Redact(in.from), counts)
+			}
+			w, err := trainer.WriteDPO(pairs, trainer.LFOptions{Out: s.out, Prompter: sc.cam, Val: s.val, Seed: s.seed, Recipe: r, JobPath: jobPath, Kube: kube})
+			if err != nil {
+				return stageError(s.cmd, err)
+			}
+			fmt.Fprintf(c.stdout, "dpo: %d pairs over %d tasks to train on, %d over %d tasks to validate on (--val %g, --seed %d)\n  %s\n",
+				w.Train, w.TrainTasks, w.Val, w.ValTasks, s.val, s.seed, counts)
+			return finishStage(cmd.Context(), s, w, "dpo", sc, c.stdout, c.stderr)
+		},
+	}
+	f := cmd.Flags()
+	s.register(f, "local")
+	in.define(f)
 	f.Float64Var(&po.MinMargin, "min-margin", 0, "a pair needs mean rewards further apart than this")
 	f.IntVar(&po.MaxPerTask, "max-pairs-per-task", 0, "most pairs per task, widest margins first; 0 = all")
 	f.IntVar(&po.MinRuns, "min-runs", 1, "rewarded runs a context needs before its mean reward counts")
 	f.BoolVar(&po.IncludeNone, "include-baseline", false, "let a run without a context (the baseline arm) be the rejected side")
 	f.StringVar(&jobPath, "job-path", "", "--out's path inside the --pvc claim (default its root)")
 	recipeFlags(f, &r, "dpo")
-	var kube trainer.KubeOptions
 	kubeFlags(f, &kube, false)
-	pos, err := parseInterleaved(f, args)
-	if err != nil {
-		return err
-	}
-	p := s.problems(pos, "local")
-	if po.MinMargin < 0 || po.MaxPerTask < 0 || po.MinRuns < 1 {
-		p = append(p, "--min-margin and --max-pairs-per-task must be 0 or more, --min-runs 1 or more")
-	}
-	sc, err := camPrompter(s.cmd, s.configPath, s.cam, getenv)
-	if err != nil {
-		return errors.Join(s.usage(p), err)
-	}
-	r.Thinking = sc.kwargs.Thinking()
-	if err := r.Validate("dpo"); err != nil {
-		p = append(p, err.Error())
-	}
-	if err := s.usage(p); err != nil {
-		return err
-	}
-	if _, err := trainer.ResolveModel(r.Model); err != nil { // before any data is read: the writer resolves it again
-		return usagef("train dpo: --%v", err)
-	}
-	b, err := readBuffer(ctx, s.cmd, from)
-	if err != nil {
-		return err
-	}
-	pairs, st := trainer.Pairs(b.Tasks(), po)
-	counts := fmt.Sprintf("%d tasks, %d distinct contexts with rewarded runs; %d context pairs tied within --min-margin, %d capped, %d runs unrewarded, %d rewarded runs without a context",
-		st.Tasks, st.Contexts, st.Ties, st.Capped, st.Unrewarded, st.NoContext)
-	if len(pairs) == 0 {
-		return fmt.Errorf("train dpo: no preference pair in %s: no task has two contexts with different rewards (%s)", replay.Redact(from), counts)
-	}
-	w, err := trainer.WriteDPO(pairs, trainer.LFOptions{Out: s.out, Prompter: sc.cam, Val: s.val, Seed: s.seed, Recipe: r, JobPath: jobPath, Kube: kube})
-	if err != nil {
-		return stageError(s.cmd, err)
-	}
-	fmt.Fprintf(stdout, "dpo: %d pairs over %d tasks to train on, %d over %d tasks to validate on (--val %g, --seed %d)\n  %s\n",
-		w.Train, w.TrainTasks, w.Val, w.ValTasks, s.val, s.seed, counts)
-	return finishStage(ctx, s, w, "dpo", sc, stdout, stderr)
+	return cmd
 }
 
 func stageError(cmd string, err error) error {

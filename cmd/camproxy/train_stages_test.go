@@ -417,7 +417,7 @@ func TestTrainDPOExactPairs(t *testing.T) {
 
 func defaultCAMPrompt(t *testing.T, task string) (string, string) {
 	t.Helper()
-	sc, err := camPrompter("test", "", "", func(string) (string, bool) { return "", false })
+	sc, err := camPrompter("", "", noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,8 +485,8 @@ func TestTrainStagesUsage(t *testing.T) {
 		// Every problem of a command line at once, not one per run.
 		{[]string{"train", "sft", "--out", dir, "--val", "1.5", "--lr", "0", "--epochs", "-1"}, 2,
 			"train sft: 3 problems:\n  --val 1.5: want 0 (no validation) up to below 1\n  --data is required: the output of camproxy train reflect\n  sft recipe: epochs -1: want > 0; learning rate 0: want > 0"},
-		{[]string{"train", "dpo", "--val", "2", "--min-runs", "0", "--pref-beta", "0"}, 2, "train dpo: 4 problems:\n  --out is required"},
-		{[]string{"train", "sft", "--data", data, "--out", dir, "--epochs", "0", "--finetuning", "half"}, 2, `finetuning "half": want full, lora or freeze; epochs 0`},
+		{[]string{"train", "dpo", "--val", "2", "--min-runs", "0", "--pref-beta", "0", "--model", "hub:o/m"}, 2, "train dpo: 4 problems:\n  --out is required"},
+		{[]string{"train", "sft", "--data", data, "--out", dir, "--epochs", "0", "--finetuning", "half"}, 2, "2 problems:\n  --finetuning \"half\": want full, lora or freeze\n  sft recipe: epochs 0: want > 0"},
 		{[]string{"train", "sft", "--data", data, "--out", file}, 2, "not a directory"},
 		{[]string{"train", "sft", "--data", filepath.Join(dir, "none.jsonl"), "--out", dir}, 2, "none.jsonl"},
 		{[]string{"train", "sft", "--data", data, "--out", dir, "--config", multi}, 2, "several cam augmenters (a, b): choose one with --cam"},
@@ -495,11 +495,12 @@ func TestTrainStagesUsage(t *testing.T) {
 		{[]string{"train", "grpo", "--data", data, "--out", dir, "--model", "Qwen/Qwen3-8B"}, 2, "a Hugging Face id is written hub:Qwen/Qwen3-8B"},
 		{[]string{"train", "sft", "--data", data, "--out", dir, "--model", "Qwen/Qwen3-8B"}, 2, "a Hugging Face id is written hub:Qwen/Qwen3-8B"},
 		{[]string{"train", "dpo", "--out", dir, "--model", "hub:Qwen3"}, 2, "a hub id is ORG/NAME"},
-		{[]string{"train", "grpo", "--data", data, "--out", dir, "--reward-manager", "sync"}, 2, `reward manager "sync": want auto, loop or batch`},
+		{[]string{"train", "grpo", "--data", data, "--out", dir, "--reward-manager", "sync"}, 2, `--reward-manager "sync": want auto, loop or batch`},
 		{[]string{"train", "grpo", "--data", data, "--from", "file:///x", "--out", dir, "--model", "m"}, 2, "exactly one of --data"},
 		{[]string{"train", "grpo", "--data", data, "--out", dir, "--model", "m", "--n", "1", "--rollout-url", "camproxy:9090"}, 2, "camproxy:9090\": want http(s)://HOST:PORT of camproxy's admin plane; n 1"},
-		{[]string{"train", "dpo", "--out", dir, "--min-runs", "0"}, 2, "--min-runs 1 or more"},
-		{[]string{"train", "ppo"}, 2, "want reflect, sft, grpo, dpo"},
+		{[]string{"train", "dpo", "--out", dir, "--min-runs", "0"}, 2, "--min-runs 0: want 1 or more"},
+		{[]string{"train", "ppo"}, 2, `unknown command "ppo": want dpo, grpo, merge, playbook, reflect, serve-config, sft`},
+		{[]string{"train", "sft", "--dat", data, "--val", "x", "--epochs", "-1"}, 2, "train sft: 5 problems:\n  unknown flag --dat (did you mean --data?)\n  --val \"x\": invalid syntax\n  --out is required\n  --data is required"},
 	} {
 		_, errOut, code := runCLI(t, c.args...)
 		if code != c.code || !strings.Contains(errOut, c.want) {

@@ -131,8 +131,8 @@ func TestTrainReflectUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"train"}, "want a subcommand: reflect"},
-		{[]string{"train", "distill"}, `unknown subcommand "distill"`},
+		{[]string{"train"}, "train: want a command: dpo, grpo, merge, playbook, reflect, serve-config, sft"},
+		{[]string{"train", "distill"}, `unknown command "distill"`},
 		{[]string{"train", "sft"}, "--out is required"},
 		{[]string{"train", "reflect", "--model", "openai/x"}, "--out is required"},
 		{[]string{"train", "reflect", "--out", out}, "--model is required"},
@@ -156,11 +156,11 @@ func TestTrainReflectUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
 		}
 	}
-	if _, errOut, code := runCLI(t, "train", "reflect", "-h"); code != 0 || !strings.Contains(errOut, "-subset-size") || !strings.Contains(errOut, "(default 3)") {
-		t.Errorf("-h: exit %d\n%s", code, errOut)
+	if out, _, code := runCLI(t, "train", "reflect", "-h"); code != 0 || !strings.Contains(out, "--subset-size") || !strings.Contains(out, "(default 3)") {
+		t.Errorf("-h: exit %d\n%s", code, out)
 	}
-	if out, _, _ := runCLI(t, "help"); !strings.Contains(out, "camproxy train reflect") {
-		t.Errorf("usage lacks train reflect:\n%s", out)
+	if out, _, _ := runCLI(t, "help", "train"); !strings.Contains(out, "reflect") {
+		t.Errorf("train's help lacks reflect:\n%s", out)
 	}
 }
 

@@ -2,13 +2,13 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
 // version is stamped at build time: -ldflags "-X main.version=v1.2.3". commit may be
@@ -131,25 +131,25 @@ func (b buildInfo) text() string {
 	return s.String()
 }
 
-// versionCmd is `camproxy version [--json]`.
-func versionCmd(args []string, stdout, stderr io.Writer) error {
-	flags := newFlagSet("version", stderr)
-	asJSON := flags.Bool("json", false, "print the build information as JSON")
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usagef("version: %v", err)
+func (c *cli) versionCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "version",
+		Short:   "The version, commit, Go version and platform",
+		Long:    "The version, commit, Go version and platform of this build (camproxy --version prints one line).",
+		Example: "  camproxy version --json",
+		Args:    c.checks(func(p *problems, args []string) { p.noArgs(args) }),
+		RunE: func(*cobra.Command, []string) error {
+			b := currentBuild()
+			if asJSON {
+				enc := json.NewEncoder(c.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(b)
+			}
+			_, err := io.WriteString(c.stdout, b.text())
+			return err
+		},
 	}
-	if flags.NArg() > 0 {
-		return usagef("version: unexpected argument %q", flags.Arg(0))
-	}
-	b := currentBuild()
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(b)
-	}
-	_, err := io.WriteString(stdout, b.text())
-	return err
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the build information as JSON")
+	return cmd
 }
