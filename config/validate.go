@@ -15,8 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/camproxy/camproxy/internal/redisx"
 	"github.com/camproxy/camproxy/protocol"
 )
 
@@ -471,6 +470,12 @@ func checkSink(sink string) string {
 		if u.Host == "" {
 			return "a redis sink needs a host, e.g. redis://localhost:6379/0?stream=camproxy:replay"
 		}
+		if _, err := redisx.Parse(sink, "stream", "maxlen"); err != nil {
+			return err.Error()
+		}
+		if !u.Query().Has("stream") {
+			return "a redis sink needs ?stream=NAME, e.g. redis://localhost:6379/0?stream=camproxy:replay"
+		}
 	case "s3":
 		if u.Host == "" {
 			return "an s3 sink needs a bucket, e.g. s3://bucket/prefix"
@@ -508,23 +513,15 @@ func checkHTTPURL(p *problems, key, raw string) {
 	}
 }
 
-// checkRedisURL accepts "" or a redis:// or rediss:// URL that go-redis parses.
-// Messages never quote the URL, which may hold a password.
-func checkRedisURL(p *problems, key, raw string) {
+// checkRedisURL accepts "" or a Redis URL in any form redisx takes (single node,
+// Cluster, Sentinel; redis:// or rediss://); own names the query parameters the
+// consumer reads itself. Messages never quote the URL, which may hold a password.
+func checkRedisURL(p *problems, key, raw string, own ...string) {
 	if raw == "" {
 		return
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		p.add(key, "is not a URL: %v", urlErr(err))
-		return
-	}
-	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		p.add(key, "must be a redis:// or rediss:// URL, got scheme %q", u.Scheme)
-		return
-	}
-	if _, err := redis.ParseURL(raw); err != nil {
-		p.add(key, "is not a valid Redis URL: %v", urlErr(err))
+	if _, err := redisx.Parse(raw, own...); err != nil {
+		p.add(key, "%v", err)
 	}
 }
 
@@ -721,11 +718,8 @@ func checkStore(p *problems, key, raw string) {
 	}
 	switch u.Scheme {
 	case "redis", "rediss":
-		q := u.Query()
-		q.Del("prefix") // the store's key prefix, not a go-redis option
-		q.Del("key")    // its older name
-		u.RawQuery = q.Encode()
-		checkRedisURL(p, key, u.String())
+		// prefix (and its older name key) is the store's key prefix, not a go-redis option
+		checkRedisURL(p, key, raw, "prefix", "key")
 	case "file", "s3":
 		if msg := checkSink(raw); msg != "" {
 			p.add(key, "%s", msg)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/camproxy/camproxy/internal/redisx"
 )
 
 // ErrBadURI is wrapped by every error about a replay URI that cannot be used.
@@ -35,7 +36,8 @@ type uriSpec struct {
 	// file
 	dir string
 
-	// redis: exactly one of redisOpts, redisCluster, redisFailover is set
+	// redis: the parsed URL; exactly one of redisOpts, redisCluster, redisFailover is set
+	redis         *redisx.URL
 	redisOpts     *redis.Options
 	redisCluster  *redis.ClusterOptions
 	redisFailover *redis.FailoverOptions
@@ -119,25 +121,13 @@ func defaultWriter() string {
 	return fmt.Sprintf("%s-%d", h, os.Getpid())
 }
 
-// redisClient makes the client the parsed URI describes; it does not connect (unless
-// the URI asks for idle connections, which go-redis dials in the background).
-// go-redis panics on some option values (a pool size beyond int32): that is a bad URI.
-func (sp *uriSpec) redisClient(uri string) (rdb redis.UniversalClient, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			rdb, err = nil, badURI(uri, "go-redis rejects the options: %v", r)
-		}
-	}()
-	switch {
-	case sp.redisCluster != nil:
-		return redis.NewClusterClient(sp.redisCluster), nil
-	case sp.redisFailover != nil && (sp.redisFailover.RouteByLatency || sp.redisFailover.RouteRandomly):
-		return redis.NewFailoverClusterClient(sp.redisFailover), nil
-	case sp.redisFailover != nil:
-		return redis.NewFailoverClient(sp.redisFailover), nil
-	default:
-		return redis.NewClient(sp.redisOpts), nil
+// redisClient makes the client the parsed URI describes; it does not connect.
+func (sp *uriSpec) redisClient(uri string) (redis.UniversalClient, error) {
+	rdb, err := sp.redis.Client()
+	if err != nil {
+		return nil, badURI(uri, "%v", errors.Unwrap(err))
 	}
+	return rdb, nil
 }
 
 // s3Client makes a client with the default credential chain; it does not connect.
@@ -190,7 +180,7 @@ func parseURI(uri string) (*uriSpec, error) {
 	case "file":
 		return parseFileURI(uri, u, q)
 	case "redis", "rediss":
-		return parseRedisURI(uri, u, q)
+		return parseRedisURI(uri)
 	case "s3":
 		return parseS3URI(uri, u, q)
 	case "":
@@ -227,97 +217,28 @@ func parseFileURI(uri string, u *url.URL, q url.Values) (*uriSpec, error) {
 	return &uriSpec{scheme: "file", dir: filepath.Clean(filepath.FromSlash(dir))}, nil
 }
 
-func parseRedisURI(uri string, u *url.URL, q url.Values) (*uriSpec, error) {
-	sp := &uriSpec{scheme: "redis"}
-	if u.Opaque != "" || u.Host == "" {
-		return nil, badURI(uri, "a redis URI needs a host, e.g. redis://localhost:6379/0?stream=camproxy:replay")
+func parseRedisURI(uri string) (*uriSpec, error) {
+	ru, err := redisx.Parse(uri, "stream", "maxlen")
+	if err != nil {
+		return nil, badURI(uri, "%v", strings.TrimPrefix(err.Error(), redisx.ErrBadURL.Error()+": "))
 	}
-	sp.stream = lastValue(q, "stream")
+	sp := &uriSpec{scheme: "redis", redis: ru, stream: lastValue(ru.Params, "stream")}
 	if sp.stream == "" {
 		return nil, badURI(uri, "no stream name; add ?stream=camproxy:replay")
 	}
-	if v := lastValue(q, "maxlen"); v != "" {
+	if v := lastValue(ru.Params, "maxlen"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
 			return nil, badURI(uri, "maxlen %q is not a whole number >= 0", v)
 		}
 		sp.maxLen = n
 	}
-	q.Del("stream")
-	q.Del("maxlen")
-	// go-redis keeps pool sizes as int32 and panics (lazily, for a cluster) beyond.
-	for k, vs := range q {
-		for _, v := range vs {
-			if n, err := strconv.ParseInt(v, 10, 64); (err == nil && (n > math.MaxInt32 || n < math.MinInt32)) ||
-				errors.Is(err, strconv.ErrRange) {
-				return nil, badURI(uri, "%s is out of range", k)
-			}
-		}
-	}
-	// Checked here so that the message is ours (go-redis quotes the raw path).
-	db := 0
-	if f := strings.FieldsFunc(u.Path, func(r rune) bool { return r == '/' }); len(f) > 1 {
-		return nil, badURI(uri, "the path must be a database number, e.g. /0")
-	} else if len(f) == 1 {
-		n, err := strconv.Atoi(f[0])
-		if err != nil || n < 0 || n > math.MaxInt32 {
-			return nil, badURI(uri, "the path must be a database number >= 0, e.g. /0")
-		}
-		db = n
-	}
-	if v := lastValue(q, "db"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return nil, badURI(uri, "db must be a database number >= 0")
-		}
-		db = n
-	}
-	r := *u
-	r.RawQuery = q.Encode()
-	clean := r.String()
-	var err error
-	switch {
-	case q.Has("master_name"):
-		if lastValue(q, "master_name") == "" {
-			return nil, badURI(uri, "master_name is empty")
-		}
-		sp.redisFailover, err = redis.ParseFailoverURL(clean)
-		if err == nil {
-			sp.redisFailover.ContextTimeoutEnabled = true
-			failFast(&sp.redisFailover.DialerRetries, &sp.redisFailover.MaxRetries)
-		}
-	case q.Has("addr"):
-		if db != 0 {
-			return nil, badURI(uri, "a Redis Cluster has only database 0")
-		}
-		sp.redisCluster, err = redis.ParseClusterURL(clean)
-		if err == nil {
-			sp.redisCluster.ContextTimeoutEnabled = true
-			failFast(&sp.redisCluster.DialerRetries, &sp.redisCluster.MaxRetries)
-		}
-	default:
-		sp.redisOpts, err = redis.ParseURL(clean)
-		if err == nil {
-			sp.redisOpts.ContextTimeoutEnabled = true
-			failFast(&sp.redisOpts.DialerRetries, &sp.redisOpts.MaxRetries)
-		}
-	}
-	if err != nil {
-		return nil, badURI(uri, "%v", urlErr(err))
-	}
+	// A sink's client gives up on a down Redis after one dial instead of go-redis's
+	// five with backoff, unless the URI chose otherwise: the recorder spools a failed
+	// batch and retries on its own schedule, so a long wait only holds events back.
+	ru.Tune(redisx.Tuning{MaxRetries: 1, DialerRetries: 1})
+	sp.redisOpts, sp.redisCluster, sp.redisFailover = ru.Single, ru.Cluster, ru.Failover
 	return sp, nil
-}
-
-// failFast makes a sink's client give up on a down Redis after one dial instead of
-// go-redis's five with backoff, unless the URI chose otherwise: the recorder spools a
-// failed batch and retries on its own schedule, so a long wait only holds events back.
-func failFast(dialerRetries, maxRetries *int) {
-	if *dialerRetries == 0 {
-		*dialerRetries = 1
-	}
-	if *maxRetries == 0 {
-		*maxRetries = 1
-	}
 }
 
 func parseS3URI(uri string, u *url.URL, q url.Values) (*uriSpec, error) {
@@ -372,69 +293,9 @@ func urlErr(err error) error {
 	return err
 }
 
-// redactMask replaces secrets in Redact's output.
-const redactMask = "****"
-
 // Redact returns uri with any password replaced by "****", safe for logs and metric
-// labels: the password of the user info, and the value of any query parameter whose
-// name suggests a secret. A string that does not parse as a URL and holds an "@" is
-// masked whole, and so is everything after the scheme when an "@" shows up past the
-// host (a password with an unescaped "/", "?" or "#" in it).
-func Redact(uri string) string {
-	u, err := url.Parse(uri)
-	if err != nil {
-		if strings.Contains(uri, "@") {
-			return redactMask
-		}
-		return uri
-	}
-	if u.Scheme != "file" && strings.Contains(u.Path+u.RawQuery+u.Fragment, "@") {
-		return u.Scheme + "://" + redactMask
-	}
-	out := uri
-	if _, ok := u.User.Password(); ok {
-		// Assemble by hand: url.URL.String would escape the mask as %2A.
-		userinfo := url.User(u.User.Username()).String() + ":" + redactMask + "@"
-		r := *u
-		r.User = nil
-		rest, ok := strings.CutPrefix(r.String(), r.Scheme+"://")
-		if !ok {
-			return redactMask
-		}
-		out = u.Scheme + "://" + userinfo + rest
-	}
-	if u.RawQuery == "" {
-		return out
-	}
-	head, query, ok := strings.Cut(out, "?")
-	if !ok {
-		return out
-	}
-	query, frag, hasFrag := strings.Cut(query, "#")
-	parts := strings.Split(query, "&")
-	for i, p := range parts {
-		k, _, _ := strings.Cut(p, "=")
-		name, err := url.QueryUnescape(k)
-		if err != nil {
-			name = k
-		}
-		if secretParam(name) {
-			parts[i] = k + "=" + redactMask
-		}
-	}
-	out = head + "?" + strings.Join(parts, "&")
-	if hasFrag {
-		out += "#" + frag
-	}
-	return out
-}
-
-// secretParam reports whether a query parameter's name suggests a secret value.
-func secretParam(name string) bool {
-	n := strings.ToLower(name)
-	return strings.Contains(n, "pass") || strings.Contains(n, "secret") || strings.Contains(n, "token") ||
-		strings.Contains(n, "auth") || n == "key" || strings.HasSuffix(n, "_key") || strings.HasSuffix(n, "-key")
-}
+// labels (see redisx.Redact).
+func Redact(uri string) string { return redisx.Redact(uri) }
 
 // Location is a parsed replay URI with a client for it, for other stores that share
 // the URI forms (the playbook store): a directory, a Redis key prefix (the stream

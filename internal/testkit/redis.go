@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -18,9 +19,13 @@ type RedisServer struct {
 	// Persist: an append-only file fsynced on every write, so that data survives a
 	// kill (a replay sink on Redis needs it; a cache does not).
 	Persist bool
-	dir     string
-	port    int
-	cmd     *exec.Cmd
+	// Args are added to the command line (cluster mode); Conf, when set, is a
+	// config file written to the server's dir and passed first (Sentinel mode).
+	Args []string
+	Conf string
+	dir  string
+	port int
+	cmd  *exec.Cmd
 }
 
 // ErrNoRedisServer: redis-server is not installed.
@@ -28,17 +33,39 @@ var ErrNoRedisServer = errors.New("redis-server is not installed")
 
 // NewRedisServer starts redis-server without persistence, its files in dir.
 func NewRedisServer(dir string) (*RedisServer, error) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		return nil, ErrNoRedisServer
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	r, err := newRedisServer(dir, false)
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	r := &RedisServer{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, port: port}
 	return r, r.Run()
+}
+
+// newRedisServer picks a free loopback port (and, for a cluster node, a free bus
+// port at port+10000) without starting anything.
+func newRedisServer(dir string, bus bool) (*RedisServer, error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return nil, ErrNoRedisServer
+	}
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if bus {
+			if port+10000 > 65535 {
+				continue
+			}
+			lb, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
+			if err != nil {
+				continue
+			}
+			lb.Close()
+		}
+		return &RedisServer{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, port: port}, nil
+	}
+	return nil, errors.New("no free port pair for a cluster node")
 }
 
 // StartRedis is NewRedisServer for a test: it skips when redis-server is not
@@ -72,8 +99,18 @@ func (r *RedisServer) Run() error {
 	if r.Persist {
 		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
 	}
-	r.cmd = exec.Command("redis-server", append([]string{"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--save", "",
-		"--protected-mode", "no", "--dir", r.dir}, aof...)...)
+	args := append([]string{"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--save", "",
+		"--protected-mode", "no", "--dir", r.dir}, aof...)
+	if r.Conf != "" {
+		conf := filepath.Join(r.dir, "redis.conf")
+		if _, err := os.Stat(conf); err != nil { // a restart keeps what Sentinel wrote there
+			if err := os.WriteFile(conf, []byte(r.Conf), 0o600); err != nil {
+				return err
+			}
+		}
+		args = []string{conf, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--protected-mode", "no", "--dir", r.dir}
+	}
+	r.cmd = exec.Command("redis-server", append(args, r.Args...)...)
 	if err := r.cmd.Start(); err != nil {
 		return err
 	}

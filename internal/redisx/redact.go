@@ -1,0 +1,70 @@
+package redisx
+
+import (
+	"net/url"
+	"strings"
+)
+
+// redactMask replaces secrets in Redact's output.
+const redactMask = "****"
+
+// Redact returns uri (a Redis URL, or any URL) with any password replaced by "****", safe for logs and metric
+// labels: the password of the user info, and the value of any query parameter whose
+// name suggests a secret. A string that does not parse as a URL and holds an "@" is
+// masked whole, and so is everything after the scheme when an "@" shows up past the
+// host (a password with an unescaped "/", "?" or "#" in it).
+func Redact(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		if strings.Contains(uri, "@") {
+			return redactMask
+		}
+		return uri
+	}
+	if u.Scheme != "file" && strings.Contains(u.Path+u.RawQuery+u.Fragment, "@") {
+		return u.Scheme + "://" + redactMask
+	}
+	out := uri
+	if _, ok := u.User.Password(); ok {
+		// Assemble by hand: url.URL.String would escape the mask as %2A.
+		userinfo := url.User(u.User.Username()).String() + ":" + redactMask + "@"
+		r := *u
+		r.User = nil
+		rest, ok := strings.CutPrefix(r.String(), r.Scheme+"://")
+		if !ok {
+			return redactMask
+		}
+		out = u.Scheme + "://" + userinfo + rest
+	}
+	if u.RawQuery == "" {
+		return out
+	}
+	head, query, ok := strings.Cut(out, "?")
+	if !ok {
+		return out
+	}
+	query, frag, hasFrag := strings.Cut(query, "#")
+	parts := strings.Split(query, "&")
+	for i, p := range parts {
+		k, _, _ := strings.Cut(p, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			name = k
+		}
+		if secretParam(name) {
+			parts[i] = k + "=" + redactMask
+		}
+	}
+	out = head + "?" + strings.Join(parts, "&")
+	if hasFrag {
+		out += "#" + frag
+	}
+	return out
+}
+
+// secretParam reports whether a query parameter's name suggests a secret value.
+func secretParam(name string) bool {
+	n := strings.ToLower(name)
+	return strings.Contains(n, "pass") || strings.Contains(n, "secret") || strings.Contains(n, "token") ||
+		strings.Contains(n, "auth") || n == "key" || strings.HasSuffix(n, "_key") || strings.HasSuffix(n, "-key")
+}
