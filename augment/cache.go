@@ -21,6 +21,10 @@ import (
 // writes); Flush deletes what is under it.
 const KeyPrefix = "camproxy:ctx:"
 
+// lockSuffix names a key's cross-process load lock: KEY:lock. The key's hash tag
+// puts the lock in the value's slot on a Redis Cluster.
+const lockSuffix = ":lock"
+
 const (
 	// lockTTL bounds how long a crashed lock holder can hold up other processes;
 	// it is far above any sane augment deadline.
@@ -66,10 +70,13 @@ func (s Source) String() string {
 
 // Key is the cache key of a context: the augmenter, its version (so a changed
 // prompt or model never serves old contexts) and a hash of the normalised task
-// (so whitespace differences from SDK re-serialisation still hit).
+// (so whitespace differences from SDK re-serialisation still hit):
+// camproxy:ctx:{AUGMENTER:VERSION:SHA256}. The braces are a Redis Cluster hash tag:
+// the value and its load lock (KEY:lock) share one slot, and different tasks spread
+// over the cluster.
 func Key(augmenter, version, task string) string {
 	sum := sha256.Sum256([]byte(strings.Join(strings.Fields(task), " ")))
-	return KeyPrefix + augmenter + ":" + version + ":" + hex.EncodeToString(sum[:])
+	return KeyPrefix + "{" + augmenter + ":" + version + ":" + hex.EncodeToString(sum[:]) + "}"
 }
 
 // Cache is the two-tier context cache: an in-process LRU in front of Redis, with
@@ -82,8 +89,9 @@ type Cache struct {
 	log      *slog.Logger
 	group    singleflight.Group
 	unlock   *redis.Script
-	lastWarn atomic.Int64 // unix nanos of the last Redis warning
-	downTill atomic.Int64 // unix nanos until which Redis is skipped
+	lastWarn atomic.Int64          // unix nanos of the last Redis warning
+	downTill atomic.Int64          // unix nanos until which Redis is skipped
+	lastErr  atomic.Pointer[error] // the failure that started the cooldown
 	cooldown time.Duration
 	opTime   time.Duration // per Redis command
 }
@@ -220,7 +228,7 @@ func (c *Cache) lock(ctx context.Context, key string) (token string, won bool, e
 	ctx, cancel := context.WithTimeout(ctx, c.opTime)
 	defer cancel()
 	token = rand.Text()
-	won, err = c.rdb.SetNX(ctx, key+":lock", token, lockTTL).Result()
+	won, err = c.rdb.SetNX(ctx, key+lockSuffix, token, lockTTL).Result()
 	if err != nil {
 		c.redisFailed("lock", key, err)
 	}
@@ -254,9 +262,25 @@ func (c *Cache) redisUp() bool {
 	return c.rdb != nil && time.Now().UnixNano() >= c.downTill.Load()
 }
 
+// RedisState reports whether the cache shares its values through Redis now (true
+// without Redis: nothing to fall back from) and, when it does not, the failure that
+// put it on its local tier until the cooldown ends. After the cooldown the next
+// call tries Redis again: an outage costs sharing, never the cache.
+func (c *Cache) RedisState() (up bool, err error) {
+	if c.redisUp() {
+		return true, nil
+	}
+	if p := c.lastErr.Load(); p != nil {
+		return false, *p
+	}
+	return false, errors.New("redis unavailable")
+}
+
 // redisFailed starts a local-only cooldown and warns. Redis is an optimisation
 // too: its failure only costs the cross-process sharing.
 func (c *Cache) redisFailed(op, key string, err error) {
+	werr := fmt.Errorf("%s: %w", op, err)
+	c.lastErr.Store(&werr)
 	c.downTill.Store(time.Now().Add(c.cooldown).UnixNano())
 	c.warn(op, key, err)
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/camproxy/camproxy/internal/testkit"
+
 	"github.com/camproxy/camproxy/protocol"
 )
 
@@ -107,6 +109,9 @@ func stores(t *testing.T) map[string]func(idle time.Duration) Store {
 			}
 			t.Cleanup(func() { _ = rdb.Close() })
 			return NewRedis(rdb, idle)
+		},
+		"redis-cluster": func(idle time.Duration) Store {
+			return NewRedis(testkit.RedisURLClient(t, cluster.Get(t).URL()), idle)
 		},
 	}
 }

@@ -117,27 +117,51 @@ func TestAdaptiveReplacedRewardIsNotCountedTwice(t *testing.T) {
 }
 
 func TestRedisStatsShared(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer rdb.Close()
-	if err := rdb.Ping(context.Background()).Err(); err != nil {
-		t.Skipf("redis not reachable: %v", err)
-	}
-	exp := fmt.Sprintf("test-%d", time.Now().UnixNano())
-	defer rdb.Del(context.Background(), statsKey(exp, "a"), statsKey(exp, "b"))
-	arms := []Arm{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}}
-	p1, _ := New(exp, StickyEpisode, false, arms)
-	p2, _ := New(exp, StickyEpisode, false, arms)
-	a1, _ := NewAdaptive(p1, NewRedisStats(rdb), AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, MinEpisodes: 10, Seed: 1}, testkit.Logger(t, slog.LevelInfo))
-	a2, _ := NewAdaptive(p2, NewRedisStats(rdb), AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, MinEpisodes: 10, Seed: 1}, testkit.Logger(t, slog.LevelInfo))
-	ctx := context.Background()
-	for i := range 100 { // replica 1 sees only arm a's rewards, replica 2 only b's
-		_ = a1.Observe(ctx, "a", float64(i%2), nil)
-		_ = a2.Observe(ctx, "b", 1, nil)
-	}
-	w1, _ := a1.Update(ctx)
-	w2, _ := a2.Update(ctx)
-	if w1[1] < 0.9 || w2[1] < 0.9 || math.Abs(w1[1]-w2[1]) > 1e-9 {
-		t.Fatalf("replicas disagree or ignore each other's rewards: %v vs %v", w1, w2)
+	for name, connect := range map[string]func(t *testing.T) redis.UniversalClient{
+		"single": func(t *testing.T) redis.UniversalClient {
+			rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+			t.Cleanup(func() { _ = rdb.Close() })
+			if err := rdb.Ping(context.Background()).Err(); err != nil {
+				t.Skipf("redis not reachable: %v", err)
+			}
+			return rdb
+		},
+		// On a cluster an experiment's arms share a slot: Load is one node's pipeline.
+		"cluster": func(t *testing.T) redis.UniversalClient {
+			return testkit.RedisURLClient(t, cluster.Get(t).URL())
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rdb := connect(t)
+			exp := fmt.Sprintf("test-%d", time.Now().UnixNano())
+			defer rdb.Del(context.Background(), statsKey(exp, "a"))
+			defer rdb.Del(context.Background(), statsKey(exp, "b"))
+			if testkit.Slot(statsKey(exp, "a")) != testkit.Slot(statsKey(exp, "b")) {
+				t.Fatal("an experiment's arms in different slots")
+			}
+			arms := []Arm{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}}
+			p1, _ := New(exp, StickyEpisode, false, arms)
+			p2, _ := New(exp, StickyEpisode, false, arms)
+			a1, _ := NewAdaptive(p1, NewRedisStats(rdb), AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, MinEpisodes: 10, Seed: 1}, testkit.Logger(t, slog.LevelInfo))
+			a2, _ := NewAdaptive(p2, NewRedisStats(rdb), AdaptiveOptions{MinShare: 0.05, Alpha: 0.05, MinEpisodes: 10, Seed: 1}, testkit.Logger(t, slog.LevelInfo))
+			ctx := context.Background()
+			for i := range 100 { // replica 1 sees only arm a's rewards, replica 2 only b's
+				if err := a1.Observe(ctx, "a", float64(i%2), nil); err != nil {
+					t.Fatal(err)
+				}
+				if err := a2.Observe(ctx, "b", 1, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w1, err1 := a1.Update(ctx)
+			w2, err2 := a2.Update(ctx)
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
+			if w1[1] < 0.9 || w2[1] < 0.9 || math.Abs(w1[1]-w2[1]) > 1e-9 {
+				t.Fatalf("replicas disagree or ignore each other's rewards: %v vs %v", w1, w2)
+			}
+		})
 	}
 }
 

@@ -15,7 +15,11 @@ type RedisStats struct{ rdb redis.UniversalClient }
 // NewRedisStats returns a store on rdb (owned by the caller).
 func NewRedisStats(rdb redis.UniversalClient) *RedisStats { return &RedisStats{rdb: rdb} }
 
-func statsKey(experiment, arm string) string { return "camproxy:exp:" + experiment + ":arm:" + arm }
+// statsKey is camproxy:exp:{EXPERIMENT}:arm:ARM: the hash tag keeps an experiment's
+// arms in one Redis Cluster slot, so Load reads them in one round trip to one node.
+func statsKey(experiment, arm string) string {
+	return "camproxy:exp:{" + experiment + "}:arm:" + arm
+}
 
 func (r *RedisStats) Add(ctx context.Context, experiment, arm string, d Stats) error {
 	k := statsKey(experiment, arm)
