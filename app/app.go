@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -47,7 +48,10 @@ type App struct {
 	Recorder *replay.Recorder // nil when Options.Recorder replaced it
 	admin    *http.Server
 	redis    []redis.UniversalClient
-	tracing  *tracing.Tracing
+	// redisByURL: one client per distinct Redis URL; redisChecks: /readyz per part.
+	redisByURL  map[string]redis.UniversalClient
+	redisChecks []admin.Check
+	tracing     *tracing.Tracing
 
 	stats   policies.StatsStore // reward statistics for adaptive allocation
 	learner *learner            // nil unless learn.enabled
@@ -126,6 +130,9 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		return nil, fmt.Errorf("cache.redis_url: %w", err)
 	}
 	a.Cache = augment.NewCache(augment.CacheOptions{LocalEntries: cfg.Cache.LocalEntries, TTL: cfg.Cache.TTL}, cacheRedis, log)
+	if cacheRedis != nil {
+		a.addRedisPart(partCache, cacheRedis, a.Cache.RedisState)
+	}
 
 	switch cfg.Episodes.Store {
 	case "redis":
@@ -134,18 +141,26 @@ func New(cfg *config.Config, o Options) (*App, error) {
 			return nil, fmt.Errorf("episodes.redis_url: %w", err)
 		}
 		// Redis down or killed: serve on a local copy, pick Redis up again when it answers.
-		up := a.Metrics.DependencyUp.WithLabelValues("episodes")
-		up.Set(1)
-		a.Episodes = episode.NewFallback(episode.NewRedis(rdb, cfg.Episodes.IdleTimeout), episode.NewMemory(cfg.Episodes.IdleTimeout, nil),
+		var lastErr atomic.Pointer[error]
+		fb := episode.NewFallback(episode.NewRedis(rdb, cfg.Episodes.IdleTimeout), episode.NewMemory(cfg.Episodes.IdleTimeout, nil),
 			o.StoreCooldown, nil, func(ok bool, err error) {
 				if ok {
-					up.Set(1)
 					log.Info("episode store: Redis is back; episodes are shared again")
 					return
 				}
-				up.Set(0)
+				lastErr.Store(&err)
 				log.Error("episode store: Redis failed; serving episodes from this instance's memory until it is back", "err", err)
 			})
+		a.Episodes = fb
+		a.addRedisPart(partEpisodes, rdb, func() (bool, error) {
+			if fb.Up() {
+				return true, nil
+			}
+			if p := lastErr.Load(); p != nil {
+				return false, *p
+			}
+			return false, errors.New("redis failed")
+		})
 	default:
 		a.Episodes = episode.NewMemory(cfg.Episodes.IdleTimeout, nil)
 	}
@@ -153,7 +168,9 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	// Reward statistics outlive reloads; with Redis the whole fleet shares them.
 	a.stats = policies.NewMemoryStats()
 	if cacheRedis != nil {
-		a.stats = policies.NewRedisStats(cacheRedis)
+		st := &opState{part: partStats, log: log}
+		a.stats = trackedStats{policies.NewRedisStats(cacheRedis), st}
+		a.addRedisPart(partStats, cacheRedis, st.state)
 	}
 	if cfg.Learn.Enabled {
 		if a.learner, err = newLearner(a, cfg, o); err != nil {
@@ -183,11 +200,9 @@ func New(cfg *config.Config, o Options) (*App, error) {
 
 	checks := []admin.Check{{Name: "config", Fn: func(context.Context) error { return nil }},
 		{Name: "replay", Fn: func(context.Context) error { return dirWritable(cfg.Replay.SpoolDir) }}}
-	// Redis is shared state with a local fallback: its loss degrades camproxy but
-	// must not take the instance out of service.
-	for i, rdb := range a.redis {
-		checks = append(checks, admin.Check{Name: fmt.Sprintf("redis-%d", i), Degraded: true, Fn: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
-	}
+	// Each Redis-backed part (addRedisPart): degraded, named, never down.
+	a.streamParts(cfg)
+	checks = append(checks, a.redisChecks...)
 	var backlog admin.ReplayBacklog // none when Options.Recorder replaced the recorder
 	if a.Recorder != nil {
 		backlog = a.Recorder
@@ -285,30 +300,6 @@ func dirWritable(dir string) error {
 	name := f.Name()
 	_ = f.Close()
 	return os.Remove(name)
-}
-
-// redisClient returns a client for url, reusing one already made for the same url.
-func (a *App) redisClient(u string) (redis.UniversalClient, error) {
-	if u == "" {
-		return nil, nil
-	}
-	opts, err := redis.ParseURL(u)
-	if err != nil {
-		return nil, errors.New("not a valid redis:// or rediss:// URL") // the parse error may quote the password
-	}
-	// These clients sit on the request path: a stalled Redis must cost one short
-	// deadline, not go-redis's defaults (5 s reads, retries with backoff).
-	opts.ContextTimeoutEnabled = true
-	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
-	opts.MaxRetries, opts.DialerRetries = 1, 1
-	for _, c := range a.redis {
-		if cl, ok := c.(*redis.Client); ok && cl.Options().Addr == opts.Addr && cl.Options().DB == opts.DB {
-			return c, nil
-		}
-	}
-	c := redis.NewClient(opts)
-	a.redis = append(a.redis, c)
-	return c, nil
 }
 
 // fileLoadTimeout bounds the first load of a file-backed augmenter (a rag store's

@@ -254,11 +254,13 @@ func TestRedisOutage(t *testing.T) {
 	rs.Start()
 	time.Sleep(250 * time.Millisecond) // the store's cooldown
 	runAgents("back", 1, 1, nil)       // the first call after the cooldown finds Redis again
-	if !waitFor(t, func() bool { return strings.Contains(e.metric("camproxy_dependency_up"), `dependency="episodes"} 1`) }) {
+	if !waitFor(t, func() bool {
+		return strings.Contains(e.metric("camproxy_dependency_up"), `dependency="redis",part="episodes"} 1`)
+	}) {
 		t.Fatalf("Redis back but dependency_up: %s", e.metric("camproxy_dependency_up"))
 	}
 	runAgents("killed-mid-run", 4, 4, func() { rs.Kill() })
-	if !strings.Contains(e.metric("camproxy_dependency_up"), `dependency="episodes"} 0`) {
+	if !strings.Contains(e.metric("camproxy_dependency_up"), `dependency="redis",part="episodes"} 0`) {
 		t.Fatalf("Redis killed but dependency_up: %s", e.metric("camproxy_dependency_up"))
 	}
 	faultRow(t, "redis", "killed mid-run", "200s; runs continue their episodes from the local copy", "")
@@ -267,7 +269,9 @@ func TestRedisOutage(t *testing.T) {
 	rs.Start()
 	time.Sleep(250 * time.Millisecond) // the store's cooldown
 	runAgents("restarted", 2, 2, nil)
-	if !waitFor(t, func() bool { return strings.Contains(e.metric("camproxy_dependency_up"), `dependency="episodes"} 1`) }) {
+	if !waitFor(t, func() bool {
+		return strings.Contains(e.metric("camproxy_dependency_up"), `dependency="redis",part="episodes"} 1`)
+	}) {
 		t.Fatalf("Redis restarted but dependency_up: %s", e.metric("camproxy_dependency_up"))
 	}
 	conn, err := net.Dial("tcp", rs.Addr)

@@ -198,6 +198,7 @@ type learner struct {
 	mDecisions *prometheus.CounterVec
 	mVersion   prometheus.Gauge
 	mLeader    prometheus.Gauge
+	leaseState *opState // the Redis lease's health; nil without one
 	mCands     prometheus.Gauge
 }
 
@@ -234,6 +235,8 @@ func newLearner(a *App, cfg *config.Config, o Options) (*learner, error) {
 	id := replicaID()
 	if rs, ok := store.(*playbook.RedisStore); ok {
 		l.lease = &redisLease{rdb: rs.Client(), key: rs.Key() + ":learn-lease", id: id, ttl: lc.LeaseTTL}
+		l.leaseState = &opState{part: partLease, log: l.log}
+		a.addRedisPart(partLease, rs.Client(), l.leaseState.state)
 	} else {
 		l.lease = soleLease{}
 	}
@@ -433,6 +436,9 @@ func (l *learner) holdLease(ctx context.Context, t *tenure) {
 		actx, cancel := context.WithTimeout(ctx, every)
 		held, err := l.lease.Acquire(actx)
 		cancel()
+		if l.leaseState != nil && ctx.Err() == nil {
+			l.leaseState.observe(err)
+		}
 		if err != nil && ctx.Err() == nil {
 			l.log.Warn("learn: lease unavailable", "err", err)
 		}

@@ -333,7 +333,7 @@ func TestLearnerFleetOnRedis(t *testing.T) {
 	prefix := fmt.Sprintf("camproxy-test:learn:%d", time.Now().UnixNano())
 	t.Cleanup(func() {
 		ctx := context.Background()
-		for _, pattern := range []string{prefix + "*", "camproxy:exp:" + prefix + "*"} {
+		for _, pattern := range []string{prefix + "*", "camproxy:exp:{" + prefix + "*"} {
 			keys, _ := rdb.Keys(ctx, pattern).Result()
 			if len(keys) > 0 {
 				rdb.Del(ctx, keys...)

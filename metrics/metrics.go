@@ -2,7 +2,11 @@
 // buckets, registered on a registry the caller provides (never the default one).
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 const namespace = "camproxy"
 
@@ -23,7 +27,7 @@ type Metrics struct {
 	ReplayQueue     prometheus.Gauge
 	ReplaySpooled   *prometheus.GaugeVec   // sink: events waiting in the local spool
 	Tokens          *prometheus.CounterVec // arm, direction
-	DependencyUp    *prometheus.GaugeVec   // dependency: 1 in use, 0 down (serving on the local fallback)
+	Dependencies    *Dependencies          // dependency_up{dependency,part}
 }
 
 // latencyBuckets spans 100µs to ~100s: gateway overhead up to long generations.
@@ -56,8 +60,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Sum of the current rewards of rewarded episodes, by arm."}, []string{"arm"}),
 		ReplayEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "replay_events_total",
 			Help: "Replay events by type, sink and result."}, []string{"type", "sink", "result"}),
-		DependencyUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "dependency_up",
-			Help: "Shared dependencies in use (1) or down with camproxy serving on its local fallback (0)."}, []string{"dependency"}),
+		Dependencies: &Dependencies{desc: prometheus.NewDesc(namespace+"_dependency_up",
+			"1 while a part of camproxy uses its shared dependency, 0 while it serves from its local fallback or cannot reach it.",
+			[]string{"dependency", "part"}, nil)},
 		ReplayQueue: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "replay_queue_depth",
 			Help: "Replay events waiting in the in-memory queue."}),
 		ReplaySpooled: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "replay_spooled_events",
@@ -66,6 +71,57 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Tokens reported by upstreams, by arm and direction (input, output)."}, []string{"arm", "direction"}),
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamTTFB, m.Context, m.AugmentDuration, m.ContextDuration, m.ArmWeight, m.BreakerState,
-		m.Episodes, m.Rewards, m.RewardSum, m.ReplayEvents, m.ReplayQueue, m.ReplaySpooled, m.Tokens, m.DependencyUp)
+		m.Episodes, m.Rewards, m.RewardSum, m.ReplayEvents, m.ReplayQueue, m.ReplaySpooled, m.Tokens, m.Dependencies)
 	return m
+}
+
+// Dependencies is camproxy_dependency_up{dependency,part}: each part (the context
+// cache, the episode store, …) reports its state when scraped, so the gauge is never
+// stale, whatever path (a call, a retry loop, a recovery) changed it.
+type Dependencies struct {
+	desc  *prometheus.Desc
+	mu    sync.Mutex
+	parts []dependencyPart
+}
+
+type dependencyPart struct {
+	dependency, part string
+	up               func() bool
+}
+
+// Add reports part of dependency (e.g. "redis", "cache") as up() says.
+func (d *Dependencies) Add(dependency, part string, up func() bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.parts = append(d.parts, dependencyPart{dependency, part, up})
+}
+
+// Up is the gauge's value for one part now: 1, 0, or -1 for a part never added.
+func (d *Dependencies) Up(dependency, part string) float64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.parts {
+		if p.dependency == dependency && p.part == part {
+			return gaugeValue(p.up())
+		}
+	}
+	return -1
+}
+
+func (d *Dependencies) Describe(ch chan<- *prometheus.Desc) { ch <- d.desc }
+
+func (d *Dependencies) Collect(ch chan<- prometheus.Metric) {
+	d.mu.Lock()
+	parts := append([]dependencyPart(nil), d.parts...)
+	d.mu.Unlock()
+	for _, p := range parts {
+		ch <- prometheus.MustNewConstMetric(d.desc, prometheus.GaugeValue, gaugeValue(p.up()), p.dependency, p.part)
+	}
+}
+
+func gaugeValue(up bool) float64 {
+	if up {
+		return 1
+	}
+	return 0
 }

@@ -234,7 +234,7 @@ loop:
 		}
 	}
 	rep.Requests = requests.Load()
-	rep.DependencyUpAtEnd = testutil.ToFloat64(a.Metrics.DependencyUp.WithLabelValues("episodes"))
+	rep.DependencyUpAtEnd = a.Metrics.Dependencies.Up("redis", "episodes")
 	for _, res := range []string{"miss", "hit", "episode", "none", "fail-open", "skip"} {
 		for _, arm := range []string{"baseline", "cam"} {
 			if v := testutil.ToFloat64(a.Metrics.Context.WithLabelValues(arm, res)); v > 0 {
