@@ -96,17 +96,37 @@ func (r *episodeReader) add(line []byte) error {
 		r.buf.Duplicates++
 		return nil
 	}
+	if e, ok := ev.(*LearnEvent); ok {
+		r.buf.Learn = append(r.buf.Learn, e)
+		return nil
+	}
+	r.episode(readEpisodeID(ev)).add(ev)
+	return nil
+}
+
+// add folds one decoded event of this episode, in scan order.
+func (e *readEpisode) add(ev any) {
+	switch ev := ev.(type) {
+	case *EpisodeEvent:
+		e.addEpisode(ev)
+	case *StepEvent:
+		e.addStep(ev)
+	case *RewardEvent:
+		e.addReward(ev)
+	}
+}
+
+// readEpisodeID is the episode an event belongs to; "" for a learn event.
+func readEpisodeID(ev any) string {
 	switch e := ev.(type) {
 	case *EpisodeEvent:
-		r.addEpisode(e)
+		return e.EpisodeID
 	case *StepEvent:
-		r.addStep(e)
+		return e.EpisodeID
 	case *RewardEvent:
-		r.addReward(e)
-	case *LearnEvent:
-		r.buf.Learn = append(r.buf.Learn, e)
+		return e.EpisodeID
 	}
-	return nil
+	return ""
 }
 
 func readEventID(ev any) string {
@@ -147,8 +167,7 @@ func (r *episodeReader) episode(id string) *readEpisode {
 
 // addEpisode takes the first episode event of an episode; another one (re-sent
 // under a new id) describes the same run.
-func (r *episodeReader) addEpisode(ev *EpisodeEvent) {
-	e := r.episode(ev.EpisodeID)
+func (e *readEpisode) addEpisode(ev *EpisodeEvent) {
 	if e.opened {
 		return
 	}
@@ -159,19 +178,22 @@ func (r *episodeReader) addEpisode(ev *EpisodeEvent) {
 	ep.StartedAt = ev.StartedAt
 }
 
-func (r *episodeReader) addStep(ev *StepEvent) {
-	e := r.episode(ev.EpisodeID)
+func (e *readEpisode) addStep(ev *StepEvent) {
+	e.steps = append(e.steps, stepOf(ev))
+}
+
+// stepOf is what reassembly keeps of a step event.
+func stepOf(ev *StepEvent) readStep {
 	s := readStep{turn: ev.Turn, at: ev.At, augment: ev.Timing.Augment, ok: ev.Contributes()}
 	if s.ok {
 		s.usage, s.messages, s.response = ev.Usage, ev.Messages, ev.Response
 	}
-	e.steps = append(e.steps, s)
+	return s
 }
 
 // addReward keeps the latest verdict: feedback sent again replaces the earlier one.
 // On equal times the later event in scan order wins.
-func (r *episodeReader) addReward(ev *RewardEvent) {
-	e := r.episode(ev.EpisodeID)
+func (e *readEpisode) addReward(ev *RewardEvent) {
 	if e.reward && ev.At.Before(e.ep.RewardAt) {
 		return
 	}
@@ -185,26 +207,24 @@ func (r *episodeReader) finish() *Buffer {
 	b := &r.buf
 	b.Episodes = make([]*Episode, 0, len(r.episodes))
 	for _, e := range r.episodes {
-		if !e.opened && len(e.steps) == 0 {
+		if e.orphan() {
 			b.Orphans++
 			continue
 		}
 		b.Episodes = append(b.Episodes, e.assemble())
 	}
 	r.episodes, r.seen = nil, nil
-	slices.SortFunc(b.Episodes, func(x, y *Episode) int {
-		if c := x.StartedAt.Compare(y.StartedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(x.ID, y.ID)
-	})
-	slices.SortStableFunc(b.Learn, func(x, y *LearnEvent) int { return x.At.Compare(y.At) })
+	SortEpisodes(b.Episodes)
+	sortLearn(b.Learn)
 	b.byID = make(map[string]*Episode, len(b.Episodes))
 	for _, ep := range b.Episodes {
 		b.byID[ep.ID] = ep
 	}
 	return b
 }
+
+// orphan reports an episode known only from rewards: no episode event, no step.
+func (e *readEpisode) orphan() bool { return !e.opened && len(e.steps) == 0 }
 
 // assemble builds the trajectory: steps by turn (ties by time, then scan order),
 // each contributing step's new messages followed by its answer. It releases the
@@ -241,6 +261,21 @@ func (e *readEpisode) assemble() *Episode {
 		ep.EndedAt = s.at
 	}
 	return ep
+}
+
+// SortEpisodes puts episodes in Buffer order: by StartedAt, then ID.
+func SortEpisodes(eps []*Episode) {
+	slices.SortFunc(eps, func(x, y *Episode) int {
+		if c := x.StartedAt.Compare(y.StartedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(x.ID, y.ID)
+	})
+}
+
+// sortLearn orders learn events by At, ties in scan order.
+func sortLearn(evs []*LearnEvent) {
+	slices.SortStableFunc(evs, func(x, y *LearnEvent) int { return x.At.Compare(y.At) })
 }
 
 func readMessageCount(steps []readStep) int {

@@ -391,5 +391,7 @@ func FuzzRead(f *testing.F) {
 				t.Fatalf("bad episode %+v", ep)
 			}
 		}
+		// The streaming reader, spilling everything, reassembles the same.
+		streamSameAsRead(t, NewFileSource(dir), ReadOptions{MemoryBytes: 1, SpillDir: t.TempDir()})
 	})
 }

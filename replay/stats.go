@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -71,33 +72,68 @@ func ratio(num float64, den int) float64 {
 
 // ComputeStats summarises b.
 func ComputeStats(b *Buffer) Stats {
-	var all tally
-	arms := map[string]*tally{}
+	acc := newStatsAcc()
 	for _, e := range b.Episodes {
-		all.add(e)
-		if arms[e.Arm] == nil {
-			arms[e.Arm] = &tally{}
-		}
-		arms[e.Arm].add(e)
+		acc.add(e)
 	}
-	tasks := b.Tasks()
+	return acc.stats(b.Skipped, b.Duplicates)
+}
+
+// StatsOf summarises the episodes of src that o selects in one streaming pass:
+// it keeps a tally per arm and a count per task, never the episodes.
+func StatsOf(ctx context.Context, src Source, o ReadOptions) (Stats, Summary, error) {
+	acc := newStatsAcc()
+	o.Light = true
+	sum, err := Episodes(ctx, src, o, func(e *Episode) error {
+		acc.add(e)
+		return nil
+	})
+	if err != nil {
+		return Stats{}, sum, err
+	}
+	return acc.stats(sum.Skipped, sum.Duplicates), sum, nil
+}
+
+// statsAcc is what stats need of the episodes, taken one at a time.
+type statsAcc struct {
+	all   tally
+	arms  map[string]*tally
+	tasks map[string]int // episodes per TaskID
+}
+
+func newStatsAcc() *statsAcc {
+	return &statsAcc{arms: map[string]*tally{}, tasks: map[string]int{}}
+}
+
+func (a *statsAcc) add(e *Episode) {
+	a.all.add(e)
+	t := a.arms[e.Arm]
+	if t == nil {
+		t = &tally{}
+		a.arms[e.Arm] = t
+	}
+	t.add(e)
+	a.tasks[e.TaskID]++
+}
+
+func (a *statsAcc) stats(skipped, duplicates int) Stats {
 	return Stats{
-		Episodes: all.episodes, Tasks: len(tasks), Rewarded: all.rewarded,
-		RunsPerTask:   runsPerTask(tasks),
-		RewardedShare: ratio(float64(all.rewarded), all.episodes),
-		MeanReward:    all.mean(), SuccessRate: all.rate(),
-		Arms:    armStats(arms),
-		Skipped: b.Skipped, Duplicates: b.Duplicates,
+		Episodes: a.all.episodes, Tasks: len(a.tasks), Rewarded: a.all.rewarded,
+		RunsPerTask:   runsPerTask(a.tasks),
+		RewardedShare: ratio(float64(a.all.rewarded), a.all.episodes),
+		MeanReward:    a.all.mean(), SuccessRate: a.all.rate(),
+		Arms:    armStats(a.arms),
+		Skipped: skipped, Duplicates: duplicates,
 	}
 }
 
-func runsPerTask(tasks []*Task) RunsPerTask {
+func runsPerTask(tasks map[string]int) RunsPerTask {
 	if len(tasks) == 0 {
 		return RunsPerTask{}
 	}
-	n := make([]int, len(tasks))
-	for i, t := range tasks {
-		n[i] = len(t.Episodes)
+	n := make([]int, 0, len(tasks))
+	for _, c := range tasks {
+		n = append(n, c)
 	}
 	slices.Sort(n)
 	return RunsPerTask{Min: n[0], Median: n[(len(n)-1)/2], Max: n[len(n)-1]}

@@ -1,7 +1,9 @@
 package replay
 
 import (
+	"context"
 	"encoding/json"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -94,5 +96,55 @@ func TestStatsJSON(t *testing.T) {
 		if !strings.Contains(string(b), frag) {
 			t.Errorf("JSON lacks %s:\n%s", frag, b)
 		}
+	}
+}
+
+// StatsOf, one streaming pass with a spill, says what ComputeStats says of Read's
+// buffer; the selection narrows it to what it selects.
+func TestStatsOfSameAsComputeStats(t *testing.T) {
+	dir := streamMessyBuffer(t)
+	src := NewFileSource(dir)
+	b, err := Read(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ComputeStats(b)
+	got, sum, err := StatsOf(context.Background(), src, ReadOptions{MemoryBytes: 1, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Spilled == 0 {
+		t.Fatal("nothing spilled")
+	}
+	// Rewards sum in another order: equal up to rounding.
+	if math.Abs(got.MeanReward-want.MeanReward) > 1e-12 {
+		t.Fatalf("mean reward %v, want %v", got.MeanReward, want.MeanReward)
+	}
+	got.MeanReward = want.MeanReward
+	for i := range got.Arms {
+		if math.Abs(got.Arms[i].MeanReward-want.Arms[i].MeanReward) > 1e-12 {
+			t.Fatalf("arm %s mean %v, want %v", got.Arms[i].Arm, got.Arms[i].MeanReward, want.Arms[i].MeanReward)
+		}
+		got.Arms[i].MeanReward = want.Arms[i].MeanReward
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("StatsOf:\n got %+v\nwant %+v", got, want)
+	}
+	if len(want.Arms) != 3 || want.Tasks != 50 {
+		t.Fatalf("the buffer has %d arms and %d tasks, want 3 and 50", len(want.Arms), want.Tasks)
+	}
+
+	one, _, err := StatsOf(context.Background(), src, ReadOptions{Select: Selection{Arms: []string{"cam"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cam ArmStats
+	for _, a := range want.Arms {
+		if a.Arm == "cam" {
+			cam = a
+		}
+	}
+	if len(one.Arms) != 1 || one.Episodes != cam.Episodes || one.Rewarded != cam.Rewarded {
+		t.Fatalf("selected arm cam: %+v, want the arm's %+v", one, cam)
 	}
 }

@@ -154,22 +154,10 @@ type Point struct {
 	Mean float64
 }
 
-// ExperimentOf returns the experiment an episode records, or "". Episode events
-// do not carry the experiment name yet, so the only place it can be is an
-// "experiment" string in the reward's metadata (what a harness may send with
-// POST /v1/feedback).
-func ExperimentOf(ep *replay.Episode) string {
-	if len(ep.Metadata) == 0 {
-		return ""
-	}
-	var m struct {
-		Experiment string `json:"experiment"`
-	}
-	if json.Unmarshal(ep.Metadata, &m) != nil {
-		return ""
-	}
-	return m.Experiment
-}
+// ExperimentOf returns the experiment an episode records, or "": an "experiment"
+// string in the reward's metadata (replay.ExperimentOf, shared with replay's
+// selection).
+func ExperimentOf(ep *replay.Episode) string { return replay.ExperimentOf(ep) }
 
 // New computes the report for the episodes of b.
 func New(b *replay.Buffer, o Options) (*Report, error) {
