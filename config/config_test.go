@@ -398,6 +398,12 @@ func TestBadConfig(t *testing.T) {
 		{"cache entries", "cache: {local_entries: -1}", "cache.local_entries", ">= 0"},
 		{"cache ttl", "cache: {ttl: 0s}", "cache.ttl", ""},
 		{"cache redis scheme", "cache: {redis_url: 'http://localhost:6379'}", "cache.redis_url", "redis://"},
+		{"cache redis cluster db", "cache: {redis_url: 'redis://n1:7000/1?addr=n2:7000'}", "cache.redis_url", "only database 0"},
+		{"cache redis cluster addr", "cache: {redis_url: 'redis://n1:7000?addr=n2'}", "cache.redis_url", "addr"},
+		{"cache redis sentinel empty", "cache: {redis_url: 'redis://s1:26379?master_name='}", "cache.redis_url", "master_name is empty"},
+		{"cache redis unknown option", "cache: {redis_url: 'redis://h:6379?stream=s'}", "cache.redis_url", "unexpected option: stream"},
+		{"sink redis cluster db", "replay: {sinks: ['redis://n1:7000/1?stream=s&addr=n2:7000']}", "replay.sinks[0]", "only database 0"},
+		{"sink redis no stream", "replay: {sinks: ['redis://h:6379/0']}", "replay.sinks[0]", "stream"},
 		{"cache redis bad db", "cache: {redis_url: 'redis://localhost:6379/x'}", "cache.redis_url", "Redis URL"},
 		{"episodes store", "episodes: {store: disk}", "episodes.store", "memory"},
 		{"episodes redis without url", "episodes: {store: redis}", "episodes.redis_url", "required"},
@@ -597,6 +603,30 @@ func TestTaskCompile(t *testing.T) {
 	}
 }
 
+// TestRedisURLForms: every form go-redis's universal client takes is accepted for
+// the cache, the episode store, a replay sink and the learner's store.
+func TestRedisURLForms(t *testing.T) {
+	for _, u := range []string{
+		"redis://localhost:6379/0",
+		"rediss://app:secret@cache.example.com:6380/2",
+		"redis://:pw@n1:7000?addr=n2:7000&addr=n3:7000",
+		"rediss://u:pw@n1:7000?addr=n2:7000&dial_timeout=2s",
+		"redis://s:spw@s1:26379/0?master_name=mymaster&addr=s2:26379&addr=s3:26379&password=mpw",
+	} {
+		sep := "?"
+		if strings.Contains(u, "?") {
+			sep = "&"
+		}
+		cfg := Default()
+		cfg.Cache.RedisURL = u
+		cfg.Episodes.Store, cfg.Episodes.RedisURL = StoreRedis, u
+		cfg.Replay.Sinks = append(cfg.Replay.Sinks, u+sep+"stream=camproxy:replay")
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
+}
+
 func TestEffectiveRedisURL(t *testing.T) {
 	c := Cache{RedisURL: "redis://cache:6379"}
 	if got := (Episodes{}).EffectiveRedisURL(c); got != c.RedisURL {
@@ -696,6 +726,7 @@ func TestRedactURL(t *testing.T) {
 		{"redis://user:pw@localhost:6379/0?x=1", "redis://user:****@localhost:6379/0?x=1"},
 		{"https://u:p@cam.example.com/v1", "https://u:****@cam.example.com/v1"},
 		{"redis://:p%zz@host", "****"}, // does not parse; may hold a password
+		{"redis://s:spw@s1:26379/0?master_name=m&password=mpw", "redis://s:****@s1:26379/0?master_name=m&password=****"},
 		{"http://[::1", "http://[::1"}, // does not parse; no credentials
 	} {
 		if got := redactURL(tt.in); got != tt.want {

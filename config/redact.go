@@ -2,9 +2,9 @@ package config
 
 import (
 	"maps"
-	"net/url"
 	"slices"
-	"strings"
+
+	"github.com/camproxy/camproxy/internal/redisx"
 )
 
 // mask is what Redacted puts in place of a secret.
@@ -56,28 +56,10 @@ func maskSecret(s string) string {
 	return mask
 }
 
-// redactURL masks the password in a URL. A string that does not parse as a
-// URL is masked whole if it could hold credentials.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if strings.Contains(raw, "@") {
-			return mask
-		}
-		return raw
-	}
-	if _, ok := u.User.Password(); !ok {
-		return raw
-	}
-	// Assemble by hand: url.URL.String would escape the mask as %2A.
-	userinfo := url.User(u.User.Username()).String() + ":" + mask + "@"
-	u.User = nil
-	rest, ok := strings.CutPrefix(u.String(), u.Scheme+"://")
-	if !ok {
-		return mask
-	}
-	return u.Scheme + "://" + userinfo + rest
-}
+// redactURL masks the passwords in a URL: the user info's, and secret-looking query
+// parameters (a Sentinel URL's password= for the master). A string that does not
+// parse as a URL is masked whole if it could hold credentials.
+func redactURL(raw string) string { return redisx.Redact(raw) }
 
 // clone returns a deep copy of c.
 func (c *Config) clone() *Config {
