@@ -15,11 +15,7 @@ import (
 // cluster is one real Redis Cluster (3 masters, 3 replicas) for this package's tests.
 var cluster testkit.SharedCluster
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cluster.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(cluster.Run(m)) }
 
 // TestCacheOnCluster: two caches (two processes) on a Redis Cluster load each of 8
 // tasks once between them; the tasks' keys land on several masters, each lock in

@@ -12,11 +12,7 @@ import (
 // in different slots would fail with CROSSSLOT.
 var cluster testkit.SharedCluster
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cluster.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(cluster.Run(m)) }
 
 // TestTipKeysOneSlot: every tip key is in one slot (the claim script reads several),
 // and without the hash tag they would not be.

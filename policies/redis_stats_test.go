@@ -10,8 +10,4 @@ import (
 // cluster is one real Redis Cluster (3 masters, 3 replicas) for this package's tests.
 var cluster testkit.SharedCluster
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cluster.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(cluster.Run(m)) }

@@ -170,43 +170,44 @@ type Tuning struct {
 // Tune applies t to every option the URL did not set, and turns on
 // ContextTimeoutEnabled (a caller's deadline bounds each command).
 func (u *URL) Tune(t Tuning) {
-	set := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	seti := func(d *int, v int) {
-		if *d == 0 {
-			*d = v
-		}
-	}
+	var k knobs
 	switch u.Kind {
 	case Single:
 		o := u.Single
-		o.ContextTimeoutEnabled = true
-		set(&o.DialTimeout, t.DialTimeout)
-		set(&o.ReadTimeout, t.ReadTimeout)
-		set(&o.WriteTimeout, t.WriteTimeout)
-		seti(&o.MaxRetries, t.MaxRetries)
-		seti(&o.DialerRetries, t.DialerRetries)
+		k = knobs{&o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, nil, &o.MaxRetries, &o.DialerRetries}
 	case Cluster:
 		o := u.Cluster
-		o.ContextTimeoutEnabled = true
-		set(&o.DialTimeout, t.DialTimeout)
-		set(&o.ReadTimeout, t.ReadTimeout)
-		set(&o.WriteTimeout, t.WriteTimeout)
-		seti(&o.MaxRetries, t.MaxRetries)
-		seti(&o.DialerRetries, t.DialerRetries)
-		set(&o.ClusterStateReloadInterval, t.ClusterReload)
+		k = knobs{&o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.ClusterStateReloadInterval, &o.MaxRetries, &o.DialerRetries}
 	case Sentinel:
 		o := u.Failover
-		o.ContextTimeoutEnabled = true
-		set(&o.DialTimeout, t.DialTimeout)
-		set(&o.ReadTimeout, t.ReadTimeout)
-		set(&o.WriteTimeout, t.WriteTimeout)
-		seti(&o.MaxRetries, t.MaxRetries)
-		seti(&o.DialerRetries, t.DialerRetries)
+		k = knobs{&o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, nil, &o.MaxRetries, &o.DialerRetries}
+	default:
+		return
 	}
+	*k.ctxTimeout = true
+	for _, d := range []struct {
+		p *time.Duration
+		v time.Duration
+	}{{k.dial, t.DialTimeout}, {k.read, t.ReadTimeout}, {k.write, t.WriteTimeout}, {k.reload, t.ClusterReload}} {
+		if d.p != nil && *d.p == 0 {
+			*d.p = d.v
+		}
+	}
+	for _, n := range []struct {
+		p *int
+		v int
+	}{{k.retries, t.MaxRetries}, {k.dialRetries, t.DialerRetries}} {
+		if *n.p == 0 {
+			*n.p = n.v
+		}
+	}
+}
+
+// knobs points at the fields Tune sets in one kind's options (reload: Cluster only).
+type knobs struct {
+	ctxTimeout                *bool
+	dial, read, write, reload *time.Duration
+	retries, dialRetries      *int
 }
 
 // Identity is the URL without the caller's parameters: two URLs with the same

@@ -73,14 +73,21 @@ func newRedisServer(dir string, bus bool) (*RedisServer, error) {
 func StartRedis(t testing.TB) *RedisServer {
 	t.Helper()
 	r, err := NewRedisServer(t.TempDir())
+	requireStarted(t, err)
+	t.Cleanup(r.Kill)
+	return r
+}
+
+// requireStarted skips the test when redis-server is not installed (unless
+// CAMPROXY_REQUIRE_REDIS=1) and fails it when the server did not start.
+func requireStarted(t testing.TB, err error) {
+	t.Helper()
 	if errors.Is(err, ErrNoRedisServer) && os.Getenv("CAMPROXY_REQUIRE_REDIS") != "1" {
 		t.Skip(err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.Kill)
-	return r
 }
 
 // URL is the redis:// URL of the server.

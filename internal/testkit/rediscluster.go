@@ -79,12 +79,7 @@ func NewRedisCluster(dir string) (*RedisCluster, error) {
 func StartRedisCluster(t testing.TB) *RedisCluster {
 	t.Helper()
 	c, err := NewRedisCluster(t.TempDir())
-	if errors.Is(err, ErrNoRedisServer) && os.Getenv("CAMPROXY_REQUIRE_REDIS") != "1" {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	requireStarted(t, err)
 	t.Cleanup(c.Close)
 	return c
 }
@@ -281,12 +276,7 @@ func NewRedisSentinel(dir string) (*RedisSentinel, error) {
 func StartRedisSentinel(t testing.TB) *RedisSentinel {
 	t.Helper()
 	s, err := NewRedisSentinel(t.TempDir())
-	if errors.Is(err, ErrNoRedisServer) && os.Getenv("CAMPROXY_REQUIRE_REDIS") != "1" {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	requireStarted(t, err)
 	t.Cleanup(s.Close)
 	return s
 }
@@ -338,10 +328,10 @@ func (s *RedisSentinel) Close() {
 }
 
 // SharedCluster is one Redis Cluster for a package's tests, started at its first use
-// (a cluster takes seconds to form) and closed by the package's TestMain:
+// (a cluster takes seconds to form) and stopped when they end:
 //
 //	var cluster testkit.SharedCluster
-//	func TestMain(m *testing.M) { code := m.Run(); cluster.Close(); os.Exit(code) }
+//	func TestMain(m *testing.M) { os.Exit(cluster.Run(m)) }
 type SharedCluster struct {
 	once sync.Once
 	dir  string
@@ -358,13 +348,14 @@ func (s *SharedCluster) Get(t testing.TB) *RedisCluster {
 			s.c, s.err = NewRedisCluster(s.dir)
 		}
 	})
-	if errors.Is(s.err, ErrNoRedisServer) && os.Getenv("CAMPROXY_REQUIRE_REDIS") != "1" {
-		t.Skip(s.err)
-	}
-	if s.err != nil {
-		t.Fatal(s.err)
-	}
+	requireStarted(t, s.err)
 	return s.c
+}
+
+// Run runs the package's tests, then stops the cluster; it returns their exit code.
+func (s *SharedCluster) Run(m *testing.M) int {
+	defer s.Close()
+	return m.Run()
 }
 
 // Close stops the cluster if it was started and removes its files.
