@@ -51,7 +51,9 @@ func Redact(uri string) string {
 		if err != nil {
 			name = k
 		}
-		if secretParam(name) {
+		// On a Redis URL ?key= is learn.store's key prefix (its older name), never a
+		// secret: masked, the redacted URL would name another prefix.
+		if secretParam(name) && !(name == "key" && (u.Scheme == "redis" || u.Scheme == "rediss")) {
 			parts[i] = k + "=" + redactMask
 		}
 	}

@@ -183,6 +183,8 @@ func TestRedact(t *testing.T) {
 		{"redis://u:pw@h:1/0?stream=s", "redis://u:****@h:1/0?stream=s"},
 		{"redis://s:spw@s1:26379?master_name=m&password=mpw&addr=s2:1", "redis://s:****@s1:26379?master_name=m&password=****&addr=s2:1"},
 		{"redis://:p%zz@host", "****"},
+		{"redis://:pw@h:1/0?key=camproxy:playbook&token=t", "redis://:****@h:1/0?key=camproxy:playbook&token=****"},
+		{"https://h/x?key=abc", "https://h/x?key=****"},
 	} {
 		if got := Redact(tc.in); got != tc.want {
 			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)
