@@ -393,5 +393,6 @@ func FuzzRead(f *testing.F) {
 		}
 		// The streaming reader, spilling everything, reassembles the same.
 		streamSameAsRead(t, NewFileSource(dir), ReadOptions{MemoryBytes: 1, SpillDir: t.TempDir()})
+		streamSameAsRead(t, NewFileSource(dir), ReadOptions{Light: true, SpillDir: t.TempDir()})
 	})
 }

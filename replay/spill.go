@@ -41,8 +41,8 @@ const (
 
 	// spillBatchBytes is how much a write batch gathers before it is applied.
 	spillBatchBytes = 1 << 20
-	// spillMinMemtable is Pebble's smallest useful memtable.
-	spillMinMemtable = 1 << 20
+	// spillMinMemtable keeps a tiny bound workable (tests spill with it).
+	spillMinMemtable = 64 << 10
 )
 
 // openSpill creates the store in a new directory under parent ("" = os.TempDir()).

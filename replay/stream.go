@@ -25,8 +25,9 @@ type ReadOptions struct {
 	// or cancellation.
 	SpillDir string
 	// MemoryBytes bounds the events held in memory (Pebble's memtables and block
-	// cache); beyond it they spill to SpillDir. 0 means DefaultReadMemory. Decoding
-	// buffers (Workers × 2 × 256 KiB) and the largest single episode come on top.
+	// cache); beyond it they spill to SpillDir. 0 means DefaultReadMemory. The lines
+	// in flight (about 3 × Workers × 256 KiB) and the largest single episode come on
+	// top.
 	MemoryBytes int64
 	// Workers decode lines in parallel; 0 means GOMAXPROCS. Reassembly still sees
 	// events in scan order.
@@ -240,6 +241,12 @@ func (c *streamChunk) decode(light bool) {
 	for i, end := range c.ends {
 		line := c.data[start:end:end]
 		start = end
+		if light {
+			if s, id, ep, ok := lightStep(line); ok {
+				c.out[i] = streamEvent{id: id, ep: ep, val: appendLightStep(nil, s)}
+				continue
+			}
+		}
 		ev, err := Decode(line)
 		if err != nil {
 			c.out[i].skip = true

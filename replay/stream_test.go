@@ -436,3 +436,50 @@ func TestEpisodesProgress(t *testing.T) {
 		t.Fatalf("rate %v eta %v", mid.Rate(), mid.ETA())
 	}
 }
+
+// FuzzLightStep: whatever lightStep accepts, Decode decodes as a step to the same
+// values (it may refuse more: those lines go to Decode).
+func FuzzLightStep(f *testing.F) {
+	for _, l := range readerEncode(f, readerStep("e1", 2, 5, "user:hi", "tool:ok"), readerFailed(readerStep("e1", 0, 1, "user:x"), 500, "boom"),
+		readerReward("e1", 1, 3, nil, ""), readerEpisode("e1", "t", 0)) {
+		f.Add(l)
+	}
+	for _, s := range []string{
+		`{"v":1,"type":"step","id":"a","episode_id":"e","turn":1,"Turn":2,"status":200,"at":"2026-01-01T00:00:00Z"}`,
+		`{"v":1,"type":"step","id":"a","episode_id":"e","turn":1,"turn":2,"status":200}`,
+		`{"v":1,"type":"step","id":"a","episode_id":"e","turn":1.0,"status":200}`,
+		`{"v":1,"type":"step","id":"a\u0062","episode_id":"e","turn":1,"status":200}`,
+		`{"v":1,"type":"step","episode_id":"e","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"status":200}`,
+		`{"v":1,"type":"step","episode_id":"e","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":{"a":1}}}]}],"status":200}`,
+		`{"v":1,"type":"step","episode_id":"e","response":{"role":1},"status":200}`,
+		`{"v":1,"type":"step","episode_id":"e","timing_ms":{"augment":1e400},"status":200}`,
+		`{"v":1,"type":"step","episode_id":"e","usage":{"input_tokens":9223372036854775808},"status":200}`,
+		`{"v":1,"type":"step","episode_id":"e","at":"2026-13-01T00:00:00Z"}`,
+		`{"v":1,"type":"step","episode_id":"e","\u212Aurn":3}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		s, id, ep, ok := lightStep(line)
+		if !ok {
+			return
+		}
+		ev, err := Decode(line)
+		if err != nil {
+			t.Fatalf("lightStep accepted a line Decode refuses (%v): %s", err, line)
+		}
+		st, isStep := ev.(*StepEvent)
+		if !isStep {
+			t.Fatalf("lightStep accepted a %T", ev)
+		}
+		want := stepOf(st)
+		want.messages, want.response = nil, nil
+		if !reflect.DeepEqual(s, want) || id != st.ID || ep != st.EpisodeID {
+			t.Fatalf("lightStep %+v %q %q, Decode %+v %q %q", s, id, ep, want, st.ID, st.EpisodeID)
+		}
+		back, err := decodeLightStep(appendLightStep(nil, s))
+		if err != nil || !reflect.DeepEqual(back, s) {
+			t.Fatalf("spilled form: %+v, %v; want %+v", back, err, s)
+		}
+	})
+}

@@ -72,24 +72,23 @@ func TestFromStreamSameAsNew(t *testing.T) {
 			if sum.Duplicates == 0 || len(sum.Learn) != 3 {
 				t.Fatalf("the buffer lost its duplicates or learn events: %+v", sum)
 			}
-			var wj, gj, wt, gt bytes.Buffer
-			if err := want.WriteJSON(&wj); err != nil {
-				t.Fatal(err)
-			}
-			if err := got.WriteJSON(&gj); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(gj.Bytes(), wj.Bytes()) {
-				t.Fatalf("json\n got %s\nwant %s", gj.Bytes(), wj.Bytes())
-			}
-			if err := want.WriteText(&wt); err != nil {
-				t.Fatal(err)
-			}
-			if err := got.WriteText(&gt); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(gt.Bytes(), wt.Bytes()) {
-				t.Fatalf("text\n got %s\nwant %s", gt.Bytes(), wt.Bytes())
+			for _, form := range []struct {
+				name  string
+				write func(*Report, *bytes.Buffer) error
+			}{
+				{"json", func(r *Report, w *bytes.Buffer) error { return r.WriteJSON(w) }},
+				{"text", func(r *Report, w *bytes.Buffer) error { return r.WriteText(w) }},
+			} {
+				var g, w bytes.Buffer
+				if err := form.write(got, &g); err != nil {
+					t.Fatal(err)
+				}
+				if err := form.write(want, &w); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(g.Bytes(), w.Bytes()) {
+					t.Fatalf("%s\n got %s\nwant %s", form.name, g.Bytes(), w.Bytes())
+				}
 			}
 			for _, a := range want.Arms {
 				if !reflect.DeepEqual(got.Series(a.Name), want.Series(a.Name)) {

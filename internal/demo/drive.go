@@ -170,14 +170,15 @@ func learnEvents(ctx context.Context, uri string) ([]*replay.LearnEvent, error) 
 	if err != nil {
 		return nil, fmt.Errorf("demo: replay buffer: %w", err)
 	}
-	buf, err := replay.Read(ctx, src)
+	// Only the learn events are wanted: a light stream keeps no episode.
+	sum, err := replay.Episodes(ctx, src, replay.ReadOptions{Light: true}, func(*replay.Episode) error { return nil })
 	if c, ok := src.(io.Closer); ok {
 		_ = c.Close()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("demo: replay buffer: %w", err)
 	}
-	return buf.Learn, nil
+	return sum.Learn, nil
 }
 
 // roundLine is one round's reward per arm: "baseline 0/5  champion v1 0/4  learn-v2 v2 12/31".

@@ -65,36 +65,32 @@ type ArmLine struct {
 
 // ReportJSON is the report of the buffer at uri exactly as `camproxy report
 // --format json --from uri` prints it, decoded.
-func ReportJSON(ctx context.Context, uri string) (*report.Report, *replay.Buffer, error) {
+func ReportJSON(ctx context.Context, uri string) (*report.Report, error) {
 	src, err := replay.OpenSource(ctx, uri)
 	if err != nil {
-		return nil, nil, fmt.Errorf("demo: %w", err)
+		return nil, fmt.Errorf("demo: %w", err)
 	}
-	buf, err := replay.Read(ctx, src)
+	rep, _, err := report.FromStream(ctx, src, replay.ReadOptions{}, report.Options{Source: replay.Redact(uri)})
 	if c, ok := src.(io.Closer); ok {
 		_ = c.Close()
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("demo: %w", err)
-	}
-	rep, err := report.New(buf, report.Options{Source: replay.Redact(uri)})
-	if err != nil {
-		return nil, nil, fmt.Errorf("demo: report: %w", err)
+		return nil, fmt.Errorf("demo: report: %w", err)
 	}
 	var b bytes.Buffer
 	if err := rep.WriteJSON(&b); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var out report.Report
 	if err := json.Unmarshal(b.Bytes(), &out); err != nil {
-		return nil, nil, fmt.Errorf("demo: report json: %w", err)
+		return nil, fmt.Errorf("demo: report json: %w", err)
 	}
-	return &out, buf, nil
+	return &out, nil
 }
 
 // Summarize makes the demo line from the buffer at uri (see Line).
 func Summarize(ctx context.Context, uri string) (*Line, error) {
-	rep, _, err := ReportJSON(ctx, uri)
+	rep, err := ReportJSON(ctx, uri)
 	if err != nil {
 		return nil, err
 	}
