@@ -98,13 +98,19 @@ func (c *RedisCluster) URL() string {
 	return u
 }
 
-// Client is a cluster client for the test's own checks; the caller closes it.
-func (c *RedisCluster) Client() *redis.ClusterClient {
-	addrs := make([]string, len(c.Nodes))
-	for i, n := range c.Nodes {
-		addrs[i] = n.Addr
+// Client is a cluster client for the test's own checks, made as camproxy makes its
+// own (redisx: it finds a failed-over master after a failed call); the caller
+// closes it.
+func (c *RedisCluster) Client() redis.UniversalClient {
+	u, err := redisx.Parse(c.URL())
+	if err != nil {
+		panic(err) // URL is ours
 	}
-	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	rdb, err := u.Client()
+	if err != nil {
+		panic(err)
+	}
+	return rdb
 }
 
 // MasterOf returns the node serving key's slot as master now.
