@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -339,7 +341,7 @@ func (f *fleet) rewardsCounted(ctx context.Context, rdb redis.UniversalClient) i
 
 // checkFleet is the fleet's promises on 8 new tasks: every run one episode with one
 // context across the three processes, one CAM call per task, statistics shared.
-func (f *fleet) checkFleet(ctx context.Context, prefix string, rdb redis.UniversalClient) {
+func (f *fleet) checkFleet(ctx context.Context, prefix string, rdb redis.UniversalClient) string {
 	f.t.Helper()
 	calls, counted := f.cam.Calls(), f.rewardsCounted(ctx, rdb)
 	runs := f.conversations(prefix, 8)
@@ -347,23 +349,27 @@ func (f *fleet) checkFleet(ctx context.Context, prefix string, rdb redis.Univers
 		f.t.Fatalf("%s: %d CAM calls for 8 tasks on 3 processes, want 8", prefix, n)
 	}
 	f.feedback(runs)
-	if n := f.rewardsCounted(ctx, rdb) - counted; n != len(runs) {
-		f.t.Fatalf("%s: shared statistics counted %d rewards posted to 3 processes, want %d", prefix, n, len(runs))
+	rewards := f.rewardsCounted(ctx, rdb) - counted
+	if rewards != len(runs) {
+		f.t.Fatalf("%s: shared statistics counted %d rewards posted to 3 processes, want %d", prefix, rewards, len(runs))
 	}
+	return fmt.Sprintf("%s: 8 tasks, %d runs → %d CAM calls, one episode and context per run, %d rewards counted",
+		prefix, len(runs), f.cam.Calls()-calls, rewards)
 }
 
 // outage runs conversations on the fleet until done() while a Redis master is down:
 // every call must still answer 200 (episodes may split meanwhile), and a process must
 // say degraded naming a part.
-func (f *fleet) outage(prefix string, done func() bool) map[string]string {
+func (f *fleet) outage(prefix string, done func() bool) (seen map[string]string, calls int) {
 	f.t.Helper()
-	seen := map[string]string{}
+	seen = map[string]string{}
 	for i := 0; ; i++ {
 		r := newRun(fmt.Sprintf("%s task %d", prefix, i), 0)
 		for turn := range 2 {
 			if err := f.turn(r, f.procs[(i+turn)%3], false); err != nil {
 				f.t.Fatalf("a call failed during the outage: %v", err)
 			}
+			calls++
 		}
 		for _, p := range f.procs {
 			if code, status, deg := p.ready(); status == "degraded" {
@@ -376,7 +382,7 @@ func (f *fleet) outage(prefix string, done func() bool) map[string]string {
 			}
 		}
 		if done() && len(seen) > 0 {
-			return seen
+			return seen, calls
 		}
 	}
 }
@@ -401,13 +407,21 @@ func TestFleetOnCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Kill()
-	seen := f.outage("outage", func() bool { return c.Healthy(ctx) })
+	seen, calls := f.outage("outage", func() bool { return c.Healthy(ctx) })
 	if _, ok := seen["redis:episodes"]; !ok {
 		t.Fatalf("readyz never named the episode store while its master was down: %v", seen)
 	}
 	t.Logf("degraded during the failover: %v", seen)
 	f.allReady()
-	f.checkFleet(ctx, "after", rdb)
+	faultRow(t, "Redis Cluster", seen, calls, f.checkFleet(ctx, "after", rdb))
+}
+
+// faultRow is the fault matrix's row (make faults) of a failover: what was measured.
+func faultRow(t *testing.T, what string, seen map[string]string, calls int, after string) {
+	parts := slices.Sorted(maps.Keys(seen))
+	testkit.FaultRow(t, "redis", what+" master killed, 3 processes",
+		fmt.Sprintf("%d calls during the election, all 200; readyz degraded naming %s, then ready", calls, strings.Join(parts, ", ")),
+		after)
 }
 
 // TestFleetOnSentinel: the same fleet on a Sentinel setup (a master, its replica,
@@ -425,11 +439,11 @@ func TestFleetOnSentinel(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Kill()
-	seen := f.outage("outage", func() bool {
+	seen, calls := f.outage("outage", func() bool {
 		now, err := s.CurrentMaster(ctx)
 		return err == nil && now != m
 	})
 	t.Logf("degraded during the failover: %v", seen)
 	f.allReady()
-	f.checkFleet(ctx, "after", rdb)
+	faultRow(t, "Sentinel", seen, calls, f.checkFleet(ctx, "after", rdb))
 }
