@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -125,7 +126,7 @@ func defaultWriter() string {
 func (sp *uriSpec) redisClient(uri string) (redis.UniversalClient, error) {
 	rdb, err := sp.redis.Client()
 	if err != nil {
-		return nil, badURI(uri, "%v", errors.Unwrap(err))
+		return nil, badURI(uri, "%s", redisReason(err))
 	}
 	return rdb, nil
 }
@@ -220,7 +221,7 @@ func parseFileURI(uri string, u *url.URL, q url.Values) (*uriSpec, error) {
 func parseRedisURI(uri string) (*uriSpec, error) {
 	ru, err := redisx.Parse(uri, "stream", "maxlen")
 	if err != nil {
-		return nil, badURI(uri, "%v", strings.TrimPrefix(err.Error(), redisx.ErrBadURL.Error()+": "))
+		return nil, badURI(uri, "%s", redisReason(err))
 	}
 	sp := &uriSpec{scheme: "redis", redis: ru, stream: lastValue(ru.Params, "stream")}
 	if sp.stream == "" {
@@ -236,9 +237,15 @@ func parseRedisURI(uri string) (*uriSpec, error) {
 	// A sink's client gives up on a down Redis after one dial instead of go-redis's
 	// five with backoff, unless the URI chose otherwise: the recorder spools a failed
 	// batch and retries on its own schedule, so a long wait only holds events back.
-	ru.Tune(redisx.Tuning{MaxRetries: 1, DialerRetries: 1})
+	ru.Tune(redisx.Tuning{MaxRetries: 1, DialerRetries: 1, ClusterReload: 5 * time.Second})
 	sp.redisOpts, sp.redisCluster, sp.redisFailover = ru.Single, ru.Cluster, ru.Failover
 	return sp, nil
+}
+
+// redisReason is what redisx says is wrong, without its "bad Redis URL" (badURI says
+// "bad replay URI").
+func redisReason(err error) string {
+	return strings.TrimPrefix(err.Error(), redisx.ErrBadURL.Error()+": ")
 }
 
 func parseS3URI(uri string, u *url.URL, q url.Values) (*uriSpec, error) {
