@@ -39,12 +39,33 @@ func (a *App) addRedisPart(part string, rdb redis.UniversalClient, state func() 
 			return fmt.Errorf("serving from local fallback: %v", err)
 		}
 		if rdb != nil {
-			if err := rdb.Ping(ctx).Err(); err != nil {
+			if err := ping(ctx, rdb); err != nil {
 				return fmt.Errorf("redis does not answer: %w", err)
 			}
 		}
 		return nil
 	}})
+}
+
+// ping checks that rdb answers. On a Cluster it pings every master of the client's
+// slot map: one PING goes to one node, and a map still naming a master that failed
+// over would make every call to its slots fail while the PING said ready. A failed
+// ping has the client reload its map.
+func ping(ctx context.Context, rdb redis.UniversalClient) error {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return rdb.Ping(ctx).Err()
+	}
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		if err := node.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("%s: %w", node.Options().Addr, err)
+		}
+		return nil
+	})
+	if err != nil {
+		cc.ReloadState(ctx)
+	}
+	return err
 }
 
 // opState is the state of a part with no fallback of its own (statistics, the
