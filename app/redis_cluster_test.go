@@ -2,8 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -39,7 +37,7 @@ func TestEveryRedisPartOnCluster(t *testing.T) {
 				return false
 			}
 		}
-		code, status, _ := readyz(t, e)
+		code, status, _ := testkit.Readyz(e.admin)
 		return code == 200 && status == "ready" && rdb.Get(ctx, leaseKey).Val() == e.app.learner.lease.(*redisLease).id
 	}
 	testkit.Eventually(t, "every part up, the lease held on the cluster", allUp)
@@ -52,7 +50,7 @@ func TestEveryRedisPartOnCluster(t *testing.T) {
 	m.Kill()
 	t.Cleanup(func() { _ = c.Restart(m) })
 	testkit.Eventually(t, "readyz degraded naming a Redis part", func() bool {
-		_, status, deg := readyz(t, e)
+		_, status, deg := testkit.Readyz(e.admin)
 		for k := range deg {
 			if status == "degraded" && strings.HasPrefix(k, "redis:") {
 				return true
@@ -64,19 +62,4 @@ func TestEveryRedisPartOnCluster(t *testing.T) {
 		e.turn(newAgent("book a flight to Porto", false)) // calls answer throughout
 		return c.Healthy(ctx) && allUp()
 	})
-}
-
-func readyz(t *testing.T, e *env) (int, string, map[string]string) {
-	t.Helper()
-	resp, err := http.Get(e.admin + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var v struct {
-		Status   string            `json:"status"`
-		Degraded map[string]string `json:"degraded"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&v)
-	return resp.StatusCode, v.Status, v.Degraded
 }

@@ -264,21 +264,6 @@ func (f *fleet) conversations(prefix string, tasks int) []*run {
 	return runs
 }
 
-// ready is a process's /readyz: its status and the degraded parts.
-func (p *proc) ready() (int, string, map[string]string) {
-	resp, err := http.Get(p.admin + "/readyz")
-	if err != nil {
-		return 0, "", nil
-	}
-	defer resp.Body.Close()
-	var v struct {
-		Status   string            `json:"status"`
-		Degraded map[string]string `json:"degraded"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&v)
-	return resp.StatusCode, v.Status, v.Degraded
-}
-
 func (p *proc) metric(t *testing.T, name string) string {
 	resp, err := http.Get(p.admin + "/metrics")
 	if err != nil {
@@ -300,7 +285,7 @@ func (f *fleet) allReady() {
 	f.t.Helper()
 	testkit.Eventually(f.t, "every process ready, no part on fallback", func() bool {
 		for _, p := range f.procs {
-			if code, status, _ := p.ready(); code != 200 || status != "ready" {
+			if code, status, _ := testkit.Readyz(p.admin); code != 200 || status != "ready" {
 				return false
 			}
 			if strings.Contains(p.metric(f.t, "camproxy_dependency_up"), "} 0") {
@@ -372,7 +357,7 @@ func (f *fleet) outage(prefix string, done func() bool) (seen map[string]string,
 			calls++
 		}
 		for _, p := range f.procs {
-			if code, status, deg := p.ready(); status == "degraded" {
+			if code, status, deg := testkit.Readyz(p.admin); status == "degraded" {
 				if code != 200 {
 					f.t.Fatalf("degraded but %d: Redis down must not take a process out of service", code)
 				}
