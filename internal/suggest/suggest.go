@@ -6,21 +6,31 @@ import "strings"
 
 // Closest returns the known name an unknown one was probably meant to be: the same
 // name in another spelling (maxBodyBytes, max-body-bytes), else the nearest within a
-// small edit distance (a third of its length, at least 1, at most 3), else "".
+// small edit distance (a third of its length, at least 1, at most 3), else "". Of
+// two as near, the one that starts like it (frm: from, not arm).
 func Closest(unknown string, known []string) string {
 	norm := func(s string) string {
 		return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s))
 	}
-	best, bestD := "", min(max(len(unknown)/3, 1), 3)+1
+	best, bestD, bestP := "", min(max(len(unknown)/3, 1), 3)+1, -1
 	for _, k := range known {
 		if norm(k) == norm(unknown) {
 			return k
 		}
-		if d := Distance(unknown, k); d < bestD {
-			best, bestD = k, d
+		d, p := Distance(unknown, k), commonPrefix(unknown, k)
+		if d < bestD || d == bestD && p > bestP {
+			best, bestD, bestP = k, d, p
 		}
 	}
 	return best
+}
+
+func commonPrefix(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }
 
 // Distance is the optimal string alignment distance between a and b: the

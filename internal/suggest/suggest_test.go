@@ -17,7 +17,7 @@ func TestDistance(t *testing.T) {
 }
 
 func TestClosest(t *testing.T) {
-	known := []string{"listen", "admin_listen", "max_body_bytes", "format", "from"}
+	known := []string{"arm", "listen", "admin_listen", "max_body_bytes", "format", "from"}
 	for _, tt := range []struct{ in, want string }{
 		{"listn", "listen"},
 		{"maxBodyBytes", "max_body_bytes"}, // another spelling of the same name
