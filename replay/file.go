@@ -37,6 +37,11 @@ const (
 type FileOptions struct {
 	SegmentBytes int64  // rotate when a segment would exceed this; default 64 MiB
 	Writer       string // segment name prefix so several processes can share one dir; default "<hostname>-<pid>"
+	// Unpartitioned writes segments directly in the directory, not in the time
+	// partition of the hour they are written: for imports of history, whose
+	// events' times have nothing to do with when they are written (a window read
+	// always reads unpartitioned segments).
+	Unpartitioned bool
 }
 
 // FileSink appends events to JSON Lines segments in a directory. Each batch is one
@@ -55,6 +60,7 @@ type FileSink struct {
 	stamp    int64 // unix nanos at NewFileSink
 	segBytes int64
 	now      func() time.Time // the clock that picks a batch's partition
+	flat     bool             // FileOptions.Unpartitioned
 
 	// writeFile and syncFile are the file operations; tests replace them to
 	// simulate a full disk (a short write, a failing fsync).
@@ -89,10 +95,11 @@ func NewFileSink(dir string, o FileOptions) (*FileSink, error) {
 		stamp:     time.Now().UnixNano(),
 		segBytes:  o.SegmentBytes,
 		now:       time.Now,
+		flat:      o.Unpartitioned,
 		writeFile: (*os.File).Write,
 		syncFile:  (*os.File).Sync,
 	}
-	if err := f.openSegment(partitionPath(f.now())); err != nil {
+	if err := f.openSegment(f.partition()); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -137,7 +144,7 @@ func (f *FileSink) Write(ctx context.Context, lines [][]byte) error {
 	if len(f.buf) == 0 {
 		return nil
 	}
-	if err := f.ensureRoom(partitionPath(f.now()), int64(len(f.buf))); err != nil {
+	if err := f.ensureRoom(f.partition(), int64(len(f.buf))); err != nil {
 		return err
 	}
 	return f.appendDurably(f.buf)
@@ -160,6 +167,15 @@ func fileAppendBatch(buf []byte, lines [][]byte) []byte {
 		buf = append(buf, '\n')
 	}
 	return buf
+}
+
+// partition is where a batch written now goes: its hour's partition, or the
+// directory itself for an unpartitioned sink.
+func (f *FileSink) partition() string {
+	if f.flat {
+		return ""
+	}
+	return partitionPath(f.now())
 }
 
 func (f *FileSink) releaseBuf() {
@@ -235,6 +251,9 @@ func (f *FileSink) openSegment(part string) error {
 // segments inside. It runs once per segment, so the extra fsyncs are rare.
 func fileMkdirDurable(root, part string) (string, error) {
 	dir := root
+	if part == "" {
+		return dir, nil
+	}
 	for seg := range strings.SplitSeq(part, "/") {
 		next := filepath.Join(dir, seg)
 		if err := os.Mkdir(next, 0o755); err != nil && !errors.Is(err, os.ErrExist) {

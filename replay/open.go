@@ -25,6 +25,9 @@ var ErrBadURI = errors.New("bad replay URI")
 type OpenOptions struct {
 	Writer           string // names this process in file segments and S3 keys; default "<hostname>-<pid>"
 	FileSegmentBytes int64  // file sink segment size; 0 = the file sink's default
+	// Unpartitioned: file and S3 sinks write outside the time partitions (imports of
+	// history; see FileOptions.Unpartitioned).
+	Unpartitioned bool
 }
 
 // defaultS3Region is used when neither the URI nor the environment names a region.
@@ -68,7 +71,7 @@ func OpenSink(ctx context.Context, uri string, o OpenOptions) (Sink, error) {
 	}
 	switch sp.scheme {
 	case "file":
-		return NewFileSink(sp.dir, FileOptions{SegmentBytes: o.FileSegmentBytes, Writer: writer})
+		return NewFileSink(sp.dir, FileOptions{SegmentBytes: o.FileSegmentBytes, Writer: writer, Unpartitioned: o.Unpartitioned})
 	case "redis":
 		rdb, err := sp.redisClient(uri)
 		if err != nil {
@@ -82,7 +85,9 @@ func OpenSink(ctx context.Context, uri string, o OpenOptions) (Sink, error) {
 		if err != nil {
 			return nil, err
 		}
-		return NewS3Sink(client, sp.bucket, sp.prefix, writer), nil
+		s := NewS3Sink(client, sp.bucket, sp.prefix, writer)
+		s.Flat = o.Unpartitioned
+		return s, nil
 	}
 }
 

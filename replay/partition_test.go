@@ -283,3 +283,31 @@ func TestFileSinkPartitionDirUnwritable(t *testing.T) {
 	at = at.Add(24 * time.Hour) // the next day is writable again
 	fileWrite(t, s, fileLines("w", 1, 1))
 }
+
+// TestFileSinkUnpartitioned: an import's sink writes directly in the directory
+// whatever the hour, and every window of a read takes those lines.
+func TestFileSinkUnpartitioned(t *testing.T) {
+	dir := t.TempDir()
+	s := fileNewSink(t, dir, FileOptions{Writer: "imp", Unpartitioned: true})
+	at := time.Date(2026, 3, 4, 23, 59, 59, 0, time.UTC)
+	s.now = func() time.Time { return at }
+	fileWrite(t, s, fileLines("imp", 0, 2))
+	at = at.Add(2 * time.Hour)
+	fileWrite(t, s, fileLines("imp", 2, 2))
+	if filepath.Dir(s.path) != dir {
+		t.Fatalf("segment %s not directly in %s", s.path, dir)
+	}
+	if parts, _ := filepath.Glob(filepath.Join(dir, "dt=*")); len(parts) > 0 {
+		t.Fatalf("partitions made: %q", parts)
+	}
+	var got []string
+	src := NewFileSource(dir)
+	// A window far from the writes still reads the flat lines.
+	from := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := src.ScanWindow(t.Context(), from, from.Add(time.Hour), func(l []byte) error { got = append(got, string(l)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := fileStrings(fileLines("imp", 0, 4)); !slices.Equal(got, want) {
+		t.Fatalf("window read %q, want %q", got, want)
+	}
+}

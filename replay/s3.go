@@ -40,6 +40,9 @@ type S3Sink struct {
 	writer string // safe for a key
 	seq    atomic.Uint64
 	now    func() time.Time
+	// Flat puts objects directly under the prefix, not in the time partition of the
+	// hour they are written: for imports of history (see FileOptions.Unpartitioned).
+	Flat bool
 }
 
 // NewS3Sink returns a sink that puts objects into bucket under prefix. writer names
@@ -89,7 +92,10 @@ func (s *S3Sink) Write(ctx context.Context, lines [][]byte) error {
 
 // key is the object key of a batch written at t with sequence number seq.
 func (s *S3Sink) key(t time.Time, seq uint64) string {
-	name := fmt.Sprintf("%s/%020d-%s-%06d.jsonl.gz", partitionPath(t), t.UnixNano(), s.writer, seq%1000000)
+	name := fmt.Sprintf("%020d-%s-%06d.jsonl.gz", t.UnixNano(), s.writer, seq%1000000)
+	if !s.Flat {
+		name = partitionPath(t) + "/" + name
+	}
 	if s.prefix == "" {
 		return name
 	}
