@@ -44,6 +44,12 @@ demo:
 bench-load:
 	$(GO) run ./bench/load -json bench/load/results.json $(BENCH_LOAD_ARGS)
 
+## bench-replay: replay stats over 100k and 1M synthesised episodes (from the tau-bench runs): peak RSS flat and under 1 GiB, MB/s; each target PASS/MISS (the 1M run takes minutes)
+.PHONY: bench-replay
+REPLAY_BENCH_EPISODES ?= 100000,1000000
+bench-replay:
+	cd replay && REPLAY_BENCH_EPISODES=$(REPLAY_BENCH_EPISODES) $(GO) test -run '^$$' -bench StatsScale -benchtime=1x -timeout 60m .
+
 ## faults: the fault matrix (upstream, CAM, Redis, replay sinks, process), as a table
 faults:
 	./scripts/faults.sh

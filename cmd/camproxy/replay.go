@@ -1,20 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/camproxy/camproxy/replay"
 )
@@ -36,21 +36,6 @@ func (c *cli) replayCmd() *cobra.Command {
   camproxy replay stats
   camproxy replay export --out episodes.parquet`,
 		c.replayImportCmd(), c.replayExportCmd(), c.replayStatsCmd())
-}
-
-// bufferFlags name the replay buffer a command reads.
-type bufferFlags struct{ from string }
-
-func (b *bufferFlags) define(f *pflag.FlagSet) {
-	f.StringVar(&b.from, "from", defaultReplayURI, "replay buffer to read: file://DIR, redis://HOST:PORT/DB?stream=KEY or s3://BUCKET/PREFIX")
-}
-
-// check finds a malformed --from before any work starts (a store that does not
-// answer shows when it is read).
-func (b *bufferFlags) check(p *problems) {
-	if err := replay.CheckURI(b.from); err != nil {
-		p.add("--from: %v", err)
-	}
 }
 
 // outDir is a problem when the directory an output file goes into does not exist:
@@ -136,7 +121,9 @@ func (c *cli) replayImport(ctx context.Context, a importArgs) error {
 	if a.format != replay.FormatTauBench && (a.arm != "" || a.domain != "") {
 		return usagef("replay import: %s is %s input; --arm and --domain apply to tau-bench only", a.file, a.format)
 	}
-	sink, err := replay.OpenSink(ctx, a.to, replay.OpenOptions{Writer: "import-" + strconv.Itoa(os.Getpid())})
+	// History keeps its own times: written outside the time partitions (of the hour
+	// of the import), every window reads it.
+	sink, err := replay.OpenSink(ctx, a.to, replay.OpenOptions{Writer: "import-" + strconv.Itoa(os.Getpid()), Unpartitioned: true})
 	if err != nil {
 		return uriError("replay import", "--to", a.to, err)
 	}
@@ -260,59 +247,167 @@ func (w *batchWriter) explain(a importArgs, err error) error {
 
 func (c *cli) replayExportCmd() *cobra.Command {
 	var in bufferFlags
-	var out, format string
+	var a exportArgs
 	cmd := &cobra.Command{
-		Use:   "export --out FILE",
-		Short: "One row per episode, as JSON Lines or Parquet",
+		Use:   "export --out FILE|DIR|s3://BUCKET/PREFIX",
+		Short: "One row per episode, as JSON Lines or Parquet (Hive-partitioned for Spark, DuckDB, Ray)",
 		Long: `Export one row per episode: its task, arm, context, the whole trajectory in the
-OpenAI chat shape, usage and reward. JSON Lines or Parquet (docs/replay-format.md
-has the schema); replay import reads either back.`,
+OpenAI chat shape, usage and reward (docs/replay-format.md has the schema).
+
+To a FILE: JSON Lines (streamed) or one Parquet file; replay import reads either back.
+To a directory or s3://BUCKET/PREFIX (an --out ending in /, an existing directory,
+or any --partition-by): Parquet files partitioned Hive-style by --partition-by
+(dt, hr, arm, task_id, experiment), written as the episodes stream, with bounded
+row groups and memory whatever the buffer's size — one table for DuckDB
+(read_parquet('DIR/**/*.parquet', hive_partitioning=1)), Spark and Ray Data.
+The destination must be empty.`,
 		Example: `  camproxy replay export --out episodes.parquet
-  camproxy replay export --from s3://my-bucket/replay --out - | jq .reward`,
+  camproxy replay export --from s3://my-bucket/replay --since 7d --out - | jq .reward
+  camproxy replay export --format parquet --partition-by dt,arm --out s3://lake/camproxy/episodes`,
 		Args: c.checks(func(p *problems, args []string) {
 			p.noArgs(args)
 			in.check(p)
-			if out == "" {
-				p.add("--out is required (a file, or - for stdout)")
-			}
-			if format == "" {
-				format = "jsonl"
-				if strings.EqualFold(filepath.Ext(out), ".parquet") {
-					format = "parquet"
-				}
-			}
-			p.outDir("--out", out)
+			a.check(p)
 		}),
-		RunE: func(cmd *cobra.Command, _ []string) error { return c.replayExport(cmd.Context(), in, out, format) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.replayExport(cmd.Context(), in, a) },
 	}
 	f := cmd.Flags()
 	in.define(f)
-	f.StringVar(&out, "out", "", "output file, - for stdout (required)")
-	choiceVar(f, &format, "format", "", "output format (default parquet for a .parquet --out, else jsonl)", "jsonl", "parquet")
+	f.StringVar(&a.out, "out", "", "output file (- for stdout), directory, or s3://BUCKET/PREFIX (required)")
+	choiceVar(f, &a.format, "format", "", "output format (default parquet for a .parquet or directory --out, else jsonl)", "jsonl", "parquet")
+	f.StringSliceVar(&a.partitionBy, "partition-by", nil, "Hive partition columns of a directory export, outermost first: dt, hr, arm, task_id, experiment")
 	return cmd
 }
 
-func (c *cli) replayExport(ctx context.Context, in bufferFlags, out, format string) error {
-	b, err := in.read(ctx, "replay export")
-	if err != nil {
-		return err
+type exportArgs struct {
+	out, format string
+	partitionBy []string
+	dir         bool // a directory (or S3 prefix) of Parquet files
+}
+
+func (a *exportArgs) check(p *problems) {
+	if a.out == "" {
+		p.add("--out is required (a file, - for stdout, a directory or s3://BUCKET/PREFIX)")
+		return
 	}
-	write := replay.ExportJSONL
-	if format == "parquet" {
-		write = replay.ExportParquet
+	a.dir = len(a.partitionBy) > 0 || strings.HasPrefix(a.out, "s3://") || strings.HasSuffix(a.out, "/") || isDir(a.out)
+	switch {
+	case a.format == "" && (a.dir || strings.EqualFold(filepath.Ext(a.out), ".parquet")):
+		a.format = "parquet"
+	case a.format == "":
+		a.format = "jsonl"
 	}
-	if out == "-" {
-		if err := write(c.stdout, b); err != nil {
-			return fmt.Errorf("replay export: %w", err)
+	if a.dir {
+		if a.format != "parquet" {
+			p.add("--format %s: a directory export is Parquet (write JSON Lines to a FILE)", a.format)
 		}
-		fmt.Fprintf(c.stderr, "exported %d episodes to stdout\n", len(b.Episodes))
+		if a.out == "-" {
+			p.add("--partition-by writes a directory, not stdout")
+		}
+		if err := (replay.PartitionOptions{PartitionBy: a.partitionBy}).Validate(); err != nil {
+			p.add("--partition-by: %v", err)
+		}
+		if !strings.HasPrefix(a.out, "s3://") && !isDir(a.out) {
+			p.outDir("--out", strings.TrimSuffix(a.out, "/"))
+		}
+		return
+	}
+	p.outDir("--out", a.out)
+}
+
+func (c *cli) replayExport(ctx context.Context, in bufferFlags, a exportArgs) error {
+	switch {
+	case a.dir:
+		return c.exportPartitioned(ctx, in, a)
+	case a.format == "parquet": // one file holds every row group: collected first
+		b, err := in.read(ctx, "replay export", c.stderr)
+		if err != nil {
+			return err
+		}
+		return c.exportFile(a.out, func(w io.Writer) (int, error) { return len(b.Episodes), replay.ExportParquet(w, b) })
+	}
+	// JSON Lines stream: one row out per episode in, in the reader's order.
+	return c.exportFile(a.out, func(w io.Writer) (int, error) {
+		bw := bufio.NewWriterSize(w, 1<<20)
+		one := &replay.Buffer{Episodes: make([]*replay.Episode, 1)}
+		n := 0
+		_, err := in.each(ctx, "replay export", c.stderr, false, func(ep *replay.Episode) error {
+			one.Episodes[0] = ep
+			n++
+			return replay.ExportJSONL(bw, one)
+		})
+		if err != nil {
+			return n, err
+		}
+		return n, bw.Flush()
+	})
+}
+
+// exportFile writes one export file (or stdout for -) and says how many episodes it
+// holds.
+func (c *cli) exportFile(out string, write func(io.Writer) (int, error)) error {
+	var n int
+	if out == "-" {
+		var err error
+		if n, err = write(c.stdout); err != nil {
+			return exportError(err)
+		}
+		fmt.Fprintf(c.stderr, "exported %d episodes to stdout\n", n)
 		return nil
 	}
-	if err := writeFileAtomic(out, func(w io.Writer) error { return write(w, b) }); err != nil {
-		return fmt.Errorf("replay export: %w", err)
+	if err := writeFileAtomic(out, func(w io.Writer) (err error) { n, err = write(w); return err }); err != nil {
+		return exportError(err)
 	}
-	fmt.Fprintf(c.stdout, "exported %d episodes to %s\n", len(b.Episodes), out)
+	fmt.Fprintf(c.stdout, "exported %d episodes to %s\n", n, out)
 	return nil
+}
+
+// exportError prefixes a write failure once (a read failure says its command already).
+func exportError(err error) error {
+	var ue *usageError
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "replay export:") {
+		return err
+	}
+	return fmt.Errorf("replay export: %w", err)
+}
+
+// exportPartitioned streams the episodes into Hive-partitioned Parquet files.
+func (c *cli) exportPartitioned(ctx context.Context, in bufferFlags, a exportArgs) error {
+	dest, err := replay.OpenExportDest(ctx, strings.TrimSuffix(a.out, "/"))
+	if err != nil {
+		return usagef("replay export: --out: %v", err)
+	}
+	var sum replay.Summary
+	episodes := func(yield func(*replay.Episode) error) error {
+		var err error
+		sum, err = in.each(ctx, "replay export", c.stderr, false, yield)
+		return err
+	}
+	m, err := replay.ExportParquetPartitioned(ctx, dest, episodes, replay.PartitionOptions{PartitionBy: a.partitionBy})
+	switch {
+	case errors.Is(err, replay.ErrExportNotEmpty):
+		return usagef("replay export: --out: %v", err) // says the destination and what to do
+	case err != nil:
+		return exportError(err)
+	}
+	dirs := map[string]bool{}
+	for _, f := range m.Files {
+		dirs[path.Dir(f.Path)] = true
+	}
+	fmt.Fprintf(c.stdout, "exported %d episodes to %s: %d Parquet files in %d partitions (%s)\n",
+		m.Rows, dest, len(m.Files), len(dirs), partitionSummary(a.partitionBy, sum))
+	return nil
+}
+
+func partitionSummary(by []string, sum replay.Summary) string {
+	s := "no partition columns"
+	if len(by) > 0 {
+		s = "by " + strings.Join(by, ", ")
+	}
+	if sum.Unselected > 0 || sum.Partial > 0 {
+		s += fmt.Sprintf("; %d episodes not selected, %d cut by the window", sum.Unselected, sum.Partial)
+	}
+	return s
 }
 
 // writeFileAtomic writes through a temporary file in the same directory and renames
@@ -339,31 +434,6 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 	return nil
 }
 
-// read opens --from and reassembles its episodes. A file:// directory that does not
-// exist is a mistyped flag (usage), not a run-time failure.
-func (b *bufferFlags) read(ctx context.Context, cmd string) (*replay.Buffer, error) {
-	uri := b.from
-	src, err := replay.OpenSource(ctx, uri)
-	if err != nil {
-		return nil, uriError(cmd, "--from", uri, err)
-	}
-	if c, ok := src.(io.Closer); ok {
-		defer c.Close()
-	}
-	buf, err := replay.Read(ctx, src)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, usagef("%s: --from %s: %v", cmd, replay.Redact(uri), err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: --from %s: %w", cmd, replay.Redact(uri), err)
-	}
-	// Torn or over-long lines a source drops never reach the reader; count them too.
-	if s, ok := src.(interface{ Skipped() int }); ok {
-		buf.Skipped += s.Skipped()
-	}
-	return buf, nil
-}
-
 func (c *cli) replayStatsCmd() *cobra.Command {
 	var in bufferFlags
 	var format string
@@ -377,11 +447,16 @@ func (c *cli) replayStatsCmd() *cobra.Command {
 			in.check(p)
 		}),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := in.read(cmd.Context(), "replay stats")
+			var s replay.Stats
+			sum, err := in.scan(cmd.Context(), "replay stats", c.stderr, true, func(src replay.Source, o replay.ReadOptions) (replay.Summary, error) {
+				st, sum, err := replay.StatsOf(cmd.Context(), src, o)
+				s = st
+				return sum, err
+			})
 			if err != nil {
 				return err
 			}
-			s := replay.ComputeStats(b)
+			s.Skipped = sum.Skipped // with the lines the source itself dropped
 			if format == "json" {
 				enc := json.NewEncoder(c.stdout)
 				enc.SetIndent("", "  ")

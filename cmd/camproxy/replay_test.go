@@ -220,7 +220,6 @@ func TestReplayExitCodes(t *testing.T) {
 		{"bad JSONL line", []string{"replay", "import", "--format", "jsonl", "../../replay/testdata/cli_events_bad.jsonl", "--to", tmp}, 2, "line 3"},
 		{"jsonl as tau-bench", []string{"replay", "import", "--format", "tau-bench", "../../replay/testdata/cli_events.jsonl", "--to", tmp}, 2, "not valid tau-bench input"},
 		{"missing --from dir", []string{"replay", "stats", "--from", tmp + "/nope"}, 2, "nope"},
-		
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, errOut, code := runCLI(t, tc.args...)

@@ -15,7 +15,7 @@ import (
 
 func (c *cli) reportCmd() *cobra.Command {
 	var in bufferFlags
-	var experiment, control, format, out string
+	var control, format, out string
 	cmd := &cobra.Command{
 		Use:   "report",
 		Short: "Each arm's outcomes and its lift over the control arm",
@@ -46,12 +46,11 @@ A buffer with no episode fails (exit 1): there is nothing to report yet.`,
 			p.outDir("--out", out)
 		}),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.report(cmd.Context(), in, report.Options{Experiment: experiment, Control: control}, format, out)
+			return c.report(cmd.Context(), in, report.Options{Experiment: in.experiment, Control: control}, format, out)
 		},
 	}
 	f := cmd.Flags()
 	in.define(f)
-	f.StringVar(&experiment, "experiment", "", "only episodes of this experiment (those that record one)")
 	f.StringVar(&control, "control", "", `arm the others are compared to (default "baseline" if present, else the first arm by name)`)
 	choiceVar(f, &format, "format", "", "output format (default html for an --out ending in .html, json for .json, else text)", "text", "json", "html")
 	f.StringVar(&out, "out", "", "write to this file instead of stdout")
@@ -61,16 +60,25 @@ A buffer with no episode fails (exit 1): there is nothing to report yet.`,
 // report is `camproxy report`. A bad or unreadable --from is bad usage (exit 2); a
 // buffer with no episode is a run-time failure (exit 1).
 func (c *cli) report(ctx context.Context, in bufferFlags, o report.Options, format, out string) error {
-	b, err := in.read(ctx, "report")
-	if err != nil {
-		var ue *usageError
-		if errors.As(err, &ue) || ctx.Err() != nil {
-			return err
-		}
-		return usagef("%s", oneLine(err.Error()))
-	}
 	o.Source = replay.Redact(in.from)
-	r, err := report.New(b, o)
+	// One streaming pass: a slim copy of each episode, never its messages.
+	var r *report.Report
+	var err error // the report's own, apart from the read's
+	_, rerr := in.scan(ctx, "report", c.stderr, true, func(src replay.Source, ro replay.ReadOptions) (replay.Summary, error) {
+		var sum replay.Summary
+		r, sum, err = report.FromStream(ctx, src, ro, o)
+		if errors.Is(err, report.ErrEmpty) || errors.Is(err, report.ErrNoControl) {
+			return sum, nil // read whole: the report's error follows
+		}
+		return sum, err
+	})
+	if rerr != nil {
+		var ue *usageError
+		if errors.As(rerr, &ue) || ctx.Err() != nil {
+			return rerr
+		}
+		return usagef("%s", oneLine(rerr.Error()))
+	}
 	switch {
 	case errors.Is(err, report.ErrNoControl):
 		return usagef("report: --control: %v", err)

@@ -159,7 +159,6 @@ func TestReportExitCodes(t *testing.T) {
 		{"out dir missing", []string{"report", "--from", "file://" + empty, "--out", filepath.Join(dir, "no", "r.html")}, 2, "does not exist"},
 		{"positional", []string{"report", "extra"}, 2, `unexpected argument "extra"`},
 		{"bad flag", []string{"report", "--frm", "x"}, 2, "unknown flag --frm (did you mean --from?)"},
-		
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, errOut, code := runCLI(t, c.args...)

@@ -111,7 +111,6 @@ jobs and a token estimate without calling a model.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.trainReflect(cmd.Context(), a) },
 	}
 	f := cmd.Flags()
-	a.in.define(f)
 	a.callFlags.define(f)
 	f.StringVar(&a.out, "out", "", "JSON Lines file the guidance is appended to; jobs already in it are skipped (required)")
 	f.StringVar(&a.model, "model", "", "reflection model: openai/NAME or bedrock/MODEL_ID (required unless --dry-run)")
@@ -129,11 +128,13 @@ jobs and a token estimate without calling a model.`,
 	f.StringVar(&a.workDir, "work-dir", "", "where the per-job sandboxes are made (default the system temp dir)")
 	choiceVar(f, &a.progress, "progress", "auto", "auto (a bar on a terminal, else lines), bar, lines or off", "auto", trainer.ProgressBar, trainer.ProgressLines, trainer.ProgressOff)
 	f.BoolVar(&a.dryRun, "dry-run", false, "print the jobs and a token estimate; call no model")
+	a.in.define(f) // after --progress: the read reports through it
 	return cmd
 }
 
 // check lists every problem of the flags.
 func (a *reflectArgs) check(p *problems) {
+	a.in.progress = a.progress
 	a.in.check(p)
 	if a.out == "" && !a.dryRun {
 		p.add("--out is required")
@@ -236,7 +237,7 @@ func (c *cli) trainReflect(ctx context.Context, a reflectArgs) error {
 	if err != nil {
 		return err
 	}
-	b, err := a.in.read(ctx, "train reflect")
+	b, err := a.in.read(ctx, "train reflect", stderr)
 	if err != nil {
 		return err
 	}

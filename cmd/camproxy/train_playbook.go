@@ -56,7 +56,6 @@ interrupted run resumes where it stopped.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.trainPlaybook(cmd.Context(), a) },
 	}
 	f := cmd.Flags()
-	a.in.define(f)
 	a.callFlags.define(f)
 	f.StringVar(&a.out, "out", "", "directory of the versions, manifest.json, playbook.json and journal.jsonl (required)")
 	f.StringVar(&a.model, "model", "", "optimiser model: openai/NAME or bedrock/MODEL_ID (required unless --dry-run)")
@@ -83,11 +82,13 @@ interrupted run resumes where it stopped.`,
 	choiceVar(f, &a.progress, "progress", "auto", "auto or lines (a line per iteration on stderr), or off", "auto", trainer.ProgressLines, trainer.ProgressOff)
 	f.BoolVar(&a.dryRun, "dry-run", false, "print the plan and a token estimate; call nothing")
 	a.changed = func(name string) bool { return f.Changed(name) }
+	a.in.define(f) // after --progress: the read reports through it
 	return cmd
 }
 
 // check lists every problem of the flags.
 func (a *playbookArgs) check(p *problems, _ []string) {
+	a.in.progress = a.progress
 	a.in.check(p)
 	a.callFlags.check(p)
 	if a.out == "" && !a.dryRun {
@@ -188,7 +189,7 @@ func (c *cli) trainPlaybook(ctx context.Context, a playbookArgs) error {
 	if err != nil {
 		return err
 	}
-	b, err := a.in.read(ctx, "train playbook")
+	b, err := a.in.read(ctx, "train playbook", stderr)
 	if err != nil {
 		return err
 	}

@@ -253,7 +253,7 @@ it to a Ray cluster.`,
 				exs = trainer.RecordExamples(recs)
 			} else {
 				source = replay.Redact(from.from)
-				b, err := from.read(ctx, s.cmd)
+				b, err := from.read(ctx, s.cmd, c.stderr)
 				if err != nil {
 					return err
 				}
@@ -336,7 +336,7 @@ the prompt camproxy sends the CAM. --launch local runs the training here.`,
 			checkRecipe(p, r, "dpo")
 		}),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := in.read(cmd.Context(), s.cmd)
+			b, err := in.read(cmd.Context(), s.cmd, c.stderr)
 			if err != nil {
 				return err
 			}

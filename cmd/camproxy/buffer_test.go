@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/camproxy/camproxy/replay"
+)
+
+// exportedRows is every episode of uri as replay export's JSON Lines rows.
+func exportedRows(t *testing.T, uri string, flags ...string) []replay.Row {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "all.jsonl")
+	if _, errOut, code := runCLI(t, append([]string{"replay", "export", "--from", uri, "--out", out}, flags...)...); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var rows []replay.Row
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var r replay.Row
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func statsEpisodes(t *testing.T, args ...string) int {
+	t.Helper()
+	out, errOut, code := runCLI(t, append([]string{"replay", "stats", "--format", "json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("stats %q: exit %d: %s", args, code, errOut)
+	}
+	var s replay.Stats
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("stats %q: %v\n%s", args, err, out)
+	}
+	return s.Episodes
+}
+
+// TestSelectionFlags: --since, --until, --arm, --task select on every reading
+// command the same episodes a filter of the whole export finds.
+func TestSelectionFlags(t *testing.T) {
+	uri := importedAirline(t)
+	all := exportedRows(t, uri)
+	if len(all) < 100 {
+		t.Fatalf("%d episodes imported", len(all))
+	}
+	// Imported runs start a second apart from 2024-01-01T00:00:00Z.
+	cut := all[0].StartedAt
+	for _, r := range all {
+		if r.StartedAt.Before(cut) {
+			cut = r.StartedAt
+		}
+	}
+	cut = cut.Add(60 * time.Second)
+	task := all[len(all)/2].TaskID
+	count := func(keep func(replay.Row) bool) int {
+		n := 0
+		for _, r := range all {
+			if keep(r) {
+				n++
+			}
+		}
+		return n
+	}
+	since := count(func(r replay.Row) bool { return !r.StartedAt.Before(cut) })
+	ofTask := count(func(r replay.Row) bool { return r.TaskID == task })
+	if since == 0 || since == len(all) || ofTask == 0 || ofTask == len(all) {
+		t.Fatalf("the data does not split: %d since, %d of task %s, of %d", since, ofTask, task, len(all))
+	}
+	at := cut.Format(time.RFC3339)
+	for _, tc := range []struct {
+		flags []string
+		want  int
+	}{
+		{nil, len(all)},
+		{[]string{"--since", at}, since},
+		{[]string{"--until", at}, len(all) - since},
+		{[]string{"--since", "2024-01-01", "--until", "2024-01-02"}, len(all)},
+		{[]string{"--task", task}, ofTask},
+		{[]string{"--task", task + ",nope"}, ofTask},
+		{[]string{"--arm", "imported"}, len(all)},
+		{[]string{"--arm", "cam", "--arm", "baseline"}, 0},
+		{[]string{"--task", task, "--since", at}, count(func(r replay.Row) bool { return r.TaskID == task && !r.StartedAt.Before(cut) })},
+		{[]string{"--workers", "1", "--progress", "off"}, len(all)},
+	} {
+		if got := statsEpisodes(t, append([]string{"--from", uri}, tc.flags...)...); got != tc.want {
+			t.Errorf("replay stats %q: %d episodes, want %d", tc.flags, got, tc.want)
+		}
+		if got := len(exportedRows(t, uri, tc.flags...)); got != tc.want {
+			t.Errorf("replay export %q: %d rows, want %d", tc.flags, got, tc.want)
+		}
+	}
+	// report selects the same way: its episode count is the table's n.
+	out, errOut, code := runCLI(t, "report", "--from", uri, "--task", task, "--format", "json")
+	if code != 0 || !strings.Contains(out, `"episodes": `+itoa(ofTask)) {
+		t.Errorf("report --task %s: exit %d, want %d episodes:\n%s%s", task, code, ofTask, out, errOut)
+	}
+	// Bad selections are usage errors, all at once.
+	_, errOut, code = runCLI(t, "replay", "stats", "--from", uri, "--since", "tomorrow", "--until", "2024-01-01", "--workers", "-1", "--spill-dir", "/nonexistent/spill")
+	want := "camproxy: replay stats: 3 problems:\n  --since \"tomorrow\": want a time (2026-11-24, 2026-11-24T08, RFC 3339) or an age (90m, 36h, 7d)\n  --workers -1: want 0 (one per CPU) or more\n  --spill-dir /nonexistent/spill is not a directory\n"
+	if code != 2 || errOut != want {
+		t.Errorf("bad selection: exit %d:\n%s\nwant:\n%s", code, errOut, want)
+	}
+	_, errOut, code = runCLI(t, "report", "--from", uri, "--since", "2024-01-02", "--until", "2024-01-01")
+	if code != 2 || !strings.Contains(errOut, "--since 2024-01-02T00:00:00Z is not before --until 2024-01-01T00:00:00Z") {
+		t.Errorf("since after until: exit %d: %s", code, errOut)
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestExportPartitioned: --partition-by writes Hive-partitioned Parquet that
+// replay import reads back whole, refuses a destination that is not empty, and
+// names every problem of its flags.
+func TestExportPartitioned(t *testing.T) {
+	uri := importedAirline(t)
+	all := exportedRows(t, uri)
+	dir := filepath.Join(t.TempDir(), "lake")
+	out, errOut, code := runCLI(t, "replay", "export", "--from", uri, "--partition-by", "arm,task_id", "--out", dir)
+	if code != 0 || !strings.Contains(out, "exported "+itoa(len(all))+" episodes to "+dir) {
+		t.Fatalf("export: exit %d:\n%s%s", code, out, errOut)
+	}
+	tasks := map[string]bool{}
+	for _, r := range all {
+		tasks[r.TaskID] = true
+	}
+	parts, err := filepath.Glob(filepath.Join(dir, "arm=imported", "task_id=*", "*.parquet"))
+	if err != nil || len(parts) < len(tasks) {
+		t.Fatalf("%d part files under arm=imported/task_id=*, want one per task (%d): %v", len(parts), len(tasks), err)
+	}
+	// Each partition's files read back through replay import: every episode once.
+	back := "file://" + filepath.Join(t.TempDir(), "back")
+	for _, p := range parts {
+		if _, errOut, code := runCLI(t, "replay", "import", p, "--to", back); code != 0 {
+			t.Fatalf("import %s: exit %d: %s", p, code, errOut)
+		}
+	}
+	if got := statsEpisodes(t, "--from", back); got != len(all) {
+		t.Errorf("imported back %d episodes, want %d", got, len(all))
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--partition-by", "arm", "--out", dir}, "replay export: --out: export parquet to " + dir + ": export destination is not empty (export into a new directory or prefix)\n"},
+		{[]string{"--partition-by", "colour", "--format", "jsonl", "--out", t.TempDir()}, "2 problems:\n  --format jsonl: a directory export is Parquet (write JSON Lines to a FILE)\n  --partition-by: "},
+		{[]string{"--partition-by", "arm", "--out", filepath.Join(t.TempDir(), "no", "such", "dir")}, "does not exist"},
+	} {
+		_, errOut, code := runCLI(t, append([]string{"replay", "export", "--from", uri}, tc.args...)...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("export %q: exit %d: %s\nwant 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+// TestProgressLines: a long read reports on stderr — nothing in its first seconds,
+// then a line every few seconds with what is read, the rate and the time left, and
+// the end; a short read says nothing.
+func TestProgressLines(t *testing.T) {
+	var b strings.Builder
+	report := progressLines(&b, "replay stats", 2*time.Second)
+	for _, p := range []replay.Progress{
+		{Events: 10, Bytes: 1e6, TotalBytes: 1e8, Elapsed: time.Second},
+		{Events: 30, Bytes: 2.5e7, TotalBytes: 1e8, Elapsed: 2500 * time.Millisecond},
+		{Events: 40, Bytes: 3e7, TotalBytes: 1e8, Elapsed: 3 * time.Second},
+		{Events: 90, Bytes: 8e7, TotalBytes: 1e8, Elapsed: 8 * time.Second, Episodes: 5},
+		{Events: 100, Bytes: 1e8, TotalBytes: 1e8, Elapsed: 10 * time.Second, Episodes: 9, Done: true},
+	} {
+		report(p)
+	}
+	want := "replay stats: read 25.0 MB of 100.0 MB (25%), 30 events, 10.0 MB/s, about 8s left\n" +
+		"replay stats: read 80.0 MB of 100.0 MB (80%), 90 events, 10.0 MB/s, 5 episodes out, about 2s left\n" +
+		"replay stats: read 100.0 MB of 100.0 MB (100%), 100 events, 10.0 MB/s, 9 episodes out, done in 10s\n"
+	if b.String() != want {
+		t.Errorf("progress:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	short := progressLines(&b, "replay stats", 2*time.Second)
+	short(replay.Progress{Events: 1, Bytes: 10, Elapsed: time.Second})
+	short(replay.Progress{Events: 2, Bytes: 20, Elapsed: 1500 * time.Millisecond, Done: true})
+	if b.Len() != 0 {
+		t.Errorf("a short read printed:\n%s", b.String())
+	}
+}
