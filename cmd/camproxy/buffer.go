@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -30,7 +32,7 @@ type bufferFlags struct {
 }
 
 func (b *bufferFlags) define(f *pflag.FlagSet) {
-	f.StringVar(&b.from, "from", defaultReplayURI, "replay buffer to read: file://DIR, redis://HOST:PORT/DB?stream=KEY or s3://BUCKET/PREFIX")
+	f.StringVar(&b.from, "from", defaultReplayURI, "replay buffer to read: a directory (or file://DIR), redis://HOST:PORT/DB?stream=KEY or s3://BUCKET/PREFIX")
 	b.defineSelection(f)
 }
 
@@ -53,6 +55,7 @@ func (b *bufferFlags) defineSelection(f *pflag.FlagSet) {
 // does not answer shows when it is read).
 func (b *bufferFlags) check(p *problems) {
 	if b.from != "" {
+		b.from = replayURI(b.from)
 		if err := replay.CheckURI(b.from); err != nil {
 			p.add("--from: %v", err)
 		}
@@ -83,6 +86,18 @@ func (b *bufferFlags) check(p *problems) {
 	p.dir("--spill-dir", b.spillDir)
 }
 
+// replayURI reads a plain path (./camproxy-data/replay, /data/replay) as the file://
+// URI of that directory; anything with a scheme is left as it is.
+func replayURI(s string) string {
+	if s == "" || strings.Contains(s, "://") {
+		return s
+	}
+	if abs, err := filepath.Abs(s); err == nil {
+		return "file://" + abs
+	}
+	return "file://" + s
+}
+
 // scan opens --from and runs read on it with the flags' read options; light leaves
 // the episodes' messages out (what aggregates need). A file:// directory that does
 // not exist is a mistyped flag (usage), not a run-time failure.
@@ -100,7 +115,7 @@ func (b *bufferFlags) scan(ctx context.Context, cmd string, stderr io.Writer, li
 	}
 	sum, err := read(src, o)
 	if errors.Is(err, fs.ErrNotExist) {
-		return sum, usagef("%s: --from %s: %v", cmd, replay.Redact(b.from), err)
+		return sum, usagef("%s: --from %s: no replay buffer there: record some traffic (camproxy serve) or import trajectories (camproxy replay import) first", cmd, replay.Redact(b.from))
 	}
 	if err != nil {
 		var ue *usageError

@@ -96,6 +96,7 @@ func TestSelectionFlags(t *testing.T) {
 		{[]string{"--arm", "cam", "--arm", "baseline"}, 0},
 		{[]string{"--task", task, "--since", at}, count(func(r replay.Row) bool { return r.TaskID == task && !r.StartedAt.Before(cut) })},
 		{[]string{"--workers", "1", "--progress", "off"}, len(all)},
+		{[]string{"--from", strings.TrimPrefix(uri, "file://")}, len(all)}, // a plain directory is file://
 	} {
 		if got := statsEpisodes(t, append([]string{"--from", uri}, tc.flags...)...); got != tc.want {
 			t.Errorf("replay stats %q: %d episodes, want %d", tc.flags, got, tc.want)

@@ -69,7 +69,7 @@ the lift is measured. Offline it trains the CAM from what it recorded.`,
 		"{{.CommandPath}} [command]{{end}}", "{{.CommandPath}} COMMAND{{end}}",
 		`Use "{{.CommandPath}} [command] --help"`, `Use "{{.CommandPath}} COMMAND --help"`,
 	).Replace(root.UsageTemplate()))
-	holdsCommands(root)
+	c.holdsCommands(root)
 	root.CompletionOptions.DisableDefaultCmd = true // ours says how to install the scripts
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return c.problemsOf(cmd, []string{err.Error()})
@@ -90,12 +90,20 @@ the lift is measured. Offline it trains the CAM from what it recorded.`,
 		Use:   "help [COMMAND]",
 		Short: "Help about any command",
 		Long:  "Help about any command: what it does, an example, and every flag.",
-		Run: func(cmd *cobra.Command, args []string) {
-			target, _, err := root.Find(args)
-			if target == nil || err != nil {
-				target = root
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, rest, err := root.Find(args)
+			if target == nil || err != nil || len(rest) > 0 {
+				if target == nil || err != nil {
+					target = root
+				}
+				bad := args[len(args)-1]
+				if len(rest) > 0 {
+					bad = rest[0]
+				}
+				names := subcommandNames(target)
+				return usagef("help: no command %q in %s: want %s%s", bad, target.CommandPath(), strings.Join(names, ", "), didYouMean(bad, names, "%q"))
 			}
-			_ = target.Help()
+			return target.Help()
 		},
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			target, _, _ := root.Find(args)
@@ -132,27 +140,23 @@ func walk(cmd *cobra.Command, fn func(*cobra.Command)) {
 func (c *cli) group(use, short, example string, subs ...*cobra.Command) *cobra.Command {
 	g := &cobra.Command{Use: use, Short: short, Example: example}
 	g.AddCommand(subs...)
-	holdsCommands(g)
+	c.holdsCommands(g)
 	return g
 }
 
 // holdsCommands makes cmd say, run without a command or with one it does not have,
 // which it has (and which one was probably meant).
-func holdsCommands(cmd *cobra.Command) {
+func (c *cli) holdsCommands(cmd *cobra.Command) {
 	cmd.Args = func(cmd *cobra.Command, args []string) error {
 		names := subcommandNames(cmd)
-		name := commandName(cmd)
-		if len(args) == 0 {
-			return usagef("%s: want a command: %s (camproxy %s --help says what each does)", name, strings.Join(names, ", "), name)
+		var p problems
+		switch {
+		case len(args) > 0:
+			p.add("unknown command %q: want %s%s", args[0], strings.Join(names, ", "), didYouMean(args[0], names, "%q"))
+		case len(c.flagProblems) == 0:
+			p.add("want a command: %s (%s --help says what each does)", strings.Join(names, ", "), cmd.CommandPath())
 		}
-		msg := fmt.Sprintf("unknown command %q: want %s", args[0], strings.Join(names, ", "))
-		if near := suggest.Closest(args[0], names); near != "" {
-			msg += fmt.Sprintf("; did you mean %q?", near)
-		}
-		if cmd.HasParent() {
-			msg = name + ": " + msg
-		}
-		return usagef("%s", msg)
+		return c.problemsOf(cmd, p)
 	}
 	cmd.RunE = func(*cobra.Command, []string) error { return nil } // Args refused it already
 }
@@ -191,12 +195,32 @@ func (c *cli) problemsOf(cmd *cobra.Command, p problems) error {
 }
 
 // commandName is a command as the user typed it, without "camproxy " (the root is
-// "camproxy").
+// "": its errors are said by main's "camproxy: " alone).
 func commandName(cmd *cobra.Command) string {
 	if !cmd.HasParent() {
-		return cmd.Name()
+		return ""
 	}
 	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+}
+
+// didYouMean is "; did you mean X?" (or "X or Y" when what was typed starts several
+// names), or "" when nothing is near; format quotes each name.
+func didYouMean(typed string, names []string, format string) string {
+	var starts []string
+	for _, n := range names {
+		if len(typed) >= 2 && strings.HasPrefix(n, typed) {
+			starts = append(starts, fmt.Sprintf(format, n))
+		}
+	}
+	if len(starts) == 0 {
+		if near := suggest.Closest(typed, names); near != "" {
+			starts = append(starts, fmt.Sprintf(format, near))
+		}
+	}
+	if len(starts) == 0 {
+		return ""
+	}
+	return "; did you mean " + orList(starts) + "?"
 }
 
 // problems are what is wrong with a command line, each a short sentence naming the
@@ -214,13 +238,17 @@ func (p *problems) noArgs(args []string) {
 
 // err is the usage error of cmd naming every problem, or nil.
 func (p problems) err(cmd string) error {
+	prefix := cmd + ": "
+	if cmd == "" {
+		prefix = ""
+	}
 	switch len(p) {
 	case 0:
 		return nil
 	case 1:
-		return usagef("%s: %s", cmd, p[0])
+		return usagef("%s%s", prefix, p[0])
 	}
-	return usagef("%s: %d problems:\n  %s", cmd, len(p), strings.Join(p, "\n  "))
+	return usagef("%s%d problems:\n  %s", prefix, len(p), strings.Join(p, "\n  "))
 }
 
 // prepare finds the command args name and what is wrong with its flags before
@@ -228,6 +256,7 @@ func (p problems) err(cmd string) error {
 // meant), and a value its flag refuses. It rewrites -name to --name for a long
 // flag, the form Go's flag package accepted before the tree moved to pflag.
 func (c *cli) prepare(root *cobra.Command, args []string) []string {
+	args = c.rootFlags(root, args)
 	cmd, _, err := root.Find(args)
 	if err != nil || cmd == nil {
 		return args
@@ -261,11 +290,7 @@ func (c *cli) prepare(root *cobra.Command, args []string) []string {
 			f = flags.ShorthandLookup(name)
 		}
 		if f == nil {
-			msg := "unknown flag " + strings.SplitN(out[i], "=", 2)[0]
-			if near := suggest.Closest(name, names); near != "" {
-				msg += fmt.Sprintf(" (did you mean --%s?)", near)
-			}
-			c.flagProblems = append(c.flagProblems, msg)
+			c.flagProblems = append(c.flagProblems, "unknown flag "+strings.SplitN(out[i], "=", 2)[0]+didYouMean(name, names, "--%s"))
 			continue
 		}
 		if !hasValue && f.NoOptDefVal == "" && i+1 < len(out) {
@@ -275,14 +300,35 @@ func (c *cli) prepare(root *cobra.Command, args []string) []string {
 		if hasValue && f.NoOptDefVal == "" {
 			if err := validValue(f, value); err != nil {
 				c.flagProblems = append(c.flagProblems, fmt.Sprintf("--%s %q: %v", f.Name, value, err))
+				// Reported here, not again by the parser: it keeps the default for
+				// the refused value, and the command's checks run with the rest.
+				f.Value = lenient{f.Value, *f}
 			}
 		}
 	}
-	// Values already reported are not reported again by the parser: it keeps the
-	// default for a value it refuses, and the command's checks run with the rest.
-	walk(root, func(cmd *cobra.Command) {
-		cmd.Flags().VisitAll(func(f *pflag.Flag) { f.Value = lenient{f.Value, *f} })
-	})
+	return out
+}
+
+// rootFlags takes the flags given before the command out of args when camproxy does
+// not have them (--bogus replay stats): reported, and not left to swallow the
+// command as their value.
+func (c *cli) rootFlags(root *cobra.Command, args []string) []string {
+	root.InitDefaultHelpFlag()
+	root.InitDefaultVersionFlag()
+	var names []string
+	root.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	out := args[:0:0]
+	for i, a := range args {
+		if a == "--" || len(a) < 2 || a[0] != '-' {
+			return append(out, args[i:]...)
+		}
+		name := strings.SplitN(strings.TrimLeft(a, "-"), "=", 2)[0]
+		if root.Flags().Lookup(name) != nil || len(name) == 1 && root.Flags().ShorthandLookup(name) != nil {
+			out = append(out, a)
+			continue
+		}
+		c.flagProblems = append(c.flagProblems, "unknown flag "+strings.SplitN(a, "=", 2)[0]+didYouMean(name, names, "--%s"))
+	}
 	return out
 }
 
@@ -308,12 +354,10 @@ func validValue(f *pflag.Flag, value string) error {
 		return nil // strings, lists: anything goes; the command checks what it means
 	}
 	if err := probe.Set("v", value); err != nil {
-		// strconv says `strconv.ParseInt: parsing "x": invalid syntax`: keep the end.
-		msg := err.Error()
-		if i := strings.LastIndex(msg, ": "); i >= 0 {
-			msg = msg[i+2:]
-		}
-		return errors.New(msg)
+		return errors.New(map[string]string{
+			"int": "want an integer", "int64": "want an integer", "float64": "want a number",
+			"bool": "want true or false", "duration": "want a duration (90s, 5m, 1h30m)",
+		}[f.Value.Type()])
 	}
 	return nil
 }
@@ -380,7 +424,7 @@ func orList(s []string) string {
 // Flags whose value is a path: the shell completes files (or directories) for them.
 var (
 	fileFlags = []string{"config", "out", "data", "system-prompt", "user-prompt", "tls-cert", "tls-key", "seed"}
-	dirFlags  = []string{"work-dir"}
+	dirFlags  = []string{"work-dir", "spill-dir"}
 )
 
 // completeValues tells the shell what f's values are: its choices, files, directories,

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -27,9 +29,6 @@ func TestHelpEverywhere(t *testing.T) {
 		t.Fatalf("the tree has %d commands, want the whole CLI", len(paths))
 	}
 	for _, path := range paths {
-		if path[0] == "camproxy" {
-			path = nil
-		}
 		for _, args := range [][]string{append(path, "--help"), append(path, "-h"), append([]string{"help"}, path...)} {
 			name := strings.Join(args, " ")
 			t.Run(name, func(t *testing.T) {
@@ -71,7 +70,7 @@ func TestEveryLeafDescribed(t *testing.T) {
 		if cmd.Short == "" {
 			t.Errorf("%s: no description", name)
 		}
-		if !strings.Contains(cmd.Example, "camproxy "+strings.TrimPrefix(name+" ", "camproxy ")) && cmd.HasParent() {
+		if !strings.Contains(cmd.Example, "camproxy "+name+" ") && cmd.HasParent() {
 			t.Errorf("%s: the example does not show it:\n%s", name, cmd.Example)
 		}
 		cmd.Flags().VisitAll(func(f *pflag.Flag) {
@@ -87,18 +86,30 @@ func TestEveryLeafDescribed(t *testing.T) {
 // flag written with one dash still works.
 func TestCommandLineProblemsAtOnce(t *testing.T) {
 	dir := t.TempDir()
+	file := filepath.Join(dir, "all.parquet")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string // the whole stderr
 	}{
 		{[]string{"replay", "stats", "--frm", "x", "--format", "yaml", "extra"},
-			"camproxy: replay stats: 3 problems:\n  unknown flag --frm (did you mean --from?)\n  --format \"yaml\": want text or json\n  unexpected argument \"extra\"\n"},
+			"camproxy: replay stats: 3 problems:\n  unknown flag --frm; did you mean --from?\n  --format \"yaml\": want text or json\n  unexpected argument \"extra\"\n"},
 		{[]string{"report", "--form=json", "--out", dir + "/no/r.html"},
-			"camproxy: report: 2 problems:\n  unknown flag --form (did you mean --from?)\n  --out " + dir + "/no/r.html: directory " + dir + "/no does not exist\n"},
+			"camproxy: report: 2 problems:\n  unknown flag --form; did you mean --format?\n  --out " + dir + "/no/r.html: directory " + dir + "/no does not exist\n"},
 		{[]string{"train", "reflect", "--dry-run", "--subsets", "0", "--concurrency", "many", "--timeout", "soon"},
-			"camproxy: train reflect: 3 problems:\n  --concurrency \"many\": invalid syntax\n  --timeout \"soon\": invalid duration \"soon\"\n  --subsets 0: want 1 or more\n"},
+			"camproxy: train reflect: 3 problems:\n  --concurrency \"many\": want an integer\n  --timeout \"soon\": want a duration (90s, 5m, 1h30m)\n  --subsets 0: want 1 or more\n"},
 		{[]string{"serve", "-config"}, "camproxy: serve: flag needs an argument: --config\n"},
 		{[]string{"reprot"}, "camproxy: unknown command \"reprot\": want completion, config, dev, inject, replay, report, serve, task, train, version; did you mean \"report\"?\n"},
+		{[]string{"rep"}, "camproxy: unknown command \"rep\": want completion, config, dev, inject, replay, report, serve, task, train, version; did you mean \"replay\" or \"report\"?\n"},
+		// A flag camproxy does not have, before the command, is named and does not
+		// swallow the command as its value.
+		{[]string{"--bogus", "replay", "stats", "--from", dir}, "camproxy: replay stats: unknown flag --bogus\n"},
+		{[]string{"--verison"}, "camproxy: unknown flag --verison; did you mean --version?\n"},
+		{[]string{"help", "nosuch"}, "camproxy: help: no command \"nosuch\" in camproxy: want completion, config, dev, inject, replay, report, serve, task, train, version\n"},
+		{[]string{"report", "--fo", "json", "--workers", "x", "--late", "soon"}, "camproxy: report: 3 problems:\n  unknown flag --fo; did you mean --format?\n  --workers \"x\": want an integer\n  --late \"soon\": want a duration (90s, 5m, 1h30m)\n"},
+		{[]string{"replay", "export", "--partition-by", "dt", "--out", file}, "camproxy: replay export: --out " + file + " is a file: a partitioned export writes a directory (or s3://BUCKET/PREFIX)\n"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var out, errb bytes.Buffer

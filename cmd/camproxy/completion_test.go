@@ -114,6 +114,9 @@ func TestCompletionCandidates(t *testing.T) {
 		{name: "task explain body", words: []string{"task", "explain", ""}, want: []string{wantFiles}},
 		{name: "injector flags", words: []string{"inject", "serve", "--tls-"}, want: []string{"--tls-cert", "--tls-key"}},
 		{name: "help names commands", words: []string{"help", "tr"}, want: []string{"train"}},
+		{name: "partition columns", words: []string{"replay", "export", "--partition-by", ""}, want: []string{"arm", "dt", "experiment", "hr", "task_id"}},
+		{name: "the next partition column", words: []string{"replay", "export", "--partition-by", "dt,a"}, want: []string{"dt,arm"}},
+		{name: "a spill directory", words: []string{"replay", "stats", "--spill-dir", ""}, want: []string{wantDirs}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -165,7 +165,7 @@ func TestDevUsage(t *testing.T) {
 		{[]string{"dev", "upstrem"}, `did you mean "upstream"?`},
 		{[]string{"dev", "upstream", "extra"}, `unexpected argument "extra"`},
 		{[]string{"dev", "upstream", "--port", "1"}, "unknown flag --port"},
-		{[]string{"dev", "upstream", "--lisen", "1"}, "unknown flag --lisen (did you mean --listen?)"},
+		{[]string{"dev", "upstream", "--lisen", "1"}, "unknown flag --lisen; did you mean --listen?"},
 		{[]string{"dev", "upstream", "--listen", "256.0.0.1:1"}, "dev upstream:"},
 		{[]string{"dev", "--help"}, ""},
 	} {

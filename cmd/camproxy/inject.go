@@ -88,7 +88,7 @@ certificate into the caBundle of --webhook-config (in a cluster).`,
 	fs.StringVar(&sc.Service, "service", sc.Service, "the webhook's Service name (named by the self-signed certificate)")
 	fs.StringVar(&sc.Namespace, "namespace", "", "the webhook's namespace (default $POD_NAMESPACE, else the service account's)")
 	fs.DurationVar(&sc.CertValidity, "cert-validity", sc.CertValidity, "lifetime of the self-signed certificate")
-	fs.StringVar(&o.Image, "image", o.Image, "sidecar image (default $CAMPROXY_SIDECAR_IMAGE, else this version's)")
+	fs.StringVar(&o.Image, "image", o.Image, "sidecar image ($CAMPROXY_SIDECAR_IMAGE overrides the default, this version's)")
 	choiceVar(fs, &pull, "image-pull-policy", "", "sidecar imagePullPolicy (default: the cluster's)", "Always", "IfNotPresent", "Never")
 	fs.StringVar(&o.ConfigMap, "config-map", o.ConfigMap, "ConfigMap of the sidecar's config.yaml when a pod names none with camproxy.io/config")
 	fs.StringVar(&arms, "arms", "", "comma-separated arm names of the sidecar config's experiment; camproxy.io/arm can pin these")

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,7 +74,9 @@ func (c *cli) replayImportCmd() *cobra.Command {
 episode per run, with its reward), replay events (JSON Lines, as camproxy records
 them), or what replay export wrote (JSON Lines rows or Parquet). The format is
 detected from the file unless --format names it. Events keep their ids, so
-importing the same file twice adds nothing.`,
+importing the same file twice adds no episode (its events are written again and
+dropped as duplicates when the buffer is read). History is written outside the
+time partitions, so every --since/--until window reads it.`,
 		Example: `  camproxy replay import tau-bench/gpt-4o-airline.json
   camproxy replay import episodes.parquet --to s3://my-bucket/replay
   camproxy replay import events.jsonl --format jsonl --to redis://127.0.0.1:6379/0?stream=camproxy:replay`,
@@ -87,6 +90,7 @@ importing the same file twice adds nothing.`,
 			if a.format != "" && a.format != replay.FormatTauBench && (a.arm != "" || a.domain != "") {
 				p.add("--arm and --domain apply to --format tau-bench only")
 			}
+			a.to = replayURI(a.to)
 			if err := replay.CheckURI(a.to); err != nil {
 				p.add("--to: %v", err)
 			}
@@ -95,7 +99,7 @@ importing the same file twice adds nothing.`,
 	}
 	f := cmd.Flags()
 	choiceVar(f, &a.format, "format", "", "input format (default: detected from the file)", replay.FormatTauBench, replay.FormatJSONL, replay.FormatParquet)
-	f.StringVar(&a.to, "to", defaultReplayURI, "replay buffer to write into (file://, redis://, s3://)")
+	f.StringVar(&a.to, "to", defaultReplayURI, "replay buffer to write into: a directory (or file://DIR), redis://… or s3://…")
 	f.StringVar(&a.arm, "arm", "", "arm recorded on imported episodes (tau-bench only; default \"imported\")")
 	f.StringVar(&a.domain, "domain", "", "tau-bench domain for ids (default from the file name, e.g. airline)")
 	return cmd
@@ -252,7 +256,8 @@ func (c *cli) replayExportCmd() *cobra.Command {
 		Use:   "export --out FILE|DIR|s3://BUCKET/PREFIX",
 		Short: "One row per episode, as JSON Lines or Parquet (Hive-partitioned for Spark, DuckDB, Ray)",
 		Long: `Export one row per episode: its task, arm, context, the whole trajectory in the
-OpenAI chat shape, usage and reward (docs/replay-format.md has the schema).
+OpenAI chat shape, turns, reward and success (docs/replay-format.md has the
+schema).
 
 To a FILE: JSON Lines (streamed) or one Parquet file; replay import reads either back.
 To a directory or s3://BUCKET/PREFIX (an --out ending in /, an existing directory,
@@ -276,6 +281,19 @@ The destination must be empty.`,
 	f.StringVar(&a.out, "out", "", "output file (- for stdout), directory, or s3://BUCKET/PREFIX (required)")
 	choiceVar(f, &a.format, "format", "", "output format (default parquet for a .parquet or directory --out, else jsonl)", "jsonl", "parquet")
 	f.StringSliceVar(&a.partitionBy, "partition-by", nil, "Hive partition columns of a directory export, outermost first: dt, hr, arm, task_id, experiment")
+	_ = cmd.RegisterFlagCompletionFunc("partition-by", func(_ *cobra.Command, _ []string, typed string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		done, last := "", typed // dt,ar → dt, + ar
+		if i := strings.LastIndex(typed, ","); i >= 0 {
+			done, last = typed[:i+1], typed[i+1:]
+		}
+		var words []cobra.Completion
+		for _, col := range []string{"dt", "hr", "arm", "task_id", "experiment"} {
+			if strings.HasPrefix(col, last) && !slices.Contains(strings.Split(done, ","), col) {
+				words = append(words, done+col)
+			}
+		}
+		return words, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	})
 	return cmd
 }
 
@@ -307,7 +325,11 @@ func (a *exportArgs) check(p *problems) {
 		if err := (replay.PartitionOptions{PartitionBy: a.partitionBy}).Validate(); err != nil {
 			p.add("--partition-by: %v", err)
 		}
-		if !strings.HasPrefix(a.out, "s3://") && !isDir(a.out) {
+		switch _, err := os.Stat(a.out); {
+		case strings.HasPrefix(a.out, "s3://"), isDir(a.out):
+		case err == nil:
+			p.add("--out %s is a file: a partitioned export writes a directory (or s3://BUCKET/PREFIX)", a.out)
+		default:
 			p.outDir("--out", strings.TrimSuffix(a.out, "/"))
 		}
 		return
@@ -315,11 +337,24 @@ func (a *exportArgs) check(p *problems) {
 	p.outDir("--out", a.out)
 }
 
+// toTerminal is whether w is a terminal (a character device, not a file or pipe).
+func toTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
 func (c *cli) replayExport(ctx context.Context, in bufferFlags, a exportArgs) error {
 	switch {
 	case a.dir:
 		return c.exportPartitioned(ctx, in, a)
 	case a.format == "parquet": // one file holds every row group: collected first
+		if a.out == "-" && toTerminal(c.stdout) {
+			return usagef("replay export: Parquet is binary: redirect --out - to a file or a pipe, or give --out FILE")
+		}
 		b, err := in.read(ctx, "replay export", c.stderr)
 		if err != nil {
 			return err

@@ -152,13 +152,13 @@ func TestReportExitCodes(t *testing.T) {
 		msg  string
 	}{
 		{"bad uri", []string{"report", "--from", "ftp://x/y"}, 2, `bad replay URI ftp://x/y: unknown scheme "ftp"`},
-		{"missing dir", []string{"report", "--from", "file://" + filepath.Join(dir, "nope")}, 2, "no such file or directory"},
+		{"missing dir", []string{"report", "--from", "file://" + filepath.Join(dir, "nope")}, 2, "no replay buffer there: record some traffic"},
 		{"not a dir", []string{"report", "--from", "file://" + notDir}, 2, "camproxy: report: --from file://" + notDir},
 		{"empty buffer", []string{"report", "--from", "file://" + empty}, 1, "no episodes to report on in file://" + empty},
 		{"bad format", []string{"report", "--from", "file://" + empty, "--format", "pdf"}, 2, `--format "pdf": want text, json or html`},
 		{"out dir missing", []string{"report", "--from", "file://" + empty, "--out", filepath.Join(dir, "no", "r.html")}, 2, "does not exist"},
 		{"positional", []string{"report", "extra"}, 2, `unexpected argument "extra"`},
-		{"bad flag", []string{"report", "--frm", "x"}, 2, "unknown flag --frm (did you mean --from?)"},
+		{"bad flag", []string{"report", "--frm", "x"}, 2, "unknown flag --frm; did you mean --from?"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, errOut, code := runCLI(t, c.args...)

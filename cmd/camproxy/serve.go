@@ -27,7 +27,7 @@ func (c *cli) serveCmd() *cobra.Command {
 (/v1/feedback, /metrics, /readyz, the dashboard at /ui).
 
 The config is --config, else $CAMPROXY_CONFIG, else the built-in defaults (data plane
-on 127.0.0.1:8080, admin on 127.0.0.1:8081, replay into ./camproxy-data). The file is
+on 127.0.0.1:8080, admin on 127.0.0.1:9090, replay into ./camproxy-data). The file is
 reloaded when it changes and on SIGHUP; a config that does not validate is refused
 and the old one keeps serving. SIGTERM drains calls in flight, then exits 0.`,
 		Example: `  camproxy serve

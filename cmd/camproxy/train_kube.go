@@ -15,7 +15,7 @@ import (
 func kubeFlags(f *pflag.FlagSet, k *trainer.KubeOptions, grpo bool) {
 	f.StringVar(&k.ModelPVC, "model-pvc", k.ModelPVC, "job.yaml: the PersistentVolumeClaim holding a local --model (mounted read-only at the model's path)")
 	f.StringVar(&k.ModelSubPath, "model-subpath", k.ModelSubPath, "job.yaml: the model's path inside --model-pvc (default its root)")
-	f.Var((*backoffLimit)(&k.BackoffLimit), "backoff-limit", "job.yaml: retries of a pod lost to a node failure or preemption (0 = none) (default 2)")
+	f.Var((*backoffLimit)(&k.BackoffLimit), "backoff-limit", "job.yaml: retries of a pod lost to a node failure or preemption (0 = none)")
 	if !grpo {
 		return
 	}

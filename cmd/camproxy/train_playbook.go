@@ -47,7 +47,7 @@ becomes playbook.json. With --rollout-url each version is scored by agent runs
 through camproxy on held-out tasks. Model answers are journaled, so an
 interrupted run resumes where it stopped.`,
 		Example: `  camproxy train playbook --model openai/gpt-4o --out playbooks
-  camproxy train playbook --model openai/gpt-4o --out playbooks --rollout-url http://127.0.0.1:8081 --val 0.2 --group 3
+  camproxy train playbook --model openai/gpt-4o --out playbooks --rollout-url http://127.0.0.1:9090 --val 0.2 --group 3
   camproxy train playbook --dry-run`,
 		Args: c.checks(func(p *problems, args []string) {
 			p.noArgs(args)
@@ -75,7 +75,7 @@ interrupted run resumes where it stopped.`,
 	f.IntVar(&a.maxEntries, "max-entries", playbook.DefaultMaxEntries, "at most this many entries (the lowest helpful − harmful go, oldest first); 0 = no bound")
 	f.IntVar(&a.maxContent, "max-content", playbook.DefaultMaxContent, "longest entry content in characters")
 	f.IntVar(&a.graduate, "graduate", learn.DefaultGraduate, "failure replay: a failed task leaves the queue after passing this many rollouts")
-	f.IntVar(&a.evict, "evict", learn.DefaultEvict, "failure replay: … or after failing this many times (reflections without --rollout-url)")
+	f.IntVar(&a.evict, "evict", learn.DefaultEvict, "failure replay: a failed task leaves the queue after failing this many times (reflections without --rollout-url)")
 	f.IntVar(&a.maxTurns, "max-turns", learn.DefaultMaxTurns, "model turns per role and iteration; the last one is asked to finish")
 	f.IntVar(&a.maxToolBytes, "max-tool-bytes", trainer.DefaultMaxToolBytes, "a sandbox tool result is cut at this many bytes")
 	f.StringVar(&a.workDir, "work-dir", "", "where the per-step sandboxes are made (default the system temp dir)")

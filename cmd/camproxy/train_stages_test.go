@@ -500,7 +500,7 @@ func TestTrainStagesUsage(t *testing.T) {
 		{[]string{"train", "grpo", "--data", data, "--out", dir, "--model", "m", "--n", "1", "--rollout-url", "camproxy:9090"}, 2, "camproxy:9090\": want http(s)://HOST:PORT of camproxy's admin plane; n 1"},
 		{[]string{"train", "dpo", "--out", dir, "--min-runs", "0"}, 2, "--min-runs 0: want 1 or more"},
 		{[]string{"train", "ppo"}, 2, `unknown command "ppo": want dpo, grpo, merge, playbook, reflect, serve-config, sft`},
-		{[]string{"train", "sft", "--dat", data, "--val", "x", "--epochs", "-1"}, 2, "train sft: 5 problems:\n  unknown flag --dat (did you mean --data?)\n  --val \"x\": invalid syntax\n  --out is required\n  --data is required"},
+		{[]string{"train", "sft", "--dat", data, "--val", "x", "--epochs", "-1"}, 2, "train sft: 5 problems:\n  unknown flag --dat; did you mean --data?\n  --val \"x\": want a number\n  --out is required\n  --data is required"},
 	} {
 		_, errOut, code := runCLI(t, c.args...)
 		if code != c.code || !strings.Contains(errOut, c.want) {
