@@ -45,6 +45,12 @@ and the old one keeps serving. SIGTERM drains calls in flight, then exits 0.`,
 
 func (c *cli) serve(ctx context.Context, path string, logs logFlags) error {
 	log := logs.logger(c.stderr)
+	if path == "" {
+		path, _ = c.getenv("CAMPROXY_CONFIG")
+	}
+	// The file's version as loaded, taken before it is read: an edit made while
+	// starting is a change the watcher sees (taken later, it would be the baseline).
+	loaded := fileStamp(path)
 	cfg, err := loadConfig(path, c.getenv)
 	if err != nil {
 		return err
@@ -56,10 +62,7 @@ func (c *cli) serve(ctx context.Context, path string, logs logFlags) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	if path == "" {
-		path, _ = c.getenv("CAMPROXY_CONFIG")
-	}
-	go watchConfig(ctx, path, c.getenv, a, log)
+	go watchConfig(ctx, path, loaded, c.getenv, a, log)
 	return a.Run(ctx)
 }
 
@@ -68,13 +71,13 @@ const configPoll = 2 * time.Second
 
 // watchConfig reloads the config on SIGHUP or when its file changes. A config that
 // does not load or validate is refused with a log line; the old one keeps serving.
-func watchConfig(ctx context.Context, path string, getenv func(string) (string, bool), a *app.App, log *slog.Logger) {
+func watchConfig(ctx context.Context, path, loaded string, getenv func(string) (string, bool), a *app.App, log *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	t := time.NewTicker(configPoll)
 	defer t.Stop()
-	last := fileStamp(path)
+	last := loaded
 	for {
 		select {
 		case <-ctx.Done():
