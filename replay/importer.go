@@ -3,6 +3,7 @@ package replay
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -408,6 +409,34 @@ func importRowLine(line []byte, emit func([]byte) error) (int, error) {
 // of each row (see RowEvents). Parquet needs random access: the footer holds the
 // schema.
 func ImportParquet(r io.ReaderAt, size int64, emit func(line []byte) error) (episodes, events int, err error) {
+	return importParquet(r, size, nil, emit)
+}
+
+// ImportParquetPart is ImportParquet for a part file of a partitioned export: the
+// arm and task id that its path names (…/arm=cam/task_id=t1/part-00000.parquet) and
+// the file does not repeat fill its rows.
+func ImportParquetPart(path string, r io.ReaderAt, size int64, emit func(line []byte) error) (episodes, events int, err error) {
+	fill := func(*Row) {}
+	for _, seg := range strings.Split(filepath.ToSlash(filepath.Dir(path)), "/") {
+		k, v, ok := strings.Cut(seg, "=")
+		if !ok {
+			continue
+		}
+		v = hiveUnescape(v)
+		if v == hiveNull {
+			v = ""
+		}
+		switch prev := fill; partitionColumn(hiveUnescape(k)) {
+		case PartitionArm:
+			fill = func(r *Row) { prev(r); r.Arm = cmp.Or(r.Arm, v) }
+		case PartitionTask:
+			fill = func(r *Row) { prev(r); r.TaskID = cmp.Or(r.TaskID, v) }
+		}
+	}
+	return importParquet(r, size, fill, emit)
+}
+
+func importParquet(r io.ReaderAt, size int64, fill func(*Row), emit func(line []byte) error) (episodes, events int, err error) {
 	f, err := parquet.OpenFile(r, size)
 	if err != nil {
 		return 0, 0, fmt.Errorf("parquet: %w", err)
@@ -418,7 +447,11 @@ func ImportParquet(r io.ReaderAt, size int64, emit func(line []byte) error) (epi
 	for {
 		n, rerr := rd.Read(buf)
 		for i := range buf[:n] {
-			k, err := emitRow(fromParquet(buf[i]), emit)
+			row := fromParquet(buf[i])
+			if fill != nil {
+				fill(&row)
+			}
+			k, err := emitRow(row, emit)
 			events += k
 			if err != nil {
 				return episodes, events, fmt.Errorf("parquet row %d: %w", episodes, err)

@@ -143,15 +143,25 @@ func TestExportPartitioned(t *testing.T) {
 	if err != nil || len(parts) < len(tasks) {
 		t.Fatalf("%d part files under arm=imported/task_id=*, want one per task (%d): %v", len(parts), len(tasks), err)
 	}
-	// Each partition's files read back through replay import: every episode once.
+	// The directory reads back through replay import: every episode once, with the
+	// arm and task id its partition directories name (the files do not repeat them).
 	back := "file://" + filepath.Join(t.TempDir(), "back")
-	for _, p := range parts {
-		if _, errOut, code := runCLI(t, "replay", "import", p, "--to", back); code != 0 {
-			t.Fatalf("import %s: exit %d: %s", p, code, errOut)
-		}
+	if out, errOut, code := runCLI(t, "replay", "import", dir, "--to", back); code != 0 || !strings.Contains(out, "imported "+itoa(len(all))+" episodes") {
+		t.Fatalf("import %s: exit %d: %s%s", dir, code, out, errOut)
 	}
-	if got := statsEpisodes(t, "--from", back); got != len(all) {
-		t.Errorf("imported back %d episodes, want %d", got, len(all))
+	if got := statsEpisodes(t, "--from", back, "--arm", "imported"); got != len(all) {
+		t.Errorf("imported back %d episodes of arm imported, want %d", got, len(all))
+	}
+	if got := statsEpisodes(t, "--from", back, "--task", all[0].TaskID); got != statsEpisodes(t, "--from", uri, "--task", all[0].TaskID) {
+		t.Errorf("imported back %d episodes of task %s, want as many as the buffer", got, all[0].TaskID)
+	}
+	// One part file alone takes its partition's values too.
+	one := "file://" + filepath.Join(t.TempDir(), "one")
+	if _, errOut, code := runCLI(t, "replay", "import", parts[0], "--to", one); code != 0 {
+		t.Fatalf("import %s: exit %d: %s", parts[0], code, errOut)
+	}
+	if got := statsEpisodes(t, "--from", one, "--arm", "imported"); got == 0 || got != statsEpisodes(t, "--from", one) {
+		t.Errorf("a part file imported %d episodes of arm imported, want all of its %d", got, statsEpisodes(t, "--from", one))
 	}
 	for _, tc := range []struct {
 		args []string

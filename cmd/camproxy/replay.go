@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -68,11 +69,13 @@ type importArgs struct {
 func (c *cli) replayImportCmd() *cobra.Command {
 	var a importArgs
 	cmd := &cobra.Command{
-		Use:   "import FILE",
+		Use:   "import FILE|DIR",
 		Short: "Copy trajectories or events into a replay buffer",
 		Long: `Copy trajectories or events into a replay buffer: tau-bench results (one
 episode per run, with its reward), replay events (JSON Lines, as camproxy records
-them), or what replay export wrote (JSON Lines rows or Parquet). The format is
+them), or what replay export wrote (JSON Lines rows, Parquet, or a directory of
+partitioned Parquet, whose part files take the arm and task id of their
+partition directories). The format is
 detected from the file unless --format names it. Events keep their ids, so
 importing the same file twice adds no episode (its events are written again and
 dropped as duplicates when the buffer is read). History is written outside the
@@ -111,6 +114,9 @@ func completeFiles(*cobra.Command, []string, string) ([]cobra.Completion, cobra.
 }
 
 func (c *cli) replayImport(ctx context.Context, a importArgs) error {
+	if isDir(a.file) {
+		return c.importDir(ctx, a)
+	}
 	stdout, stderr := c.stdout, c.stderr
 	f, err := openInput(a.file)
 	if err != nil {
@@ -125,11 +131,9 @@ func (c *cli) replayImport(ctx context.Context, a importArgs) error {
 	if a.format != replay.FormatTauBench && (a.arm != "" || a.domain != "") {
 		return usagef("replay import: %s is %s input; --arm and --domain apply to tau-bench only", a.file, a.format)
 	}
-	// History keeps its own times: written outside the time partitions (of the hour
-	// of the import), every window reads it.
-	sink, err := replay.OpenSink(ctx, a.to, replay.OpenOptions{Writer: "import-" + strconv.Itoa(os.Getpid()), Unpartitioned: true})
+	sink, err := openImportSink(ctx, a.to)
 	if err != nil {
-		return uriError("replay import", "--to", a.to, err)
+		return err
 	}
 	w := &batchWriter{ctx: ctx, sink: sink, progress: stderr, last: time.Now()}
 	n, err := importFile(a, f, w.emit)
@@ -144,6 +148,67 @@ func (c *cli) replayImport(ctx context.Context, a importArgs) error {
 		return fmt.Errorf("replay import: close %s: %w", replay.Redact(a.to), cerr)
 	}
 	fmt.Fprintf(stdout, "imported %s into %s\n", importSummary(a.format, n, w.total), replay.Redact(a.to))
+	return nil
+}
+
+// openImportSink opens --to for an import. History keeps its own times: it is
+// written outside the time partitions (of the hour of the import), where every
+// window reads it.
+func openImportSink(ctx context.Context, to string) (replay.Sink, error) {
+	sink, err := replay.OpenSink(ctx, to, replay.OpenOptions{Writer: "import-" + strconv.Itoa(os.Getpid()), Unpartitioned: true})
+	if err != nil {
+		return nil, uriError("replay import", "--to", to, err)
+	}
+	return sink, nil
+}
+
+// importDir imports every Parquet file under a directory: a partitioned export (its
+// part files take the arm and task id of their partition directories).
+func (c *cli) importDir(ctx context.Context, a importArgs) error {
+	var files []string
+	err := filepath.WalkDir(a.file, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.EqualFold(filepath.Ext(path), ".parquet") {
+			files = append(files, path)
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return usagef("replay import: %v", err)
+	case len(files) == 0:
+		return usagef("replay import: %s holds no .parquet file (a directory is read as a partitioned export)", a.file)
+	case a.format != "" && a.format != replay.FormatParquet || a.arm != "" || a.domain != "":
+		return usagef("replay import: %s is a directory: its Parquet files are imported; --format, --arm and --domain do not apply", a.file)
+	}
+	sink, err := openImportSink(ctx, a.to)
+	if err != nil {
+		return err
+	}
+	w := &batchWriter{ctx: ctx, sink: sink, progress: c.stderr, last: time.Now()}
+	episodes := 0
+	for _, path := range files {
+		one := importArgs{format: replay.FormatParquet, file: path, to: a.to}
+		f, err := openInput(path)
+		if err != nil {
+			sink.Close()
+			return err
+		}
+		n, err := importFile(one, f, w.emit)
+		f.Close()
+		episodes += n
+		if err != nil {
+			sink.Close()
+			return w.explain(one, err)
+		}
+	}
+	err = w.flush()
+	if cerr := sink.Close(); err == nil && cerr != nil {
+		return fmt.Errorf("replay import: close %s: %w", replay.Redact(a.to), cerr)
+	}
+	if err != nil {
+		return w.explain(a, err)
+	}
+	fmt.Fprintf(c.stdout, "imported %d episodes (%d events) from %d Parquet files of %s into %s\n", episodes, w.total, len(files), a.file, replay.Redact(a.to))
 	return nil
 }
 
@@ -183,7 +248,7 @@ func importFile(a importArgs, f *os.File, emit func([]byte) error) (int, error) 
 		if err != nil {
 			return 0, err
 		}
-		n, _, err := replay.ImportParquet(f, st.Size(), emit)
+		n, _, err := replay.ImportParquetPart(a.file, f, st.Size(), emit)
 		return n, err
 	}
 	domain := a.domain

@@ -206,7 +206,7 @@ func TestReplayExitCodes(t *testing.T) {
 		{"missing FILE", []string{"replay", "import", "--format", "tau-bench", "nope/missing.json", "--to", tmp}, 2, "nope/missing.json"},
 		{"no FILE", []string{"replay", "import", "--format", "jsonl", "--to", tmp}, 2, "FILE"},
 		{"two FILEs", []string{"replay", "import", "--format", "jsonl", small, small, "--to", tmp}, 2, "exactly one FILE"},
-		{"FILE is a directory", []string{"replay", "import", "--format", "jsonl", ".", "--to", tmp}, 2, "not a readable file"},
+		{"FILE is a directory", []string{"replay", "import", "--format", "jsonl", ".", "--to", tmp}, 2, ". holds no .parquet file"},
 		{"undetectable format", []string{"replay", "import", junk, "--to", tmp}, 2, "name it with --format tau-bench|jsonl|parquet"},
 		{"--arm with detected jsonl", []string{"replay", "import", "--arm", "x", "../../replay/testdata/cli_events.jsonl", "--to", tmp}, 2, "tau-bench only"},
 		{"unknown import --format", []string{"replay", "import", "--format", "csv", small, "--to", tmp}, 2, `"csv"`},
