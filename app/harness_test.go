@@ -200,19 +200,7 @@ func (e *env) turn(a *agent) http.Header {
 }
 
 func (e *env) metric(name string) string {
-	resp, err := http.Get(e.admin + "/metrics")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, name) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
+	return testkit.MetricLines(e.t, e.admin, name)
 }
 
 // newS3 starts an in-process S3 with a "replay" bucket and points the AWS default

@@ -459,7 +459,7 @@ func (r Replay) check(p *problems) {
 func checkSink(sink string) string {
 	u, err := url.Parse(sink)
 	if err != nil {
-		return fmt.Sprintf("is not a URI: %v", urlErr(err))
+		return fmt.Sprintf("is not a URI: %v", redisx.URLError(err))
 	}
 	switch u.Scheme {
 	case "file":
@@ -505,7 +505,7 @@ func checkHTTPURL(p *problems, key, raw string) {
 	case raw == "":
 		p.add(key, "required: an http(s) URL")
 	case err != nil:
-		p.add(key, "is not a URL: %v", urlErr(err))
+		p.add(key, "is not a URL: %v", redisx.URLError(err))
 	case u.Scheme != "http" && u.Scheme != "https":
 		p.add(key, "%q is not an absolute http(s) URL", redactURL(raw))
 	case u.Host == "":
@@ -529,14 +529,6 @@ func checkPositive(p *problems, key string, d time.Duration) {
 	if d <= 0 {
 		p.add(key, "must be > 0, got %v", d)
 	}
-}
-
-// urlErr drops the URL that a *url.Error repeats, since it may hold a password.
-func urlErr(err error) error {
-	if ue, ok := errors.AsType[*url.Error](err); ok {
-		return ue.Err
-	}
-	return err
 }
 
 // isAugmenterName reports whether s matches ^[a-z0-9][a-z0-9_-]*$.
@@ -713,7 +705,7 @@ func checkStore(p *problems, key, raw string) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		p.add(key, "is not a URI: %v", urlErr(err))
+		p.add(key, "is not a URI: %v", redisx.URLError(err))
 		return
 	}
 	switch u.Scheme {

@@ -173,7 +173,7 @@ func parseURI(uri string) (*uriSpec, error) {
 			// url.Parse's message may quote part of a password.
 			return nil, badURI(uri, "not a valid URL")
 		}
-		return nil, badURI(uri, "not a valid URL: %v", urlErr(err))
+		return nil, badURI(uri, "not a valid URL: %v", redisx.URLError(err))
 	}
 	if strings.Contains(uri, "#") {
 		return nil, badURI(uri, "unexpected \"#\" (escape it as %%23)")
@@ -228,11 +228,11 @@ func parseRedisURI(uri string) (*uriSpec, error) {
 	if err != nil {
 		return nil, badURI(uri, "%s", redisReason(err))
 	}
-	sp := &uriSpec{scheme: "redis", redis: ru, stream: lastValue(ru.Params, "stream")}
+	sp := &uriSpec{scheme: "redis", redis: ru, stream: redisx.LastValue(ru.Params, "stream")}
 	if sp.stream == "" {
 		return nil, badURI(uri, "no stream name; add ?stream=camproxy:replay")
 	}
-	if v := lastValue(ru.Params, "maxlen"); v != "" {
+	if v := redisx.LastValue(ru.Params, "maxlen"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
 			return nil, badURI(uri, "maxlen %q is not a whole number >= 0", v)
@@ -270,13 +270,13 @@ func parseS3URI(uri string, u *url.URL, q url.Values) (*uriSpec, error) {
 			return nil, badURI(uri, "unknown query parameter %q; an s3 URI takes region and endpoint", k)
 		}
 	}
-	sp.region = lastValue(q, "region")
+	sp.region = redisx.LastValue(q, "region")
 	for _, c := range sp.region {
 		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
 			return nil, badURI(uri, "region %q is not a region name such as us-east-1", sp.region)
 		}
 	}
-	if ep := lastValue(q, "endpoint"); ep != "" {
+	if ep := redisx.LastValue(q, "endpoint"); ep != "" {
 		e, err := url.Parse(ep)
 		if err != nil || e.Scheme != "http" && e.Scheme != "https" || e.Host == "" {
 			return nil, badURI(uri, "endpoint must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:9000")
@@ -287,22 +287,6 @@ func parseS3URI(uri string, u *url.URL, q url.Values) (*uriSpec, error) {
 		sp.endpoint = ep
 	}
 	return sp, nil
-}
-
-// lastValue is the last value of a query parameter, as go-redis reads its own.
-func lastValue(q url.Values, key string) string {
-	if vs := q[key]; len(vs) > 0 {
-		return vs[len(vs)-1]
-	}
-	return ""
-}
-
-// urlErr drops the URL that a *url.Error repeats, since it may hold a password.
-func urlErr(err error) error {
-	if ue, ok := errors.AsType[*url.Error](err); ok {
-		return ue.Err
-	}
-	return err
 }
 
 // Redact returns uri with any password replaced by "****", safe for logs and metric

@@ -265,19 +265,7 @@ func (f *fleet) conversations(prefix string, tasks int) []*run {
 }
 
 func (p *proc) metric(t *testing.T, name string) string {
-	resp, err := http.Get(p.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, name) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
+	return testkit.MetricLines(t, p.admin, name)
 }
 
 // allReady waits until every process says ready with every Redis part up.

@@ -71,7 +71,7 @@ func Parse(raw string, own ...string) (*URL, error) {
 		if strings.Contains(raw, "@") {
 			return nil, bad("not a valid URL") // url.Parse's message may quote part of a password
 		}
-		return nil, bad("not a valid URL: %v", urlErr(err))
+		return nil, bad("not a valid URL: %v", URLError(err))
 	}
 	if strings.Contains(raw, "#") {
 		return nil, bad("unexpected \"#\" (escape it as %%23)")
@@ -121,7 +121,7 @@ func Parse(raw string, own ...string) (*URL, error) {
 		}
 		db = n
 	}
-	if v := lastValue(q, "db"); v != "" {
+	if v := LastValue(q, "db"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
 			return nil, bad("db must be a database number >= 0")
@@ -133,7 +133,7 @@ func Parse(raw string, own ...string) (*URL, error) {
 	out.clean = r.String()
 	switch {
 	case q.Has("master_name"):
-		if lastValue(q, "master_name") == "" {
+		if LastValue(q, "master_name") == "" {
 			return nil, bad("master_name is empty")
 		}
 		out.Kind = Sentinel
@@ -149,7 +149,7 @@ func Parse(raw string, own ...string) (*URL, error) {
 		out.Single, err = redis.ParseURL(out.clean)
 	}
 	if err != nil {
-		return nil, bad("%v", urlErr(err))
+		return nil, bad("%v", URLError(err))
 	}
 	return out, nil
 }
@@ -243,16 +243,16 @@ func bad(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadURL, fmt.Sprintf(format, args...))
 }
 
-// lastValue is the last value of a query parameter, as go-redis reads its own.
-func lastValue(q url.Values, key string) string {
+// LastValue is the last value of a query parameter, as go-redis reads its own.
+func LastValue(q url.Values, key string) string {
 	if vs := q[key]; len(vs) > 0 {
 		return vs[len(vs)-1]
 	}
 	return ""
 }
 
-// urlErr drops the URL that a *url.Error repeats, since it may hold a password.
-func urlErr(err error) error {
+// URLError drops the URL that a *url.Error repeats, since it may hold a password.
+func URLError(err error) error {
 	if ue, ok := errors.AsType[*url.Error](err); ok {
 		return ue.Err
 	}

@@ -1,6 +1,9 @@
 package testkit
 
 import (
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -82,4 +85,23 @@ func Patience(t testing.TB) time.Duration {
 		return time.Until(end)
 	}
 	return time.Hour
+}
+
+// MetricLines is the lines of admin's /metrics (admin is its base URL) that start
+// with name: a family's samples, for a test to read or print.
+func MetricLines(t testing.TB, admin, name string) string {
+	t.Helper()
+	resp, err := http.Get(admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, name) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
