@@ -791,22 +791,35 @@ func (l *learner) runStep(ctx context.Context, champN float64) error {
 	if err != nil {
 		return fmt.Errorf("learn.from: %w", err)
 	}
-	buf, err := replay.Read(ctx, src)
-	if c, ok := src.(interface{ Close() error }); ok {
-		_ = c.Close()
-	}
-	if err != nil {
-		return fmt.Errorf("learn.from: %w", err)
-	}
 	var eps []*replay.Episode
 	cutoff := st.Cutoff
-	for _, ep := range buf.Episodes {
+	keep := func(ep *replay.Episode) error {
 		if ep.Arm == st.Champion && ep.Reward != nil && ep.RewardAt.After(st.Cutoff) {
 			eps = append(eps, ep)
 			if ep.RewardAt.After(cutoff) {
 				cutoff = ep.RewardAt
 			}
 		}
+		return nil
+	}
+	var buf *replay.Buffer // every episode: only a guidance refresh reflects on them all
+	if l.guide != nil {
+		if buf, err = replay.Read(ctx, src); err == nil {
+			for _, ep := range buf.Episodes {
+				_ = keep(ep)
+			}
+		}
+	} else {
+		// A fleet's buffer is far larger than one step: stream the champion's
+		// episodes (the rest spill, bounded) and keep those rewarded since the last.
+		_, err = replay.Episodes(ctx, src, replay.ReadOptions{Select: replay.Selection{Arms: []string{st.Champion}}}, keep)
+		replay.SortEpisodes(eps) // Buffer order, as a step has always seen them
+	}
+	if c, ok := src.(interface{ Close() error }); ok {
+		_ = c.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("learn.from: %w", err)
 	}
 	// The replay buffer lags the statistics (sinks write in batches, rewards arrive
 	// through other replicas): wait a little for the episodes that were counted.
