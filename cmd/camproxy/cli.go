@@ -203,24 +203,17 @@ func commandName(cmd *cobra.Command) string {
 	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
 }
 
-// didYouMean is "; did you mean X?" (or "X or Y" when what was typed starts several
-// names), or "" when nothing is near; format quotes each name.
+// didYouMean is "; did you mean X?" (or "X or Y", suggest.Candidates), or "" when
+// nothing is near; format quotes each name.
 func didYouMean(typed string, names []string, format string) string {
-	var starts []string
-	for _, n := range names {
-		if len(typed) >= 2 && strings.HasPrefix(n, typed) {
-			starts = append(starts, fmt.Sprintf(format, n))
-		}
+	var quoted []string
+	for _, n := range suggest.Candidates(typed, names) {
+		quoted = append(quoted, fmt.Sprintf(format, n))
 	}
-	if len(starts) == 0 {
-		if near := suggest.Closest(typed, names); near != "" {
-			starts = append(starts, fmt.Sprintf(format, near))
-		}
-	}
-	if len(starts) == 0 {
+	if len(quoted) == 0 {
 		return ""
 	}
-	return "; did you mean " + orList(starts) + "?"
+	return "; did you mean " + orList(quoted) + "?"
 }
 
 // problems are what is wrong with a command line, each a short sentence naming the

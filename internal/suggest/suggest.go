@@ -25,6 +25,25 @@ func Closest(unknown string, known []string) string {
 	return best
 }
 
+// Candidates are the known names an unknown one was probably meant to be: those it
+// starts (at least two characters typed: rep → replay, report), else Closest's one,
+// else none.
+func Candidates(unknown string, known []string) []string {
+	var starts []string
+	for _, k := range known {
+		if len(unknown) >= 2 && strings.HasPrefix(k, unknown) {
+			starts = append(starts, k)
+		}
+	}
+	if len(starts) > 0 {
+		return starts
+	}
+	if near := Closest(unknown, known); near != "" {
+		return []string{near}
+	}
+	return nil
+}
+
 func commonPrefix(a, b string) int {
 	n := 0
 	for n < len(a) && n < len(b) && a[n] == b[n] {

@@ -1,6 +1,9 @@
 package suggest
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestDistance(t *testing.T) {
 	for _, tt := range []struct {
@@ -28,6 +31,24 @@ func TestClosest(t *testing.T) {
 	} {
 		if got := Closest(tt.in, known); got != tt.want {
 			t.Errorf("Closest(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestCandidates(t *testing.T) {
+	known := []string{"completion", "replay", "report", "dev", "format", "from"}
+	for _, tt := range []struct {
+		in   string
+		want []string
+	}{
+		{"rep", []string{"replay", "report"}}, // what it starts wins over a nearer name (dev)
+		{"fo", []string{"format"}},
+		{"reprot", []string{"report"}}, // no name it starts: the closest
+		{"r", nil},                     // one character starts too much, and is near nothing
+		{"zzzz", nil},
+	} {
+		if got := Candidates(tt.in, known); !slices.Equal(got, tt.want) {
+			t.Errorf("Candidates(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
