@@ -41,7 +41,10 @@ var errClientGone = errors.New("client went away")
 // upstreamError maps a failed round trip to what the agent sees.
 func upstreamError(target string, err error) *Error {
 	var ne net.Error
+	var bad *badAnswerError
 	switch {
+	case errors.As(err, &bad):
+		return &Error{Status: http.StatusBadGateway, Type: "upstream_error", Msg: "upstream " + target + " broke HTTP/1.1", Err: err}
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout(),
 		strings.Contains(err.Error(), "timeout awaiting response headers"):
 		return &Error{Status: http.StatusGatewayTimeout, Type: "upstream_timeout",

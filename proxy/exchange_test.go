@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -154,6 +156,89 @@ func newForwardServer() *Server {
 	return s
 }
 
+// hangingDial is an upstream whose dial never completes (until it is given up on),
+// through the client named, for tests on synctest's clock.
+func hangingDial(t *testing.T, client string, firstByte time.Duration) *Upstream {
+	t.Helper()
+	base, _ := url.Parse("http://upstream.test")
+	up := &Upstream{Name: "openai", Base: base, FirstByteTimeout: firstByte, IdleTimeout: time.Minute}
+	// A dial that never completes; net/http keeps dialling after the call gave
+	// up (for a later call), so that one ends after a while.
+	hang := func(ctx context.Context) (net.Conn, error) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Minute):
+		}
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("no answer")}
+	}
+	if client == "net/http" {
+		up.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return hang(ctx) }}
+	}
+	up.init()
+	if client == "fasthttp" {
+		if up.client != nil {
+			t.Skip("an HTTP proxy in the environment takes the net/http path")
+		}
+		up.hostClient("http", "upstream.test").DialTimeout = func(_ string, timeout time.Duration) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			return hang(ctx)
+		}
+	}
+	return up
+}
+
+// TestHardeningDialCancelled (issue 27): a dial in progress does not hold a call whose
+// client left, nor one whose shutdown grace period ended: the call is freed at the
+// watcher's next check, not when the dial gives up (first_byte_timeout, a minute
+// here; fasthttp's dial takes no context, so before, the call waited it out).
+func TestHardeningDialCancelled(t *testing.T) {
+	const firstByte = time.Minute
+	const causeAt = 2100 * time.Millisecond // between two of the watcher's checks
+	want := (causeAt/peerPoll + 1) * peerPoll
+	for _, client := range []string{"fasthttp", "net/http"} {
+		for _, cause := range []string{"client gone", "shutdown"} {
+			t.Run(client+"/"+cause, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					up := hangingDial(t, client, firstByte)
+					s := newForwardServer()
+					defer s.cancelBase()
+					var left atomic.Bool
+					s.peerGone = func(net.Conn) bool { return left.Load() } // a pipe cannot be peeked at
+					agent, other := net.Pipe()
+					defer agent.Close()
+					defer other.Close()
+					var fc fasthttp.RequestCtx
+					fc.Init2(agent, log.New(io.Discard, "", 0), true)
+					fc.Request.Header.SetMethod("POST")
+					fc.Request.SetRequestURI("/v1/chat/completions")
+					go func() {
+						time.Sleep(causeAt)
+						if cause == "client gone" {
+							left.Store(true)
+						} else {
+							s.cancelBase()
+						}
+					}()
+					start := time.Now()
+					res := s.forward(&fc, up, []byte(`{}`), false, StyleOpenAI, nil)
+					took := time.Since(start) // synctest's clock: exact
+					wantStatus := 499
+					if cause == "shutdown" {
+						wantStatus = http.StatusServiceUnavailable
+					}
+					if res.status != wantStatus || took != want {
+						t.Fatalf("status %d after %v; want %d at the first check after the %s (%v)", res.status, took, wantStatus, cause, want)
+					}
+					faultRow(t, "upstream", "dial hangs, then "+cause+" ("+client+")",
+						fmt.Sprintf("call freed after %v (fake clock; cause at %v, dial bound %v), %d", took, causeAt, firstByte, res.status), "-")
+					time.Sleep(time.Hour) // let the clients' background dial and idle cleaner end
+				})
+			})
+		}
+	}
+}
+
 // TestHardeningFirstByteTimeoutBoundsConnect (issue 18 item 2): first_byte_timeout is one deadline from the start
 // of the call: an upstream that never accepts gets the agent a 504 when it passes,
 // not after a dial timeout of its own. The dial here blocks until it is given up on,
@@ -164,31 +249,7 @@ func TestHardeningFirstByteTimeoutBoundsConnect(t *testing.T) {
 	for _, client := range []string{"fasthttp", "net/http"} {
 		t.Run(client, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				base, _ := url.Parse("http://upstream.test")
-				up := &Upstream{Name: "openai", Base: base, FirstByteTimeout: firstByte, IdleTimeout: time.Minute}
-				// A dial that never completes; net/http keeps dialling after the call gave
-				// up (for a later call), so that one ends after a while.
-				hang := func(ctx context.Context) (net.Conn, error) {
-					select {
-					case <-ctx.Done():
-					case <-time.After(10 * time.Minute):
-					}
-					return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("no answer")}
-				}
-				if client == "net/http" {
-					up.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return hang(ctx) }}
-				}
-				up.init()
-				if client == "fasthttp" {
-					if up.client != nil {
-						t.Skip("an HTTP proxy in the environment takes the net/http path")
-					}
-					up.hostClient("http", "upstream.test").DialTimeout = func(_ string, timeout time.Duration) (net.Conn, error) {
-						ctx, cancel := context.WithTimeout(context.Background(), timeout)
-						defer cancel()
-						return hang(ctx)
-					}
-				}
+				up := hangingDial(t, client, firstByte)
 				s := newForwardServer()
 				defer s.cancelBase()
 				var fc fasthttp.RequestCtx

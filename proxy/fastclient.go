@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,7 +51,8 @@ type upCall struct {
 	stop     context.CancelFunc // net/http: cancels the request's context
 	timer    *time.Timer        // net/http: calls stop at the deadline
 	deadline time.Time
-	cause    error // why the call was cancelled (errClientGone, errShutdown); nil if it was not
+	cause    error         // why the call was cancelled (errClientGone, errShutdown); nil if it was not
+	done     chan struct{} // closed by cancel; made only for a call that waits on it (a dial)
 }
 
 // errShutdown is the cause of a call cut because shutdown's grace period ended.
@@ -67,6 +69,9 @@ func (c *upCall) cancel(cause error) {
 	defer c.mu.Unlock()
 	if c.cause == nil {
 		c.cause = cause
+		if c.done != nil {
+			close(c.done)
+		}
 	}
 	if c.conn != nil {
 		_ = c.conn.SetDeadline(past)
@@ -74,6 +79,19 @@ func (c *upCall) cancel(cause error) {
 	if c.stop != nil {
 		c.stop()
 	}
+}
+
+// stopped is closed when the call is cancelled.
+func (c *upCall) stopped() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.cause != nil {
+			close(c.done)
+		}
+	}
+	return c.done
 }
 
 // cancelled is the cause of a cancel, nil if there was none.
@@ -247,18 +265,16 @@ func (u *Upstream) fastRoundTrip(ctx context.Context, call *upCall, fc *fasthttp
 
 // fastAttempt is one try of fastRoundTrip; fresh says whether its connection was new.
 func fastAttempt(hc *fasthttp.HostClient, req *fasthttp.Request, call *upCall) (x *fastExchange, fresh bool, err error) {
-	t0 := time.Now()
 	wait := call.timeLeft(connectTimeout)
 	if wait <= 0 {
 		return nil, false, &timeoutError{"no time left to connect"}
 	}
 	// The pool gives an idle connection, or dials one within wait: its DialTimeout,
 	// or fasthttp's dialer, is given that time.
-	cc, err := hc.AcquireConn(wait, false)
+	cc, fresh, err := acquire(call, wait, hc, hc.AcquireConn, hc.CloseConn)
 	if err != nil {
 		return nil, true, err
 	}
-	fresh = !cc.CreatedTime().Before(t0)
 	conn := cc.Conn()
 	if !call.attach(conn) {
 		hc.CloseConn(cc)
@@ -275,6 +291,9 @@ func fastAttempt(hc *fasthttp.HostClient, req *fasthttp.Request, call *upCall) (
 		x = fastExchanges.Get().(*fastExchange)
 		if err = x.readHead(br, req.Header.IsHead()); err == nil {
 			x.put = func(reuse bool) {
+				// Bytes already read past the answer's end belong to no call: the
+				// connection is out of step with its requests, so it is closed.
+				reuse = reuse && br.Buffered() == 0
 				hc.ReleaseReader(br)
 				if cancelled := call.detach(); reuse && !cancelled {
 					hc.ReleaseConn(cc)
@@ -290,6 +309,76 @@ func fastAttempt(hc *fasthttp.HostClient, req *fasthttp.Request, call *upCall) (
 	call.detach()
 	hc.CloseConn(cc)
 	return nil, fresh, err
+}
+
+// pooledConn is what camproxy uses of a fasthttp pool connection (whose type the
+// library does not export).
+type pooledConn interface {
+	Conn() net.Conn
+	CreatedTime() time.Time
+}
+
+// maxStale bounds the idle connections one call looks at and drops before it dials.
+const maxStale = 8
+
+// acquire takes a connection for the call from hc's pool (get is hc.AcquireConn,
+// drop hc.CloseConn). An idle connection is used only if the upstream has neither
+// closed it nor written to it while it rested: bytes there answer no call of ours (a
+// late answer, bytes after an answer's end), and the call that read them would take
+// them for its own answer. Such a connection is closed and the next one looked at.
+//
+// With no idle connection left, the pool dials. fasthttp's dial takes no context, so
+// it runs on a goroutine of its own and the call waits for it or for its cancel
+// (client gone, shutdown), whichever comes first: a departed client frees the call at
+// once, and a dial that completes after the call left gives its connection to the
+// pool. fresh says whether the connection is new.
+func acquire[C pooledConn](call *upCall, wait time.Duration, hc *fasthttp.HostClient, get func(time.Duration, bool) (C, error), drop func(C)) (cc C, fresh bool, err error) {
+	for range maxStale {
+		if hc.IdleConnsCount() == 0 {
+			break
+		}
+		t0 := time.Now()
+		if cc, err = get(wait, false); err != nil {
+			return cc, true, err
+		}
+		if !cc.CreatedTime().Before(t0) { // the idle one was taken meanwhile: this one is new
+			return cc, true, nil
+		}
+		if closed, waiting, _ := peek(cc.Conn()); !closed && !waiting {
+			return cc, false, nil
+		}
+		drop(cc)
+	}
+	return dial[C](call, wait, hc)
+}
+
+// dial has hc dial a new connection, unless the call is cancelled first (see acquire).
+func dial[C pooledConn](call *upCall, wait time.Duration, hc *fasthttp.HostClient) (cc C, fresh bool, err error) {
+	var handoff atomic.Int32 // 1: the call takes the dial's result; 2: the call left without it
+	ready := make(chan struct{})
+	go func() {
+		c, derr := hc.AcquireConn(wait, false)
+		if handoff.CompareAndSwap(0, 1) {
+			if derr == nil {
+				cc = any(c).(C)
+			}
+			err = derr
+			close(ready)
+			return
+		}
+		if derr == nil {
+			hc.ReleaseConn(c)
+		}
+	}()
+	select {
+	case <-ready:
+	case <-call.stopped():
+		if handoff.CompareAndSwap(0, 2) {
+			return cc, true, errUpstreamCancelled
+		}
+		<-ready
+	}
+	return cc, true, err
 }
 
 // idleClosed says whether err is what a server that closed a kept-alive connection
@@ -325,13 +414,13 @@ func (x *fastExchange) readHead(br *bufio.Reader, head bool) error {
 	h := &x.resp.Header
 	for n := 0; ; n++ {
 		if err := h.Read(br); err != nil {
-			return err
+			return headError(err)
 		}
 		if code := h.StatusCode(); code < 100 || code > 199 || code == http.StatusSwitchingProtocols {
 			break
 		}
-		if n >= 10 {
-			return fmt.Errorf("upstream sent more than %d interim answers", n)
+		if n >= maxInterim {
+			return &badAnswerError{fmt.Sprintf("more than %d interim (1xx) answers before its answer", maxInterim)}
 		}
 	}
 	h.SetNoDefaultContentType(true) // relay the upstream's Content-Type, or none
@@ -350,6 +439,26 @@ func (x *fastExchange) readHead(br *bufio.Reader, head bool) error {
 		x.body = br
 	}
 	return nil
+}
+
+// maxInterim bounds the interim (1xx) answers skipped before an answer's head.
+const maxInterim = 10
+
+// badAnswerError is an answer that is not HTTP/1.1 as RFC 9112 defines it (a head
+// that does not parse, endless interim answers): the connection is out of step and is
+// closed; the agent gets a 502 that says what was wrong.
+type badAnswerError struct{ problem string }
+
+func (e *badAnswerError) Error() string { return e.problem }
+
+// headError is err of reading an answer's head: the connection's own error (a timeout,
+// a close, a reset) as it is, anything else a head that does not parse.
+func headError(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) || idleClosed(err) {
+		return err
+	}
+	return &badAnswerError{"an answer head that is not HTTP/1.1 (" + err.Error() + ")"}
 }
 
 // Read reads the body. httputil's chunked reader returns io.EOF at the last chunk;

@@ -48,6 +48,15 @@ func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, ide
 	}
 	s.m.UpstreamTTFB.WithLabelValues(up.Name).Observe(ttfb.Seconds())
 	h := ex.head()
+	if h.StatusCode() == http.StatusSwitchingProtocols {
+		// camproxy never asks for an upgrade (Upgrade is hop-by-hop): whatever the
+		// upstream now speaks on this connection is no answer to relay, and the
+		// connection can carry no other call.
+		stop()
+		ex.release(false)
+		return s.failCall(fc, up, st, t, call, &Error{Status: http.StatusBadGateway, Type: "upstream_error",
+			Msg: "upstream " + up.Base.Host + " answered 101 Switching Protocols to a call that asked for no protocol switch"}, "")
+	}
 	if bodiless(fc.Request.Header.IsHead(), h.StatusCode()) || !isStreamType(h.ContentType()) {
 		return s.deliver(fc, up, st, t, call, ex, ttfb, stop)
 	}
@@ -59,7 +68,11 @@ func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, ide
 // per call, checking both every peerPoll: most calls end before the first check, and
 // then cost that timer alone (no goroutine, no context.AfterFunc).
 func (s *Server) watch(conn net.Conn, call *upCall) func() {
-	w := &watcher{conn: conn, base: s.base, call: call}
+	gone := s.peerGone
+	if gone == nil {
+		gone = peerClosed
+	}
+	w := &watcher{conn: conn, gone: gone, base: s.base, call: call}
 	w.mu.Lock() // poll reads w.t under mu, so it sees the assignment
 	w.t = time.AfterFunc(peerPoll, w.poll)
 	w.mu.Unlock()
@@ -68,6 +81,7 @@ func (s *Server) watch(conn net.Conn, call *upCall) func() {
 
 type watcher struct {
 	conn    net.Conn // nil: no peer to watch (in-memory tests)
+	gone    func(net.Conn) bool
 	base    context.Context
 	call    *upCall
 	mu      sync.Mutex
@@ -80,7 +94,7 @@ func (w *watcher) poll() {
 	case w.base.Err() != nil:
 		w.call.cancel(errShutdown)
 		return
-	case w.conn != nil && peerClosed(w.conn):
+	case w.conn != nil && w.gone(w.conn):
 		w.call.cancel(errClientGone)
 		return
 	}
@@ -105,18 +119,19 @@ func idleMsg(up *Upstream) string {
 
 // callError is what the agent is told of a call that failed before anything was
 // relayed; nil when the client left (there is nobody to tell). what names the
-// deadline that was running.
+// deadline that was running. An *Error (from the round trip, or built by the caller)
+// already says its cause: it is told as it is, the cause named once.
 func callError(up *Upstream, call *upCall, err error, what string) *Error {
-	err = call.failure(err, what)
 	var e *Error
-	switch {
-	case errors.Is(err, errClientGone):
+	if !errors.As(err, &e) {
+		err = call.failure(err, what)
+	}
+	switch cause := call.cancelled(); {
+	case errors.Is(err, errClientGone) || errors.Is(cause, errClientGone):
 		return nil
-	case errors.Is(err, errShutdown):
-		return &Error{Status: http.StatusServiceUnavailable, Type: "upstream_cancelled", Msg: "upstream " + up.Base.Host + " call cut", Err: err}
-	case isTimeout(err):
-		return upstreamError(up.Base.Host, err)
-	case errors.As(err, &e):
+	case errors.Is(err, errShutdown) || errors.Is(cause, errShutdown):
+		return &Error{Status: http.StatusServiceUnavailable, Type: "upstream_cancelled", Msg: "upstream " + up.Base.Host + " call cut", Err: errShutdown}
+	case e != nil:
 		return e
 	}
 	return upstreamError(up.Base.Host, err)

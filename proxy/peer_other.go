@@ -4,5 +4,8 @@ package proxy
 
 import "net"
 
-// peerClosed cannot peek on this platform; a departed client is seen at the next write.
+// peek cannot look at a socket on this platform: a departed client is seen at the
+// next write, an upstream's stale connection at the next call's read.
+func peek(net.Conn) (closed, waiting, ok bool) { return false, false, false }
+
 func peerClosed(net.Conn) bool { return false }

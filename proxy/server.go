@@ -107,6 +107,9 @@ type Server struct {
 	bufs       sync.Pool
 	spliced    sync.Pool // *[]byte: spliced request bodies of at most maxPooledBody
 	tr         *tracing.Tracing
+	// peerGone says whether a client left (peerClosed; tests of connections that are
+	// not sockets set their own).
+	peerGone func(net.Conn) bool
 }
 
 // maxPooledBody is the largest body buffer kept for reuse. A larger one (bodies near
