@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/camproxy/camproxy/internal/redisx"
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 )
 
 // Redis-backed parts, as /readyz and camproxy_dependency_up{dependency="redis",part}
@@ -154,7 +154,7 @@ func (a *App) streamParts(cfg *config.Config) {
 	}
 	n := 0
 	for _, uri := range cfg.Replay.Sinks {
-		if !strings.HasPrefix(uri, "redis://") && !strings.HasPrefix(uri, "rediss://") {
+		if sp, err := location.Parse(uri); err != nil || sp.Scheme != location.Redis {
 			continue
 		}
 		part := partStream

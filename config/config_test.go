@@ -415,6 +415,9 @@ func TestBadConfig(t *testing.T) {
 		{"sink file no path", "replay: {sinks: ['file://']}", "replay.sinks[0]", "directory"},
 		{"sink s3 no bucket", "replay: {sinks: ['s3:///prefix']}", "replay.sinks[0]", "bucket"},
 		{"sink redis no host", "replay: {sinks: ['redis:///0']}", "replay.sinks[0]", "host"},
+		// Two that config check once accepted and serve refused (issue 27).
+		{"sink file host", "replay: {sinks: ['file://myhost/data/replay']}", "replay.sinks[0]", `file URI host "myhost"`},
+		{"sink s3 unknown parameter", "replay: {sinks: ['s3://bucket/p?foo=bar']}", "replay.sinks[0]", `unknown query parameter "foo"`},
 		{"sinks scalar", "replay: {sinks: 'file:///tmp/r'}", "replay.sinks", "list"},
 		{"queue", "replay: {queue: 0}", "replay.queue", "> 0"},
 		{"max answer bytes", "replay: {max_answer_bytes: -1}", "replay.max_answer_bytes", ">= 0"},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/camproxy/camproxy/internal/redisx"
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/replay/location"
 )
 
 // FieldError is one problem with one config key.
@@ -440,9 +441,7 @@ func (r Replay) check(p *problems) {
 		p.add("replay.sinks", "at least one sink is required, e.g. file://./camproxy-data/replay")
 	}
 	for i, sink := range r.Sinks {
-		if msg := checkSink(sink); msg != "" {
-			p.add(fmt.Sprintf("replay.sinks[%d]", i), "%s", msg)
-		}
+		checkLocation(p, fmt.Sprintf("replay.sinks[%d]", i), sink, location.Parse)
 	}
 	if r.Queue <= 0 {
 		p.add("replay.queue", "must be > 0, got %d", r.Queue)
@@ -455,35 +454,12 @@ func (r Replay) check(p *problems) {
 	}
 }
 
-// checkSink returns what is wrong with a replay sink URI, or "".
-func checkSink(sink string) string {
-	u, err := url.Parse(sink)
-	if err != nil {
-		return fmt.Sprintf("is not a URI: %v", redisx.URLError(err))
+// checkLocation adds what parse (location.Parse or ParseStore: the parser serve
+// opens them with) finds wrong with a replay URI or a store location.
+func checkLocation(p *problems, key, raw string, parse func(string) (*location.Spec, error)) {
+	if _, err := parse(raw); err != nil {
+		p.add(key, "%s", location.Reason(err))
 	}
-	switch u.Scheme {
-	case "file":
-		if u.Host+u.Path+u.Opaque == "" {
-			return "a file sink needs a directory, e.g. file:///var/lib/camproxy/replay"
-		}
-	case "redis", "rediss":
-		if u.Host == "" {
-			return "a redis sink needs a host, e.g. redis://localhost:6379/0?stream=camproxy:replay"
-		}
-		if _, err := redisx.Parse(sink, "stream", "maxlen"); err != nil {
-			return err.Error()
-		}
-		if !u.Query().Has("stream") {
-			return "a redis sink needs ?stream=NAME, e.g. redis://localhost:6379/0?stream=camproxy:replay"
-		}
-	case "s3":
-		if u.Host == "" {
-			return "an s3 sink needs a bucket, e.g. s3://bucket/prefix"
-		}
-	default:
-		return fmt.Sprintf("%q is not a sink scheme; supported: file, redis, s3", u.Scheme)
-	}
-	return ""
 }
 
 func checkListen(p *problems, key, addr string) bool {
@@ -514,13 +490,13 @@ func checkHTTPURL(p *problems, key, raw string) {
 }
 
 // checkRedisURL accepts "" or a Redis URL in any form redisx takes (single node,
-// Cluster, Sentinel; redis:// or rediss://); own names the query parameters the
-// consumer reads itself. Messages never quote the URL, which may hold a password.
-func checkRedisURL(p *problems, key, raw string, own ...string) {
+// Cluster, Sentinel; redis:// or rediss://). Messages never quote the URL, which may
+// hold a password.
+func checkRedisURL(p *problems, key, raw string) {
 	if raw == "" {
 		return
 	}
-	if _, err := redisx.Parse(raw, own...); err != nil {
+	if _, err := redisx.Parse(raw); err != nil {
 		p.add(key, "%v", err)
 	}
 }
@@ -634,11 +610,9 @@ func (c *Config) checkLearn(p *problems) {
 		p.add("learn.guidance_tasks", "must be >= 0, got %d", l.GuidanceTasks)
 	}
 
-	checkStore(p, "learn.store", l.Store)
+	checkLocation(p, "learn.store", l.Store, location.ParseStore)
 	if l.From != "" {
-		if msg := checkSink(l.From); msg != "" {
-			p.add("learn.from", "%s", msg)
-		}
+		checkLocation(p, "learn.from", l.From, location.Parse)
 	} else if len(c.Replay.Sinks) == 0 {
 		p.add("learn.from", "required when replay.sinks is empty")
 	}
@@ -691,32 +665,4 @@ func (c *Config) checkLearn(p *problems) {
 	checkPositive(p, "learn.check_every", l.CheckEvery)
 	checkPositive(p, "learn.lease_ttl", l.LeaseTTL)
 	checkPositive(p, "learn.step_timeout", l.StepTimeout)
-}
-
-// checkStore accepts a playbook store: a directory, file://DIR, s3://bucket/prefix or
-// a Redis URL.
-func checkStore(p *problems, key, raw string) {
-	if raw == "" {
-		p.add(key, "required: a directory, s3://bucket/prefix or redis://host:6379/0?prefix=PREFIX")
-		return
-	}
-	if !strings.Contains(raw, "://") {
-		return
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		p.add(key, "is not a URI: %v", redisx.URLError(err))
-		return
-	}
-	switch u.Scheme {
-	case "redis", "rediss":
-		// prefix (and its older name key) is the store's key prefix, not a go-redis option
-		checkRedisURL(p, key, raw, "prefix", "key")
-	case "file", "s3":
-		if msg := checkSink(raw); msg != "" {
-			p.add(key, "%s", msg)
-		}
-	default:
-		p.add(key, "%q is not a store scheme; supported: a directory, file, s3, redis", u.Scheme)
-	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 )
 
 // ErrNotFound is returned by Store.Get for a name the store does not hold.
@@ -44,7 +44,7 @@ type Store interface {
 // DefaultRedisKey prefixes a Redis store's keys when its URI names none.
 const DefaultRedisKey = "camproxy:playbook"
 
-// OpenStore opens the store a learn.store value names:
+// OpenStore opens the store a learn.store value names (location.ParseStore):
 //
 //	DIR or file:///abs/dir or file://./rel/dir       a directory (created when missing)
 //	s3://bucket/prefix[?region=…][&endpoint=…]          an S3 prefix
@@ -52,40 +52,27 @@ const DefaultRedisKey = "camproxy:playbook"
 //
 // It makes no network call.
 func OpenStore(ctx context.Context, uri string) (Store, error) {
-	if !strings.Contains(uri, "://") {
-		if uri == "" {
-			return nil, errors.New("playbook store: empty location")
-		}
-		return NewDirStore(uri)
-	}
-	where := replay.Redact(uri)
-	u, err := url.Parse(uri)
-	if err == nil && (u.Scheme == "redis" || u.Scheme == "rediss") {
-		q := u.Query()
-		key := q.Get("prefix")
-		if key == "" {
-			key = q.Get("key") // an alias
-		}
-		if key == "" {
-			key = DefaultRedisKey
-		}
-		q.Del("prefix")
-		q.Del("key")
-		q.Set("stream", key) // replay's parser takes the prefix as its stream name
-		u.RawQuery = q.Encode()
-		uri = u.String()
-	}
-	loc, err := replay.OpenLocation(ctx, uri)
+	sp, err := location.ParseStore(uri)
 	if err != nil {
-		return nil, fmt.Errorf("playbook store: %w", err)
+		return nil, err
 	}
-	switch loc.Scheme {
-	case "file":
-		return NewDirStore(loc.Dir)
-	case "redis":
-		return &RedisStore{rdb: loc.Redis, key: loc.Stream, owned: true, where: where}, nil
+	switch sp.Scheme {
+	case location.File:
+		return NewDirStore(sp.Dir)
+	case location.Redis:
+		rdb, err := replay.RedisClient(sp)
+		if err != nil {
+			return nil, err
+		}
+		s := NewRedisStore(rdb, sp.KeyPrefix)
+		s.owned, s.where = true, sp.String()
+		return s, nil
 	default:
-		return NewS3Store(loc.S3, loc.Bucket, loc.Prefix), nil
+		client, err := replay.S3Client(ctx, sp)
+		if err != nil {
+			return nil, fmt.Errorf("playbook store: %w", err)
+		}
+		return NewS3Store(client, sp.Bucket, sp.Prefix), nil
 	}
 }
 

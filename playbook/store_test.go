@@ -141,8 +141,8 @@ func TestOpenStore(t *testing.T) {
 		{"redis://127.0.0.1:6379/0?prefix=camproxy:pbtest", "redis://127.0.0.1:6379/0?prefix=camproxy:pbtest", ""},
 		{"redis://:secret@127.0.0.1:6379/0", "redis://:****@127.0.0.1:6379/0", ""},
 		{"s3://bucket/some/prefix?region=eu-west-1", "s3://bucket/some/prefix", ""},
-		{"ftp://x/y", "", "bad replay URI"},
-		{"", "", "empty location"},
+		{"ftp://x/y", "", "bad playbook store ftp://x/y: unknown scheme"},
+		{"", "", "bad playbook store: required: a directory"},
 	} {
 		s, err := OpenStore(ctx, tc.uri)
 		if tc.err != "" {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,152 +12,63 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/camproxy/camproxy/replay/location"
 )
 
-func TestParseURIGood(t *testing.T) {
+// TestOpenRefuses: the sinks and sources take location.Parse's verdict, before
+// touching anything (location's tests hold the table of URIs).
+func TestOpenRefuses(t *testing.T) {
+	for _, uri := range []string{"", "ftp://host/dir", "file://myhost/dir", "redis://127.0.0.1:1/0", "s3://b/p?foo=bar"} {
+		want, perr := location.Parse(uri)
+		if perr == nil {
+			t.Fatalf("location.Parse(%q) accepted it: %+v", uri, want)
+		}
+		if _, err := OpenSink(t.Context(), uri, OpenOptions{}); !errors.Is(err, location.ErrBadURI) || err.Error() != perr.Error() {
+			t.Errorf("OpenSink(%q): %v, want %v", uri, err, perr)
+		}
+		if _, err := OpenSource(t.Context(), uri); !errors.Is(err, location.ErrBadURI) || err.Error() != perr.Error() {
+			t.Errorf("OpenSource(%q): %v, want %v", uri, err, perr)
+		}
+	}
+}
+
+// TestRedisClientTuning: a replay or store client gives up after one dial and
+// bounds each command by its caller's deadline, unless the URI chose otherwise.
+func TestRedisClientTuning(t *testing.T) {
 	for _, tc := range []struct {
-		uri   string
-		check func(t *testing.T, sp *uriSpec)
+		uri     string
+		retries int
 	}{
-		{"file:///var/lib/camproxy/replay", func(t *testing.T, sp *uriSpec) {
-			eq(t, sp.scheme, "file")
-			eq(t, sp.dir, "/var/lib/camproxy/replay")
-		}},
-		{"file://./camproxy-data/replay", func(t *testing.T, sp *uriSpec) { eq(t, sp.dir, "camproxy-data/replay") }},
-		{"file://../up/dir/", func(t *testing.T, sp *uriSpec) { eq(t, sp.dir, "../up/dir") }},
-		{"file://.", func(t *testing.T, sp *uriSpec) { eq(t, sp.dir, ".") }},
-		{"file://localhost/abs%20dir", func(t *testing.T, sp *uriSpec) { eq(t, sp.dir, "/abs dir") }},
-		{"file:rel/dir", func(t *testing.T, sp *uriSpec) { eq(t, sp.dir, "rel/dir") }},
-		{"redis://localhost:6379/0?stream=camproxy:replay", func(t *testing.T, sp *uriSpec) {
-			eq(t, sp.scheme, "redis")
-			eq(t, sp.stream, "camproxy:replay")
-			eq(t, sp.maxLen, int64(0))
-			eq(t, sp.redisOpts.Addr, "localhost:6379")
-			eq(t, sp.redisOpts.DB, 0)
-			eq(t, sp.redisOpts.ContextTimeoutEnabled, true)
-			eq(t, sp.redisOpts.TLSConfig == nil, true)
-		}},
-		{"redis://:s3cret@10.0.0.1/3?stream=s&maxlen=1000000&dial_timeout=2s", func(t *testing.T, sp *uriSpec) {
-			eq(t, sp.maxLen, int64(1000000))
-			eq(t, sp.redisOpts.Addr, "10.0.0.1:6379")
-			eq(t, sp.redisOpts.DB, 3)
-			eq(t, sp.redisOpts.Password, "s3cret")
-			eq(t, sp.redisOpts.DialTimeout, 2*time.Second)
-		}},
-		{"rediss://user:p%40ss@cache.example.com:6380?stream=a%2Fb&db=2", func(t *testing.T, sp *uriSpec) {
-			eq(t, sp.stream, "a/b")
-			eq(t, sp.redisOpts.Username, "user")
-			eq(t, sp.redisOpts.Password, "p@ss")
-			eq(t, sp.redisOpts.DB, 2)
-			eq(t, sp.redisOpts.TLSConfig != nil && sp.redisOpts.TLSConfig.ServerName == "cache.example.com", true)
-		}},
-		{"redis://n1:7000?stream=s&addr=n2:7000&addr=n3:7000", func(t *testing.T, sp *uriSpec) {
-			eq(t, sp.redisOpts == nil, true)
-			eq(t, strings.Join(sp.redisCluster.Addrs, ","), "n1:7000,n2:7000,n3:7000")
-			eq(t, sp.redisCluster.ContextTimeoutEnabled, true)
-		}},
-		{"redis://:pw@sentinel1:26379/1?stream=s&master_name=mymaster&addr=sentinel2:26379", func(t *testing.T, sp *uriSpec) {
-			eq(t, sp.redisFailover.MasterName, "mymaster")
-			eq(t, sp.redisFailover.DB, 1)
-			eq(t, strings.Join(sp.redisFailover.SentinelAddrs, ","), "sentinel1:26379,sentinel2:26379")
-			eq(t, sp.redisFailover.ContextTimeoutEnabled, true)
-		}},
-		{"s3://my-bucket/replay/prod?region=eu-west-1", func(t *testing.T, sp *uriSpec) {
-			eq(t, sp.scheme, "s3")
-			eq(t, sp.bucket, "my-bucket")
-			eq(t, sp.prefix, "replay/prod")
-			eq(t, sp.region, "eu-west-1")
-			eq(t, sp.endpoint, "")
-		}},
-		{"s3://b?endpoint=http://127.0.0.1:9000", func(t *testing.T, sp *uriSpec) {
-			eq(t, sp.bucket, "b")
-			eq(t, sp.prefix, "")
-			eq(t, sp.endpoint, "http://127.0.0.1:9000")
-		}},
-		{"s3://b/p/", func(t *testing.T, sp *uriSpec) { eq(t, sp.prefix, "p") }},
+		{"redis://127.0.0.1:1/0?stream=s", 1},
+		{"redis://127.0.0.1:1/0?stream=s&max_retries=4", 4},
 	} {
-		t.Run(tc.uri, func(t *testing.T) {
-			sp, err := parseURI(tc.uri)
-			if err != nil {
-				t.Fatalf("parseURI: %v", err)
-			}
-			tc.check(t, sp)
-		})
+		sp, err := location.Parse(tc.uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdb, err := RedisClient(sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := rdb.(*redis.Client).Options()
+		if o.MaxRetries != tc.retries || o.DialerRetries != 1 || !o.ContextTimeoutEnabled {
+			t.Errorf("%s: MaxRetries %d DialerRetries %d ContextTimeoutEnabled %v", tc.uri, o.MaxRetries, o.DialerRetries, o.ContextTimeoutEnabled)
+		}
+		_ = rdb.Close()
 	}
-}
-
-func eq[T comparable](t *testing.T, got, want T) {
-	t.Helper()
-	if got != want {
-		t.Errorf("got %v, want %v", got, want)
+	sp, err := location.Parse("redis://127.0.0.1:1?stream=s&addr=127.0.0.1:2")
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-func TestParseURIBad(t *testing.T) {
-	const pw = "Hunter2pw"
-	for _, tc := range []struct{ uri, want string }{
-		{"", "no scheme"},
-		{"/var/lib/replay", "no scheme"},
-		{"ftp://host/dir", `unknown scheme "ftp"`},
-		{"http://host/dir", `unknown scheme "http"`},
-		{"file://", "needs a directory"},
-		{"file:", "needs a directory"},
-		{"file://host/dir", `file URI host "host"`},
-		{"file:///dir?segment=1", "no query parameters"},
-		{"file://u:" + pw + "@localhost/dir", "no user"},
-		{"redis://localhost:6379/0", "no stream name"},
-		{"redis://:" + pw + "@localhost:6379/0?stream=", "no stream name"},
-		{"redis://:" + pw + "@localhost:6379/x?stream=s", "database number"},
-		{"redis://:" + pw + "@localhost:6379/-1?stream=s", "database number"},
-		{"redis://localhost:6379/0/1?stream=s", "database number"},
-		{"redis://localhost/0?stream=s&db=x", "database number"},
-		{"redis://:" + pw + "@localhost?stream=s&maxlen=lots", `maxlen "lots"`},
-		{"redis://localhost?stream=s&maxlen=-5", `maxlen "-5"`},
-		{"redis://:" + pw + "@localhost?stream=s&dial_timeout=soon", "dial_timeout"},
-		{"redis://:" + pw + "@localhost?stream=s&bogus=1", "unexpected option: bogus"},
-		{"redis:///0?stream=s", "needs a host"},
-		{"redis://n1:7000/2?stream=s&addr=n2:7000", "only database 0"},
-		{"redis://n1:7000?stream=s&addr=n2", "addr"},
-		{"redis://s1:26379?stream=s&master_name=", "master_name is empty"},
-		{"rediss://:" + pw + "@host:port/0?stream=s", "not a valid URL"},
-		{"redis://:" + pw + "#frag@host?stream=s", "not a valid URL"},
-		{"redis://u:1234#" + pw + "@host?stream=s", `unexpected "#"`},
-		{"redis://u:1234/" + pw + "@host?stream=s", "database number"},
-		{"redis://host?stream=s&%zz=1", "bad query"},
-		{"s3://", "needs a bucket"},
-		{"s3:///prefix", "needs a bucket"},
-		{"s3://key:" + pw + "@bucket/p", "credentials do not go in an s3 URI"},
-		{"s3://bucket:9000/p", "host of an s3 URI is the bucket"},
-		{"s3://b/p?region=US%20East", "region"},
-		{"s3://b/p?regoin=us-east-1", `unknown query parameter "regoin"`},
-		{"s3://b/p?endpoint=127.0.0.1:9000", "endpoint must be an http"},
-		{"s3://b/p?endpoint=ftp://h", "endpoint must be an http"},
-		{"s3://b/p?endpoint=http://u:" + pw + "@h", "endpoint must not hold credentials"},
-		{"s3://b/p?endpoint=%zz", "bad query"},
-	} {
-		t.Run(tc.uri, func(t *testing.T) {
-			sp, err := parseURI(tc.uri)
-			if err == nil {
-				t.Fatalf("parseURI accepted it: %+v", sp)
-			}
-			if !errors.Is(err, ErrBadURI) {
-				t.Errorf("error does not wrap ErrBadURI: %v", err)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q does not say %q", err, tc.want)
-			}
-			if strings.Contains(err.Error(), pw) {
-				t.Errorf("error shows the password: %v", err)
-			}
-			// OpenSink and OpenSource fail the same way, before touching anything.
-			if _, err := OpenSink(t.Context(), tc.uri, OpenOptions{}); !errors.Is(err, ErrBadURI) {
-				t.Errorf("OpenSink: %v", err)
-			}
-			if _, err := OpenSource(t.Context(), tc.uri); !errors.Is(err, ErrBadURI) {
-				t.Errorf("OpenSource: %v", err)
-			}
-		})
+	rdb, err := RedisClient(sp)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if o := rdb.(*redis.ClusterClient).Options(); o.ClusterStateReloadInterval != 5*time.Second || !o.ContextTimeoutEnabled {
+		t.Errorf("cluster options %+v", o)
+	}
+	_ = rdb.Close()
 }
 
 func TestRedact(t *testing.T) {
@@ -353,11 +263,11 @@ func TestOpenRedisOptionsThatPanicGoRedis(t *testing.T) {
 		"redis://127.0.0.1:1?stream=s&addr=127.0.0.1:2&max_idle_conns=3000000000",
 		"redis://127.0.0.1:1?stream=s&min_idle_conns=-99999999999999999999",
 	} {
-		if _, err := OpenSink(t.Context(), uri, OpenOptions{}); !errors.Is(err, ErrBadURI) || !strings.Contains(err.Error(), "out of range") {
-			t.Errorf("OpenSink(%s) = %v, want ErrBadURI", uri, err)
+		if _, err := OpenSink(t.Context(), uri, OpenOptions{}); !errors.Is(err, location.ErrBadURI) || !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("OpenSink(%s) = %v, want location.ErrBadURI", uri, err)
 		}
-		if _, err := OpenSource(t.Context(), uri); !errors.Is(err, ErrBadURI) {
-			t.Errorf("OpenSource(%s) = %v, want ErrBadURI", uri, err)
+		if _, err := OpenSource(t.Context(), uri); !errors.Is(err, location.ErrBadURI) {
+			t.Errorf("OpenSource(%s) = %v, want location.ErrBadURI", uri, err)
 		}
 	}
 	// Sentinel with latency routing needs the failover cluster client.
@@ -370,67 +280,4 @@ func TestOpenRedisOptionsThatPanicGoRedis(t *testing.T) {
 		t.Errorf("client is a %T", sink.(*RedisSink).rdb)
 	}
 	_ = sink.Close()
-}
-
-func FuzzOpenURI(f *testing.F) {
-	for _, s := range []string{
-		"file:///var/lib/camproxy/replay", "file://./camproxy-data/replay", "file:rel", "file://",
-		"redis://:pw@localhost:6379/0?stream=camproxy:replay&maxlen=1000000",
-		"rediss://u:p@h:6380/1?stream=s&dial_timeout=3s", "redis://h?stream=s&addr=h2:1&addr=h3:2",
-		"redis://h/2?stream=s&master_name=m", "redis://u:1234/pw@h?stream=s", "redis://%zz",
-		"redis://:longsecret@h:6379/x?stream=s", "redis://:longsecret@h:6379/0?stream=s&maxlen=x",
-		"s3://bucket/prefix?region=us-east-1&endpoint=http://127.0.0.1:9000", "s3://b:1/p", "s3://",
-		"s3://b/p?endpoint=%", "unix:///tmp/redis.sock", "::", "redis://[::1]:6379/0?stream=s",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, uri string) {
-		red := Redact(uri)
-		sp, err := parseURI(uri)
-		// A password that shows once in the URI must show neither in Redact nor in errors.
-		if u, perr := url.Parse(uri); perr == nil {
-			if pw, ok := u.User.Password(); ok && len(pw) >= 6 && strings.Count(uri, pw) == 1 {
-				if strings.Contains(red, pw) {
-					t.Fatalf("Redact(%q) = %q shows the password", uri, red)
-				}
-				if err != nil && strings.Contains(err.Error(), pw) {
-					t.Fatalf("error for %q shows the password: %v", uri, err)
-				}
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, ErrBadURI) {
-				t.Fatalf("error does not wrap ErrBadURI: %v", err)
-			}
-			return
-		}
-		switch sp.scheme {
-		case "file":
-			if sp.dir == "" {
-				t.Fatal("file spec without a dir")
-			}
-		case "redis":
-			if sp.stream == "" || (sp.redisOpts == nil) == (sp.redisCluster == nil) == (sp.redisFailover == nil) {
-				t.Fatalf("bad redis spec %+v", sp)
-			}
-			var pass string
-			switch {
-			case sp.redisOpts != nil:
-				pass = sp.redisOpts.Password
-			case sp.redisCluster != nil:
-				pass = sp.redisCluster.Password
-			default:
-				pass = sp.redisFailover.SentinelPassword
-			}
-			if len(pass) >= 4 && strings.Contains(red, pass) {
-				t.Fatalf("Redact(%q) = %q shows the password %q", uri, red, pass)
-			}
-		case "s3":
-			if sp.bucket == "" {
-				t.Fatal("s3 spec without a bucket")
-			}
-		default:
-			t.Fatalf("scheme %q", sp.scheme)
-		}
-	})
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/camproxy/camproxy/replay/location"
 )
 
 // ExportDest is where a partitioned export writes: a local directory or an S3 prefix.
@@ -31,27 +33,31 @@ type ExportFile interface {
 	Abort()
 }
 
-// OpenExportDest opens where an export goes: a directory path, file:///abs/dir, or
-// s3://bucket/prefix[?region=…&endpoint=…] (credentials from the AWS default chain,
-// as for replay URIs). Nothing is created until the first file.
+// OpenExportDest opens where an export goes: a directory path (location.IsDir),
+// file:///abs/dir, or s3://bucket/prefix[?region=…&endpoint=…] (credentials from the
+// AWS default chain, as for replay URIs). Nothing is created until the first file.
 func OpenExportDest(ctx context.Context, target string) (ExportDest, error) {
-	scheme, _, hasScheme := strings.Cut(target, "://")
+	scheme, _, _ := strings.Cut(target, ":")
 	switch {
 	case target == "":
 		return nil, errors.New("export destination: empty path")
-	case !hasScheme && !strings.HasPrefix(target, "file:"):
+	case location.IsDir(target):
 		return NewDirDest(target), nil
-	case hasScheme && scheme != "s3" && scheme != "file":
+	case !strings.EqualFold(scheme, location.S3) && !strings.EqualFold(scheme, location.File):
 		return nil, fmt.Errorf("export destination %s: use a directory, file:///dir or s3://bucket/prefix", Redact(target))
 	}
-	loc, err := OpenLocation(ctx, target)
+	sp, err := location.Parse(target)
 	if err != nil {
 		return nil, err
 	}
-	if loc.Scheme == "s3" {
-		return NewS3Dest(loc.S3, loc.Bucket, loc.Prefix), nil
+	if sp.Scheme == location.File {
+		return NewDirDest(sp.Dir), nil
 	}
-	return NewDirDest(loc.Dir), nil
+	client, err := S3Client(ctx, sp)
+	if err != nil {
+		return nil, err
+	}
+	return NewS3Dest(client, sp.Bucket, sp.Prefix), nil
 }
 
 // DirDest writes below a local directory. A file is written as a hidden temporary

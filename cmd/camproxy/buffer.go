@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 )
 
 // bufferFlags name the replay buffer a command reads, which of its episodes, and how
@@ -56,7 +57,7 @@ func (b *bufferFlags) defineSelection(f *pflag.FlagSet) {
 func (b *bufferFlags) check(p *problems) {
 	if b.from != "" {
 		b.from = replayURI(b.from)
-		if err := replay.CheckURI(b.from); err != nil {
+		if _, err := location.Parse(b.from); err != nil {
 			p.add("--from: %v", err)
 		}
 	}
@@ -86,16 +87,18 @@ func (b *bufferFlags) check(p *problems) {
 	p.dir("--spill-dir", b.spillDir)
 }
 
-// replayURI reads a plain path (./camproxy-data/replay, /data/replay) as the file://
-// URI of that directory; anything with a scheme is left as it is.
+// replayURI reads a plain path (./camproxy-data/replay, /data/replay: location.IsDir)
+// as the file:// URI of that directory, escaped (a "#" or "%" in a path is no URI
+// syntax); a URI (file:rel/dir too) is left as it is.
 func replayURI(s string) string {
-	if s == "" || strings.Contains(s, "://") {
+	if s == "" || !location.IsDir(s) {
 		return s
 	}
-	if abs, err := filepath.Abs(s); err == nil {
-		return "file://" + abs
+	abs, err := filepath.Abs(s)
+	if err != nil {
+		return "file:" + filepath.ToSlash(s) // no working directory: relative, as given
 	}
-	return "file://" + s
+	return (&url.URL{Scheme: location.File, Path: filepath.ToSlash(abs)}).String()
 }
 
 // scan opens --from and runs read on it with the flags' read options; light leaves

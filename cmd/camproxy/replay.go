@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 )
 
 // defaultReplayURI is where serve's default config records, so that import, export
@@ -52,11 +53,11 @@ func (p *problems) outDir(flag, out string) {
 	}
 }
 
-// uriError turns a malformed replay URI into a usage error (ErrBadURI's message
+// uriError turns a malformed replay URI into a usage error (location.Error's message
 // already names the redacted URI); anything else (a Redis that does not answer, S3
 // access denied) failed at run time.
 func uriError(cmd, flagName, uri string, err error) error {
-	if errors.Is(err, replay.ErrBadURI) {
+	if errors.Is(err, location.ErrBadURI) {
 		return usagef("%s: %s: %v", cmd, flagName, err)
 	}
 	return fmt.Errorf("%s: %s %s: %w", cmd, flagName, replay.Redact(uri), err)
@@ -94,7 +95,7 @@ time partitions, so every --since/--until window reads it.`,
 				p.add("--arm and --domain apply to --format tau-bench only")
 			}
 			a.to = replayURI(a.to)
-			if err := replay.CheckURI(a.to); err != nil {
+			if _, err := location.Parse(a.to); err != nil {
 				p.add("--to: %v", err)
 			}
 		}),
