@@ -192,8 +192,7 @@ func (r *Reader) endLine() {
 			field = bytes.TrimPrefix(field, []byte("\uFEFF"))
 		}
 		if len(field) == 0 {
-			r.started = true
-			r.field = r.field[:0]
+			r.field, r.started = r.field[:0], true
 			r.dispatch()
 			return
 		}
@@ -207,7 +206,7 @@ func (r *Reader) endLine() {
 	case lineEventLong:
 		r.name = r.name[:0]
 	}
-	r.kind = lineField
+	r.kind, r.started = lineField, true
 }
 
 // max is the bound on the data of one event.
