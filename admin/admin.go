@@ -62,7 +62,7 @@ type api struct {
 // New returns the admin router.
 func New(o Options) http.Handler {
 	ui := newDashboard(&o) // before the api copies o: it counts the rewards o.Reward sees
-	a := &api{o: o, rollouts: newRollouts(o.Rollouts)}
+	a := &api{o: o, rollouts: newRollouts(o.Rollouts, o.Metrics)}
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Use(guard(&o))

@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/metrics"
 	"github.com/camproxy/camproxy/replay"
 )
 
@@ -37,6 +38,10 @@ type RolloutOptions struct {
 type rollouts struct {
 	o   RolloutOptions
 	sem chan struct{}
+	// inFlight and queued count the slots taken and the rollouts waiting for one
+	// (camproxy_rollouts_in_flight, _queued): an operator sees a trainer's batch
+	// queue up, and a test sees rollouts held back.
+	inFlight, queued gauge
 
 	mu      sync.Mutex
 	waiters map[string]chan struct{}
@@ -45,14 +50,27 @@ type rollouts struct {
 // DefaultQueueTimeout is RolloutOptions.QueueTimeout's default.
 const DefaultQueueTimeout = time.Hour
 
-func newRollouts(o RolloutOptions) *rollouts {
+func newRollouts(o RolloutOptions, m *metrics.Metrics) *rollouts {
 	if o.Client == nil {
 		o.Client = &http.Client{}
 	}
 	if o.QueueTimeout <= 0 {
 		o.QueueTimeout = DefaultQueueTimeout
 	}
-	return &rollouts{o: o, sem: make(chan struct{}, max(o.MaxInFlight, 1)), waiters: map[string]chan struct{}{}}
+	r := &rollouts{o: o, sem: make(chan struct{}, max(o.MaxInFlight, 1)), waiters: map[string]chan struct{}{}}
+	if m != nil {
+		r.inFlight, r.queued = m.RolloutsInFlight, m.RolloutsQueued
+	}
+	return r
+}
+
+// gauge is the part of a Prometheus gauge a count needs; nil counts nothing.
+type gauge interface{ Add(float64) }
+
+func add(g gauge, d float64) {
+	if g != nil {
+		g.Add(d)
+	}
 }
 
 // rewarded wakes a rollout waiting on this episode (feedback on this replica; others
@@ -157,7 +175,7 @@ func (a *api) rollout(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusGatewayTimeout, fmt.Sprintf("no rollout slot free within queue_timeout %s (rollouts.max_in_flight = %d)", rb.QueueTimeout, cap(ro.sem)))
 		return
 	}
-	defer func() { <-ro.sem }()
+	defer ro.release()
 	// The run's timeout starts once it has a slot.
 	ctx, cancel := context.WithTimeout(r.Context(), rb.Timeout)
 	defer cancel()
@@ -203,16 +221,32 @@ func (a *api) rollout(w http.ResponseWriter, r *http.Request) {
 }
 
 // acquire takes a slot (bounded concurrency: the rest wait their turn), or gives
-// up after wait or when the caller leaves.
+// up after wait or when the caller leaves. Only a rollout that has to wait counts as
+// queued.
 func (ro *rollouts) acquire(ctx context.Context, wait time.Duration) bool {
+	select {
+	case ro.sem <- struct{}{}:
+		add(ro.inFlight, 1)
+		return true
+	default:
+	}
+	add(ro.queued, 1)
+	defer add(ro.queued, -1)
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	select {
 	case ro.sem <- struct{}{}:
+		add(ro.inFlight, 1)
 		return true
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// release gives the slot back.
+func (ro *rollouts) release() {
+	add(ro.inFlight, -1)
+	<-ro.sem
 }
 
 // answerRollout answers once the episode has its reward.

@@ -10,9 +10,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/metrics"
 )
 
 // runnerFunc is the harness's runner inside the bubble: it accepts every job and
@@ -24,6 +27,7 @@ func (f runnerFunc) RoundTrip(r *http.Request) (*http.Response, error) { return 
 // TestRolloutQueueOutsideTimeout: with one slot, a rollout that waited its turn
 // for longer than its timeout_s still runs for its whole timeout_s once it has the
 // slot; the wait is bounded by queue_timeout_s (or rollouts.queue_timeout) alone.
+// camproxy_rollouts_in_flight and _queued count the slot and the waiters meanwhile.
 func TestRolloutQueueOutsideTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := episode.NewMemory(time.Hour, nil)
@@ -34,8 +38,15 @@ func TestRolloutQueueOutsideTimeout(t *testing.T) {
 			started <- gjson.GetBytes(b, "episode_id").String()
 			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("{}")), Header: http.Header{}}, nil
 		})}
-		h := New(Options{Logger: slog.New(slog.DiscardHandler), Episodes: store, Record: func(any) {},
+		m := metrics.New(prometheus.NewRegistry())
+		h := New(Options{Logger: slog.New(slog.DiscardHandler), Episodes: store, Record: func(any) {}, Metrics: m,
 			Rollouts: RolloutOptions{Runner: "http://runner.invalid/run", MaxInFlight: 1, DefaultTimeout: time.Minute, Client: client}})
+		gauges := func(when string, inFlight, queued float64) {
+			t.Helper()
+			if f, q := testutil.ToFloat64(m.RolloutsInFlight), testutil.ToFloat64(m.RolloutsQueued); f != inFlight || q != queued {
+				t.Fatalf("%s: rollouts in flight %v, queued %v; want %v, %v", when, f, q, inFlight, queued)
+			}
+		}
 		type answer struct {
 			code int
 			body string
@@ -62,6 +73,8 @@ func TestRolloutQueueOutsideTimeout(t *testing.T) {
 		<-started                                                                     // a holds the only slot
 		b := post(`{"task_id":"b","context":"c","timeout_s":10}`)                     // waits under the default queue timeout
 		c := post(`{"task_id":"c","context":"c","timeout_s":10,"queue_timeout_s":3}`) // gives up waiting after 3 s
+		synctest.Wait()
+		gauges("a runs, b and c wait", 1, 2)
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		if got := <-c; got.code != 504 || !strings.Contains(got.body, "no rollout slot free within queue_timeout 3s (rollouts.max_in_flight = 1)") {
@@ -71,6 +84,7 @@ func TestRolloutQueueOutsideTimeout(t *testing.T) {
 			t.Fatalf("a: %d %s", got.code, got.body)
 		}
 		bID := <-started // b has the slot at 10 s
+		gauges("b runs", 1, 0)
 		time.Sleep(8 * time.Second)
 		synctest.Wait()
 		select {
@@ -82,6 +96,7 @@ func TestRolloutQueueOutsideTimeout(t *testing.T) {
 		if got := <-b; got.code != 200 || gjson.Get(got.body, "reward").Float() != 0.75 {
 			t.Fatalf("b: %d %s", got.code, got.body)
 		}
+		gauges("all done", 0, 0)
 	})
 }
 

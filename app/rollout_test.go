@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/internal/testkit"
+	"github.com/camproxy/camproxy/metrics"
 	"github.com/camproxy/camproxy/replay"
 )
 
@@ -36,25 +39,61 @@ type harness struct {
 	gate atomic.Pointer[barrier]
 }
 
-// barrier opens once n runs have arrived.
+// barrier opens once n runs have arrived. When they cannot all arrive — camproxy
+// serves fewer rollouts at a time than n — it gives up instead of waiting for the
+// test's deadline, on a signal, not a timeout: the runs that arrived hold every slot
+// camproxy gave out (camproxy_rollouts_in_flight) and all the other rollouts wait for
+// one (camproxy_rollouts_queued). No more can come then, since a slot frees only when
+// a run ends, and the runs are held here. The arrived runs go on (the others follow as
+// slots free), and the check fails with what was seen.
 type barrier struct {
 	n       int64
 	arrived atomic.Int64
-	open    chan struct{}
+	open    chan struct{} // n runs arrived
+	stuck   chan struct{} // no more can arrive: seen says why
+	seen    string
 }
 
-func newBarrier(n int) *barrier { return &barrier{n: int64(n), open: make(chan struct{})} }
+func newBarrier(n int) *barrier {
+	return &barrier{n: int64(n), open: make(chan struct{}), stuck: make(chan struct{})}
+}
 
-// wait blocks until n runs have arrived, or until the test's patience runs out
-// (then the run goes on and the test fails on the peak it saw).
+// wait blocks until n runs have arrived or no more can. A run held back some other way
+// than by a rollout slot still ends the wait at the test's patience (then the run goes
+// on and the check fails on the peak it saw).
 func (b *barrier) wait(t *testing.T) {
 	if b.arrived.Add(1) == b.n {
 		close(b.open)
 	}
 	select {
 	case <-b.open:
+	case <-b.stuck:
 	case <-time.After(testkit.Patience(t)):
 	}
+}
+
+// watch closes stuck once no more runs can arrive (see barrier), as camproxy's rollout
+// gauges m tell; it returns then, once the barrier opened, or once done is closed.
+func (b *barrier) watch(t *testing.T, m *metrics.Metrics, done <-chan struct{}) {
+	testkit.Poll(t, func() bool {
+		select {
+		case <-b.open:
+			return true
+		case <-done:
+			return true
+		default:
+		}
+		// Until the barrier opens no run ends, so no slot frees: once every slot holder
+		// has arrived and the rest are queued, it stays so.
+		arrived := b.arrived.Load()
+		inFlight, queued := int64(testutil.ToFloat64(m.RolloutsInFlight)), int64(testutil.ToFloat64(m.RolloutsQueued))
+		if arrived == b.n || inFlight != arrived || arrived+queued != b.n {
+			return false
+		}
+		b.seen = fmt.Sprintf("%d of them had their agent run under way, holding every slot camproxy gave out, while the other %d waited for a slot", arrived, queued)
+		close(b.stuck)
+		return true
+	})
 }
 
 func newHarness(t *testing.T) *harness {
@@ -115,11 +154,14 @@ func postRollout(t *testing.T, admin string, taskID int, context string, timeout
 	return resp.StatusCode, gjson.ParseBytes(out)
 }
 
-func newRolloutEnv(t *testing.T) (*env, *harness) {
+func newRolloutEnv(t *testing.T) (*env, *harness) { return newRolloutEnvWith(t, 64) }
+
+// newRolloutEnvWith is newRolloutEnv with rollouts.max_in_flight set to maxInFlight.
+func newRolloutEnvWith(t *testing.T, maxInFlight int) (*env, *harness) {
 	h := newHarness(t)
 	e := newEnv(t, func(c *config.Config) {
 		c.Rollouts.Runner = h.URL
-		c.Rollouts.MaxInFlight = 64
+		c.Rollouts.MaxInFlight = maxInFlight
 	})
 	h.env.Store(e)
 	// The upstream echoes the task message it received: the context is in it.
@@ -182,38 +224,77 @@ func readEpisodeByArm(t *testing.T, e *env, arm string) *replay.Episode {
 
 // TestRolloutsConcurrent: veRL scores a whole batch at once; 32 rollouts are served
 // at the same time, not one after another: the harness holds every agent run until
-// all 32 are under way, which only concurrent rollouts get to.
+// all 32 are under way, which only concurrent rollouts get to. The same check run
+// against rollouts served one at a time (rollouts.max_in_flight: 1) fails, at once,
+// saying so — it does not wait for go test's -timeout.
 func TestRolloutsConcurrent(t *testing.T) {
-	e, h := newRolloutEnv(t)
-	if code, _ := postRollout(t, e.admin, 1, "GOOD", 10); code != 200 {
-		t.Fatalf("single rollout: %d", code)
-	}
+	t.Run("concurrent", func(t *testing.T) {
+		e, h := newRolloutEnv(t)
+		if code, _ := postRollout(t, e.admin, 1, "GOOD", 10); code != 200 {
+			t.Fatalf("single rollout: %d", code)
+		}
+		if err := rolloutsAtOnce(t, e, h, 32); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("one at a time fails the check", func(t *testing.T) {
+		e, h := newRolloutEnvWith(t, 1)
+		err := rolloutsAtOnce(t, e, h, 32)
+		if err == nil || !strings.Contains(err.Error(), "the 32 rollouts were not concurrent") {
+			t.Fatalf("rollouts served one at a time: the check said %v", err)
+		}
+		t.Logf("the check failed as it should: %v", err)
+	})
+}
+
+// rolloutsAtOnce posts n rollouts at once and says why unless the harness had all n
+// agent runs under way at the same time, each rewarded.
+func rolloutsAtOnce(t *testing.T, e *env, h *harness, n int) error {
 	h.peak.Store(0)
-	h.gate.Store(newBarrier(32))
+	b := newBarrier(n)
+	h.gate.Store(b)
+	defer h.gate.Store(nil)
+	done := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		b.watch(t, e.app.Metrics, done)
+	}()
 	// A rollout's timeout_s is camproxy's to enforce; here it only has to outlast a
 	// loaded machine, so it is the test's whole patience.
 	timeout := testkit.Patience(t).Seconds()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	rewards := 0.0
-	for i := range 32 {
+	var failed []string
+	for i := range n {
 		wg.Go(func() {
 			code, out := postRollout(t, e.admin, i, "GOOD", timeout)
-			if code != 200 {
-				t.Errorf("rollout %d: %d %s", i, code, out.Raw)
-			}
 			mu.Lock()
+			defer mu.Unlock()
+			if code != 200 {
+				failed = append(failed, fmt.Sprintf("rollout %d: %d %s", i, code, out.Raw))
+			}
 			rewards += out.Get("reward").Float()
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	if rewards != 32 {
-		t.Fatalf("rewards summed to %v, want 32", rewards)
+	close(done)
+	<-watched
+	select {
+	case <-b.stuck:
+		return fmt.Errorf("the %d rollouts were not concurrent: %s", n, b.seen)
+	default:
 	}
-	if p := h.peak.Load(); p != 32 {
-		t.Fatalf("at most %d agent runs at once: the 32 rollouts were not served concurrently", p)
+	switch {
+	case len(failed) > 0:
+		return errors.New(strings.Join(failed, "; "))
+	case rewards != float64(n):
+		return fmt.Errorf("rewards summed to %v, want %d", rewards, n)
+	case h.peak.Load() != int64(n):
+		return fmt.Errorf("at most %d agent runs at once: the %d rollouts were not served concurrently", h.peak.Load(), n)
 	}
+	return nil
 }
 
 // TestRolloutTimeout: a runner that never reports yields a 504 with the reason, not a hang.

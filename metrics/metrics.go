@@ -28,6 +28,9 @@ type Metrics struct {
 	ReplaySpooled   *prometheus.GaugeVec   // sink: events waiting in the local spool
 	Tokens          *prometheus.CounterVec // arm, direction
 	Dependencies    *Dependencies          // dependency_up{dependency,part}
+	// RolloutsInFlight and RolloutsQueued are the rollouts (POST /v1/rollouts) holding
+	// one of rollouts.max_in_flight slots, and those waiting for one.
+	RolloutsInFlight, RolloutsQueued prometheus.Gauge
 }
 
 // latencyBuckets spans 100µs to ~100s: gateway overhead up to long generations.
@@ -69,9 +72,14 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Replay events waiting in the local spool of a sink that was down or behind."}, []string{"sink"}),
 		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "tokens_total",
 			Help: "Tokens reported by upstreams, by arm and direction (input, output)."}, []string{"arm", "direction"}),
+		RolloutsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "rollouts_in_flight",
+			Help: "Rollouts holding one of rollouts.max_in_flight slots: their agent runs, or they wait for its reward."}),
+		RolloutsQueued: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "rollouts_queued",
+			Help: "Rollouts waiting for a slot: all rollouts.max_in_flight are taken."}),
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamTTFB, m.Context, m.AugmentDuration, m.ContextDuration, m.ArmWeight, m.BreakerState,
-		m.Episodes, m.Rewards, m.RewardSum, m.ReplayEvents, m.ReplayQueue, m.ReplaySpooled, m.Tokens, m.Dependencies)
+		m.Episodes, m.Rewards, m.RewardSum, m.ReplayEvents, m.ReplayQueue, m.ReplaySpooled, m.Tokens, m.Dependencies,
+		m.RolloutsInFlight, m.RolloutsQueued)
 	return m
 }
 

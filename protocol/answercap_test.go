@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"bytes"
 	"encoding/base64"
+	"slices"
 	"strings"
 	"testing"
 
@@ -218,6 +219,39 @@ func TestAnswerCap(t *testing.T) {
 			if tc.id != "" {
 				if got := dec.(protocol.Identified).ResponseID(); got != tc.id {
 					t.Fatalf("response id %q", got)
+				}
+			}
+		})
+	}
+}
+
+// TestAnswerCapOversizedEvent: in every adapter, one delta longer than its framer holds
+// for the limit (protocol.EventBound: an SSE event's data, an event stream frame) is
+// skipped without losing the stream: the answer keeps what came before it and is
+// marked cut there (nothing after it is kept: the record stays a prefix), while the
+// events after it still give the end, the usage and the id.
+func TestAnswerCapOversizedEvent(t *testing.T) {
+	const limit = 1 << 10
+	huge := strings.Repeat("x", 2*protocol.EventBound(limit))
+	for _, tc := range capCases {
+		t.Run(tc.name, func(t *testing.T) {
+			stream := slices.Concat(tc.head(t), tc.delta(t, "kept"), tc.delta(t, huge), tc.delta(t, "after"), tc.tail(t, "kept"+huge+"after"))
+			for _, size := range []int{len(stream), 4093} {
+				dec := tc.parse(t).Decoder()
+				dec.Limit(limit)
+				for i := 0; i < len(stream); i += size {
+					_, _ = dec.Write(stream[i:min(i+size, len(stream))])
+				}
+				if !dec.Finished() || dec.Usage() != (protocol.Usage{InputTokens: 5, OutputTokens: 7}) {
+					t.Fatalf("size %d: finished %v, usage %+v", size, dec.Finished(), dec.Usage())
+				}
+				if got := tc.field(dec.Message()); got != "kept" || dec.Truncated() < int64(len(huge)) {
+					t.Fatalf("size %d: kept %q, truncated %d (want ≥ %d)", size, got, dec.Truncated(), len(huge))
+				}
+				if tc.id != "" {
+					if got := dec.(protocol.Identified).ResponseID(); got != tc.id {
+						t.Fatalf("size %d: response id %q", size, got)
+					}
 				}
 			}
 		})

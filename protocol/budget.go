@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"math"
 	"strings"
 	"unicode/utf8"
 )
@@ -11,6 +12,37 @@ import (
 // that only a runaway or hostile stream is cut, and it keeps a sidecar holding a few
 // hundred open streams within a few hundred MiB.
 const DefaultMaxAnswer = 1 << 20
+
+const (
+	// escapeFactor is how much longer an answer's text may be as a JSON string in the
+	// one event that carries it whole: a quote, a backslash or a newline takes 2
+	// bytes, and an encoder that escapes non-ASCII (Python's ensure_ascii) writes a
+	// 3-byte character as a 6-byte \u escape. Text of control characters (6×) or of
+	// astral characters so escaped (3×) is rarer: an event it pushes past the bound
+	// is cut, as one past it for any other reason.
+	escapeFactor = 2
+	// eventHeadroom is what such an event carries besides the answer: a Responses
+	// event echoes the request's instructions and tool definitions (a coding agent's
+	// are tens of KiB) and its metadata. It is also the floor for a small budget, so
+	// that every event but one that repeats a long answer whole is read in full.
+	eventHeadroom = 256 << 10
+)
+
+// EventBound is the data of one event (an SSE event's, an event stream frame's
+// payload) that a decoder holding an answer to limit bytes (<= 0: DefaultMaxAnswer)
+// reads whole: twice the limit for JSON escaping, plus 256 KiB for the fields around
+// the answer — 2.25 MiB for the default limit. A longer event is cut: its framer keeps
+// only its head and tail and goes on with the events after it, and its decoder
+// keeps what the earlier events built (see Budget.Lost).
+func EventBound(limit int) int {
+	if limit <= 0 {
+		limit = DefaultMaxAnswer
+	}
+	if limit > (math.MaxInt-eventHeadroom)/escapeFactor {
+		return math.MaxInt
+	}
+	return escapeFactor*limit + eventHeadroom
+}
 
 // Budget bounds the bytes of one answer a decoder keeps for the record: its text,
 // refusal, reasoning, tool call ids, names and arguments, and the blocks it keeps
@@ -39,6 +71,15 @@ func (b *Budget) Truncated() int64 {
 		return 1
 	}
 	return b.dropped
+}
+
+// Lost counts an event of n bytes that the decoder could not read (longer than
+// EventBound) and that held part of the answer: the answer is cut there, as when a
+// part is dropped for the limit, and n is counted as dropped (the answer's bytes in
+// it are fewer, but unknown).
+func (b *Budget) Lost(n int64) {
+	b.cut = true
+	b.dropped += max(n, 0)
 }
 
 // Restart forgets what was kept and dropped (the limit stays): for a decoder whose

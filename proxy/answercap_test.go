@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 
+	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/protocol"
 )
 
@@ -119,5 +123,70 @@ func TestHardeningAnswerCap(t *testing.T) {
 	}
 	if maxKept > protocol.DefaultMaxAnswer || minCut <= 0 {
 		t.Errorf("a step kept %d bytes (cap %d), or was not marked truncated (%d)", maxKept, protocol.DefaultMaxAnswer, minCut)
+	}
+}
+
+// TestResponsesLongFinalEvent (issue 27): a Responses stream whose answer is longer than
+// replay.max_answer_bytes (64 KiB here) ends with a response.completed event that
+// repeats it whole, longer than the SSE framer holds for that limit (2 × 64 KiB +
+// 256 KiB; so are output_text.done and output_item.done). The agent gets every byte
+// as the upstream sent it; the step keeps a prefix of the text within the limit and
+// says it lacks the rest, the final event's usage, no error; and the episode advanced:
+// a call continuing the response by its id is its second turn.
+func TestResponsesLongFinalEvent(t *testing.T) {
+	const limit = 64 << 10
+	// Words of 1 KiB (the fake streams a delta a word) with quotes, newlines and
+	// non-ASCII, which JSON escapes or keeps as they are.
+	text := strings.Repeat(strings.Repeat("\"Résumé\"\n", 100)+"lorem ipsum ", 512)
+	if len(text) <= protocol.EventBound(limit) {
+		t.Fatalf("the answer (%d bytes) must outgrow the framer's bound %d", len(text), protocol.EventBound(limit))
+	}
+	sent := make(chan []byte, 2)
+	var calls atomic.Int32
+	upstream := func(fc *fasthttp.RequestCtx) {
+		rep := testkit.Reply{Content: text}
+		if calls.Add(1) > 1 {
+			rep.Content = "Short."
+		}
+		stream := testkit.ResponseStream(gjson.ParseBytes(fc.PostBody()), int(calls.Load()), rep)
+		sent <- stream
+		fc.SetContentType("text/event-stream")
+		fc.SetBodyStreamWriter(func(w *bufio.Writer) {
+			for b := stream; len(b) > 0; b = b[min(16<<10, len(b)):] {
+				_, _ = w.Write(b[:min(16<<10, len(b))])
+				_ = w.Flush()
+			}
+		})
+	}
+	p := newInmemProxy(t, upstream, false, func(o *Options, _ *fasthttp.Server) { o.MaxAnswerBytes = limit })
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+
+	if err := p.doAt("/v1/responses", req, resp, []byte(`{"model":"gpt-4.1","stream":true,"input":"Write the long report."}`)); err != nil {
+		t.Fatal(err)
+	}
+	if want := <-sent; resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), want) {
+		t.Fatalf("status %d: the agent got %d bytes, not the %d the upstream sent", resp.StatusCode(), len(resp.Body()), len(want))
+	}
+	turn := <-p.rec.turns
+	kept := turn.Response.Content
+	if len(kept) == 0 || len(kept) > limit || !strings.HasPrefix(text, kept) || turn.AnswerTruncated <= 0 {
+		t.Fatalf("the step kept %d bytes (limit %d; a prefix of the text: %v), answer_truncated_bytes %d",
+			len(kept), limit, strings.HasPrefix(text, kept), turn.AnswerTruncated)
+	}
+	if turn.Status != 200 || turn.Error != "" || turn.Usage != (protocol.Usage{InputTokens: 42, OutputTokens: 7}) || turn.Episode.Turns != 1 {
+		t.Fatalf("step: status %d, error %q, usage %+v, episode turns %d", turn.Status, turn.Error, turn.Usage, turn.Episode.Turns)
+	}
+
+	// The response's id was read: the next call continues the episode through it.
+	if err := p.doAt("/v1/responses", req, resp, []byte(`{"model":"gpt-4.1","stream":true,"previous_response_id":"resp_0001","input":"Shorter."}`)); err != nil {
+		t.Fatal(err)
+	}
+	<-sent
+	next := <-p.rec.turns
+	if next.Episode.ID != turn.Episode.ID || next.Episode.Turns != 2 || next.Response.Content != "Short." || next.AnswerTruncated != 0 {
+		t.Fatalf("the call continuing resp_0001: episode %s (want %s), turns %d, answer %q, truncated %d",
+			next.Episode.ID, turn.Episode.ID, next.Episode.Turns, next.Response.Content, next.AnswerTruncated)
 	}
 }

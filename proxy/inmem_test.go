@@ -122,9 +122,14 @@ func newInmemProxy(tb testing.TB, upstream fasthttp.RequestHandler, discard bool
 
 // do sends one chat call as an agent would and returns the answer's status.
 func (p *inmemProxy) do(req *fasthttp.Request, resp *fasthttp.Response, body []byte, hdr ...string) error {
+	return p.doAt("/v1/chat/completions", req, resp, body, hdr...)
+}
+
+// doAt is do on another path.
+func (p *inmemProxy) doAt(path string, req *fasthttp.Request, resp *fasthttp.Response, body []byte, hdr ...string) error {
 	req.Reset()
 	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI("http://camproxy.test/v1/chat/completions")
+	req.SetRequestURI("http://camproxy.test" + path)
 	req.Header.SetContentType("application/json")
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])

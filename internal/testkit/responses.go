@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -94,7 +95,7 @@ func (u *Upstream) responses(w http.ResponseWriter, r *http.Request, body []byte
 		writeOpenAIError(w, rep.Status, rep.ErrorMsg)
 		return
 	}
-	id := fmt.Sprintf("resp_%04d", seq)
+	id := responseID(seq)
 	output := responseOutput(seq, rep)
 	if req.Get("store").Type != gjson.False {
 		stored := append(append([]json.RawMessage(nil), conv...), output...)
@@ -105,18 +106,37 @@ func (u *Upstream) responses(w http.ResponseWriter, r *http.Request, body []byte
 		u.stored[id] = stored
 		u.mu.Unlock()
 	}
-	stream := req.Get("stream").Bool()
-	prompt := len(body) / 4
-	if stream {
-		prompt = 42
-	}
-	final := responseObject(id, req, "completed", output, prompt)
-	if !stream {
+	if !req.Get("stream").Bool() {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(final)
+		_, _ = w.Write(responseObject(id, req, "completed", output, len(body)/4))
 		return
 	}
-	u.responsesStream(w, r, ResponseEvents(id, req, seq, rep, final))
+	u.writeSSE(w, r, responseFrames(req, seq, rep))
+}
+
+// streamedPrompt is the input_tokens of a streamed answer's usage.
+const streamedPrompt = 42
+
+func responseID(seq int) string { return fmt.Sprintf("resp_%04d", seq) }
+
+// ResponseStream is the body the fake streams when it answers a /v1/responses call
+// (req, the body it received) with rep as its seq-th response: the events of
+// ResponseEvents as OpenAI frames them, each an `event:` and a `data:` line. Tests
+// that serve the stream themselves compare what the agent got with it.
+func ResponseStream(req gjson.Result, seq int, rep Reply) []byte {
+	return bytes.Join(responseFrames(req, seq, rep), nil)
+}
+
+// responseFrames are the SSE frames of ResponseStream, one an event.
+func responseFrames(req gjson.Result, seq int, rep Reply) [][]byte {
+	id := responseID(seq)
+	final := responseObject(id, req, "completed", responseOutput(seq, rep), streamedPrompt)
+	events := ResponseEvents(id, req, seq, rep, final)
+	frames := make([][]byte, len(events))
+	for i, e := range events {
+		frames[i] = []byte("event: " + e.Type + "\ndata: " + string(e.Data) + "\n\n")
+	}
+	return frames
 }
 
 // responseOutput renders a reply as the output items of a response: the message (if
@@ -257,13 +277,4 @@ func ResponseEvents(id string, req gjson.Result, seq int, rep Reply, final json.
 	}
 	add("response.completed", map[string]any{"response": final})
 	return ev
-}
-
-// responsesStream writes the events as named SSE frames (event: and data: lines).
-func (u *Upstream) responsesStream(w http.ResponseWriter, r *http.Request, events []SSEEvent) {
-	frames := make([][]byte, len(events))
-	for i, e := range events {
-		frames[i] = []byte("event: " + e.Type + "\ndata: " + string(e.Data) + "\n\n")
-	}
-	u.writeSSE(w, r, frames)
 }

@@ -44,6 +44,10 @@ func (d *EventDecoder) Limit(n int) { d.budget.Limit(n) }
 // Truncated is how many bytes of the answer were dropped for the limit.
 func (d *EventDecoder) Truncated() int64 { return d.budget.Truncated() }
 
+// Lost cuts the answer at an event of n bytes too long for its framer to hold, that
+// carried part of it (see protocol.Budget.Lost).
+func (d *EventDecoder) Lost(n int64) { d.budget.Lost(n) }
+
 // blockKind is what a content block holds.
 type blockKind uint8
 

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/camproxy/camproxy/protocol"
-	"github.com/camproxy/camproxy/protocol/sse"
 )
 
 // sse frames one event the way Anthropic does.
@@ -249,24 +248,32 @@ func TestStreamDecoderUsageUpdates(t *testing.T) {
 	checkDecoded(t, decodeChunks([]byte(stream), func() int { return 4 }), protocol.Message{Role: "assistant"}, protocol.Usage{InputTokens: 17, OutputTokens: 9}, false)
 }
 
-func TestStreamDecoderLineCap(t *testing.T) {
-	before := sseEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"kept"}}`)
-	huge := "data: " + strings.Repeat("x", sse.MaxLine) + "\n\n"
-	after := sseEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lost"}}`) +
+// TestStreamDecoderOversizedEvent: an event longer than the framer holds for the limit
+// (protocol.EventBound) — here a server tool's result block — is skipped: the answer
+// is cut there, and the events after it still end it and give its usage.
+func TestStreamDecoderOversizedEvent(t *testing.T) {
+	const limit = 1 << 10
+	before := sseEvent("message_start", `{"type":"message_start","message":{"usage":{"input_tokens":5,"output_tokens":1}}}`) +
+		sseEvent("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) +
+		sseEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"kept"}}`)
+	huge := sseEvent("content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"web_fetch_tool_result","tool_use_id":"srvtoolu_1",`+
+		`"content":{"type":"web_fetch_result","content":{"type":"document","source":{"type":"text","data":"`+strings.Repeat("x", protocol.EventBound(limit))+`"}}}}}`)
+	after := sseEvent("content_block_start", `{"type":"content_block_start","index":2,"content_block":{"type":"text","text":""}}`) +
+		sseEvent("content_block_delta", `{"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"lost"}}`) +
+		sseEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":7}}`) +
 		sseEvent("message_stop", `{"type":"message_stop"}`)
-	stream := []byte(before + huge + after)
-	want := protocol.Message{Role: "assistant", Content: "kept"}
-	for _, size := range []int{len(stream), 4096, 1 << 20} {
-		d := decodeChunks(stream, func() int { return size })
-		checkDecoded(t, d, want, protocol.Usage{}, false)
-		if !d.sse.Broken() {
-			t.Fatalf("size %d: an event past sse.MaxLine did not stop the decode", size)
+	stream := before + huge + after
+	for _, size := range []int{len(stream), 4096} {
+		var d StreamDecoder
+		d.Limit(limit)
+		for b := []byte(stream); len(b) > 0; b = b[min(size, len(b)):] {
+			_, _ = d.Write(b[:min(size, len(b))])
+		}
+		checkDecoded(t, &d, protocol.Message{Role: "assistant", Content: "kept"}, protocol.Usage{InputTokens: 5, OutputTokens: 7}, true)
+		if d.Truncated() < int64(protocol.EventBound(limit)) {
+			t.Fatalf("size %d: truncated %d, want at least the block's", size, d.Truncated())
 		}
 	}
-	// Many data lines that add up past the cap break it too.
-	line := "data: " + strings.Repeat("y", 1<<20) + "\n"
-	multi := []byte(before + strings.Repeat(line, 9) + "\n" + after)
-	checkDecoded(t, decodeChunks(multi, func() int { return 65536 }), want, protocol.Usage{}, false)
 }
 
 func TestStreamDecoderIgnoresGarbage(t *testing.T) {

@@ -179,7 +179,7 @@ type streamDecoder struct {
 
 func newStreamDecoder(kind streamKind) *streamDecoder {
 	d := &streamDecoder{kind: kind}
-	d.frames.Frame = d.frame
+	d.frames.Frame, d.frames.Skipped = d.frame, d.skipped
 	return d
 }
 
@@ -216,11 +216,26 @@ func (d *streamDecoder) Message() protocol.Message {
 	return d.conv.message()
 }
 
-// Limit bounds the bytes of the answer kept (see protocol.Budget).
+// Limit bounds the bytes of the answer kept (see protocol.Budget), and with them
+// the frame the reader holds (frameBound).
 func (d *streamDecoder) Limit(n int) {
 	d.conv.budget.Limit(n)
 	d.llama.budget.Limit(n)
 	d.claude.Limit(n)
+	d.frames.Max = frameBound(n)
+}
+
+// skipped cuts the answer at a frame too long to hold: an event's deltas are the only
+// ones that long. (An exception in it goes unseen: exceptions are a few fields.)
+func (d *streamDecoder) skipped(n int) {
+	switch d.kind {
+	case streamClaude:
+		d.claude.Lost(int64(n))
+	case streamLlama:
+		d.llama.budget.Lost(int64(n))
+	default:
+		d.conv.budget.Lost(int64(n))
+	}
 }
 
 // Truncated is how many bytes of the answer were dropped for the limit.

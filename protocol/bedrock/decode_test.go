@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
@@ -275,6 +277,43 @@ func TestJSONDecoderCap(t *testing.T) {
 	d.Write([]byte(`{"output":{"message":{"content":[{"text":"x"}]}}}`))
 	if d.Finished() || d.buf != nil {
 		t.Error("a body past the cap was kept")
+	}
+}
+
+// TestFrameReaderSkipsLongFrames: a frame longer than Max is skipped unread, in any
+// chunking, once its prelude's CRC vouches for its length; the frames after it are
+// decoded, and the reader holds no more than Max meanwhile. A skipped frame's corrupt
+// prelude stops the reader.
+func TestFrameReaderSkipsLongFrames(t *testing.T) {
+	const limit = 4 << 10
+	small := event(t, "messageStart", `{"role":"assistant"}`)
+	long := event(t, "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"`+strings.Repeat("x", 64<<10)+`"}}`)
+	stream := slices.Concat(small, long, small)
+	for _, size := range []int{len(stream), 4096, 5, 1} {
+		var frames, skipped []int
+		f := FrameReader{Max: limit, Frame: func(m eventstream.Message) { frames = append(frames, len(m.Payload)) },
+			Skipped: func(n int) { skipped = append(skipped, n) }}
+		for b := stream; len(b) > 0; b = b[min(size, len(b)):] {
+			f.Write(b[:min(size, len(b))])
+			if cap(f.buf) > limit {
+				t.Fatalf("size %d: holds %d bytes, bound %d", size, cap(f.buf), limit)
+			}
+		}
+		if len(frames) != 2 || !slices.Equal(skipped, []int{len(long)}) || f.Broken() {
+			t.Fatalf("size %d: frames %v, skipped %v, broken %v", size, frames, skipped, f.Broken())
+		}
+	}
+	bad := slices.Concat(small, long, small)
+	bad[len(small)+9] ^= 1 // the long frame's prelude CRC
+	for _, size := range []int{len(bad), 3} {
+		n := 0
+		f := FrameReader{Max: limit, Frame: func(eventstream.Message) { n++ }, Skipped: func(int) { t.Fatal("a corrupt frame was skipped") }}
+		for b := bad; len(b) > 0; b = b[min(size, len(b)):] {
+			f.Write(b[:min(size, len(b))])
+		}
+		if n != 1 || !f.Broken() {
+			t.Fatalf("size %d: a corrupt prelude: frames %d, broken %v", size, n, f.Broken())
+		}
 	}
 }
 

@@ -3,27 +3,48 @@ package bedrock
 import (
 	"bytes"
 	"encoding/binary"
+	"hash/crc32"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+
+	"github.com/camproxy/camproxy/protocol"
 )
 
 const (
-	// maxFrame bounds one event stream frame, and a JSON answer: past it a decoder
-	// stops rather than let its memory grow without bound.
+	// maxFrame is the longest frame the event stream format allows (16 MiB): a
+	// longer length is corrupt, and stops a reader. It bounds a JSON answer too.
 	maxFrame = 16 << 20
 	// minFrame is the length of a frame with no headers and no payload: the prelude
 	// (total length, headers length, prelude CRC) and the message CRC.
 	minFrame = 16
+	// prelude is the length of a frame's prelude; its CRC vouches for the lengths.
+	prelude = 12
 	// keepBuf is the largest buffer kept for reuse after a frame: one huge frame
 	// should not pin its buffer for the rest of a long stream.
 	keepBuf = 64 << 10
+	// frameHeaders bounds what a frame adds to its event: the prelude, the headers
+	// (":event-type", ":content-type", ":message-type" and short values) and the CRC.
+	frameHeaders = 4 << 10
 )
+
+// frameBound is the frame a stream decoder holding an answer to limit bytes reads
+// whole: an event of protocol.EventBound(limit) bytes, base64-encoded as InvokeModel
+// streams carry the model's events (4/3), plus the frame's headers; at most maxFrame.
+func frameBound(limit int) int {
+	e := protocol.EventBound(limit)
+	if e >= maxFrame {
+		return maxFrame
+	}
+	return min(e/3*4+4+frameHeaders, maxFrame)
+}
 
 // FrameReader splits an AWS event stream (application/vnd.amazon.eventstream) fed
 // in arbitrary chunks into frames, and decodes each with the SDK's eventstream
 // decoder, CRCs checked. A frame is a 4-byte big-endian total length, then the rest.
-// A frame longer than 16 MiB, shorter than the minimum or that does not decode
-// stops the reader: the rest of the stream is ignored.
+// A frame longer than Max is skipped unread once its prelude's CRC vouches for its
+// length, and handed to Skipped; one longer than 16 MiB (the format's limit), shorter
+// than the minimum or that does not decode stops the reader: the rest of the stream
+// is ignored.
 //
 // The zero value discards frames; set Frame to see them. It is not safe for
 // concurrent use.
@@ -31,9 +52,16 @@ type FrameReader struct {
 	// Frame is called with every complete frame, in order. The message (its payload
 	// and header values) is valid only during the call.
 	Frame func(msg eventstream.Message)
+	// Skipped, if set, is told the length of each frame longer than Max, in order
+	// with the frames.
+	Skipped func(n int)
+	// Max bounds the frame the reader holds; 0 is frameBound of the default answer
+	// budget.
+	Max int
 
 	buf     []byte // the frame that earlier writes began
 	payload []byte // reused for the payload of each frame
+	skip    int    // bytes of a skipped frame still to come
 	rd      bytes.Reader
 	dec     eventstream.Decoder
 	broken  bool
@@ -43,36 +71,47 @@ type FrameReader struct {
 func (f *FrameReader) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 && !f.broken {
-		if len(f.buf) == 0 {
-			// Frames that lie whole in p are decoded in place.
-			if len(p) < 4 {
-				f.buf = append(f.buf, p...)
-				break
-			}
-			l, ok := f.frameLen(p)
-			if !ok {
-				break
-			}
-			if len(p) < l {
-				f.buf = append(f.buf, p...)
-				break
-			}
-			f.decode(p[:l])
-			p = p[l:]
+		if f.skip > 0 {
+			k := min(f.skip, len(p))
+			f.skip -= k
+			p = p[k:]
 			continue
 		}
-		if len(f.buf) < 4 {
-			k := min(4-len(f.buf), len(p))
+		if len(f.buf) == 0 && len(p) >= prelude {
+			// Frames that lie whole in p are decoded in place.
+			l, ok := f.frameLen(p)
+			switch {
+			case !ok:
+			case l > f.max():
+				f.skipFrame(p, l)
+			case len(p) < l:
+				f.buf = append(f.buf, p...)
+				p = nil
+			default:
+				f.decode(p[:l])
+				p = p[l:]
+			}
+			continue
+		}
+		if len(f.buf) < prelude {
+			k := min(prelude-len(f.buf), len(p))
 			f.buf = append(f.buf, p[:k]...)
 			p = p[k:]
 			if len(f.buf) < 4 {
 				break
 			}
+			l, ok := f.frameLen(f.buf) // a bad length stops the reader before its prelude is whole
+			if !ok || len(f.buf) < prelude {
+				break
+			}
+			if l > f.max() {
+				f.skipFrame(f.buf, l)
+				f.skip = max(f.skip-prelude, 0) // the prelude was read
+				f.buf = f.buf[:0]
+				continue
+			}
 		}
-		l, ok := f.frameLen(f.buf)
-		if !ok {
-			break
-		}
+		l := int(binary.BigEndian.Uint32(f.buf))
 		k := min(l-len(f.buf), len(p))
 		f.buf = append(f.buf, p[:k]...)
 		p = p[k:]
@@ -85,6 +124,28 @@ func (f *FrameReader) Write(p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// max is the bound on the frame the reader holds.
+func (f *FrameReader) max() int {
+	if f.Max > 0 {
+		return f.Max
+	}
+	return frameBound(0)
+}
+
+// skipFrame starts skipping the frame of length l whose prelude starts p: the
+// prelude's CRC must vouch for the length, else the stream is corrupt and the reader
+// stops.
+func (f *FrameReader) skipFrame(p []byte, l int) {
+	if crc32.ChecksumIEEE(p[:8]) != binary.BigEndian.Uint32(p[8:prelude]) {
+		f.stop()
+		return
+	}
+	f.skip = l
+	if f.Skipped != nil {
+		f.Skipped(l)
+	}
 }
 
 // Broken reports that the stream held a frame the reader could not decode: later

@@ -159,19 +159,25 @@ func FuzzFrameReader(f *testing.F) {
 	f.Add(append(seed(llamaChunks[:1]), exception(f, "internalServerException", "x")...), uint64(5))
 	f.Add([]byte{0, 0, 0, 16, 0, 0, 0, 0}, uint64(6))
 	f.Fuzz(func(t *testing.T, stream []byte, seed uint64) {
-		for _, kind := range []streamKind{streamConverse, streamClaude, streamNova, streamLlama} {
-			whole := newStreamDecoder(kind)
-			whole.Write(stream)
-			d := newStreamDecoder(kind)
-			rng := rand.New(rand.NewPCG(seed, seed>>1))
-			for p := stream; len(p) > 0; {
-				n := min(1+rng.IntN(33), len(p))
-				d.Write(p[:n])
-				p = p[n:]
-			}
-			if !reflect.DeepEqual(d.Message(), whole.Message()) || d.Usage() != whole.Usage() || d.Finished() != whole.Finished() {
-				t.Fatalf("kind %d: chunked %#v %+v %v, whole %#v %+v %v", kind,
-					d.Message(), d.Usage(), d.Finished(), whole.Message(), whole.Usage(), whole.Finished())
+		// Frames up to the default bound, and (skipping the longer ones) up to a small one.
+		for _, limit := range []int{0, minFrame + int(seed%256)} {
+			for _, kind := range []streamKind{streamConverse, streamClaude, streamNova, streamLlama} {
+				whole := newStreamDecoder(kind)
+				whole.frames.Max = limit
+				whole.Write(stream)
+				d := newStreamDecoder(kind)
+				d.frames.Max = limit
+				rng := rand.New(rand.NewPCG(seed, seed>>1))
+				for p := stream; len(p) > 0; {
+					n := min(1+rng.IntN(33), len(p))
+					d.Write(p[:n])
+					p = p[n:]
+				}
+				if !reflect.DeepEqual(d.Message(), whole.Message()) || d.Usage() != whole.Usage() || d.Finished() != whole.Finished() ||
+					d.Truncated() != whole.Truncated() {
+					t.Fatalf("kind %d, max %d: chunked %#v %+v %v %d, whole %#v %+v %v %d", kind, limit,
+						d.Message(), d.Usage(), d.Finished(), d.Truncated(), whole.Message(), whole.Usage(), whole.Finished(), whole.Truncated())
+				}
 			}
 		}
 		var fr FrameReader

@@ -44,7 +44,7 @@ type callAcc struct {
 // Write feeds the next bytes of the stream. It never fails.
 func (d *StreamDecoder) Write(p []byte) (int, error) {
 	if d.sse.Event == nil {
-		d.sse.Event, d.sse.Data = d.onEvent, d.onData
+		d.sse.Event, d.sse.Data, d.sse.Oversized = d.onEvent, d.onData, d.onCut
 	}
 	return d.sse.Write(p)
 }
@@ -82,8 +82,12 @@ func (d *StreamDecoder) Message() protocol.Message {
 	return m
 }
 
-// Limit bounds the bytes of the answer kept (see protocol.Budget).
-func (d *StreamDecoder) Limit(n int) { d.budget.Limit(n) }
+// Limit bounds the bytes of the answer kept (see protocol.Budget), and with them
+// the event the framer holds (protocol.EventBound).
+func (d *StreamDecoder) Limit(n int) {
+	d.budget.Limit(n)
+	d.sse.Max = protocol.EventBound(n)
+}
 
 // Truncated is how many bytes of the answer were dropped for the limit.
 func (d *StreamDecoder) Truncated() int64 { return d.budget.Truncated() }
@@ -97,6 +101,21 @@ func (d *StreamDecoder) Finished() bool { return d.done }
 
 // onEvent handles one complete SSE event.
 func (d *StreamDecoder) onEvent(_, data []byte) { d.handleEvent(data) }
+
+// onCut applies a chunk too long to hold, of which the framer kept the head and the
+// tail: its deltas are lost, and the answer is cut there. Its usage and the
+// finish_reason of its last choice (agents ask for one), which come last, are read
+// from the tail.
+func (d *StreamDecoder) onCut(_ []byte, c sse.Cut) {
+	d.budget.Lost(c.Size)
+	if u := jsontext.TailMember(c.Tail, 1, "usage"); u.IsObject() {
+		d.usage = readUsage(u)
+	}
+	// Depth 3: a member of an element of choices.
+	if f := jsontext.TailMember(c.Tail, 3, "finish_reason"); f.Type == gjson.String && f.Str != "" {
+		d.done = true
+	}
+}
 
 // onData sees each data line: "[DONE]" ends the answer even if the blank line that
 // closes its event never comes.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
-	"github.com/camproxy/camproxy/protocol/sse"
 )
 
 // chunk wraps one chat.completion.chunk the way OpenAI frames it.
@@ -192,24 +191,32 @@ func itoa(i int) string {
 	return itoa(i/10) + itoa(i%10)
 }
 
-func TestStreamDecoderLineCap(t *testing.T) {
+// TestStreamDecoderOversizedChunk: a chunk longer than the framer holds for the limit
+// (protocol.EventBound) is skipped: its deltas are lost and the answer is cut there,
+// while its finish_reason and usage, at its end, are read from its tail — the answer
+// is finished without a [DONE] — and a chunk after it is read (and not kept).
+func TestStreamDecoderOversizedChunk(t *testing.T) {
+	const limit = 1 << 10
 	before := chunk(`[{"index":0,"delta":{"content":"kept"}}]`, "null")
-	huge := "data: " + strings.Repeat("x", sse.MaxLine) + "\n\n"
-	after := chunk(`[{"index":0,"delta":{"content":"lost"},"finish_reason":"stop"}]`, "null")
-	stream := []byte(before + huge + after)
-	want := protocol.Message{Role: "assistant", Content: "kept"}
-	for _, size := range []int{len(stream), 4096, 1 << 20} {
-		d := decodeChunks(stream, func() int { return size })
-		checkDecoded(t, d, want, protocol.Usage{}, false)
-		if !d.sse.Broken() {
-			t.Fatalf("size %d: an event past sse.MaxLine did not stop the decode", size)
+	huge := chunk(`[{"index":0,"delta":{"content":"`+strings.Repeat("x", protocol.EventBound(limit))+`"},"finish_reason":"stop"}]`,
+		`{"prompt_tokens":5,"completion_tokens":7}`)
+	after := chunk(`[{"index":0,"delta":{"content":"lost"}}]`, `{"prompt_tokens":6,"completion_tokens":8}`)
+	for _, c := range []struct {
+		stream string
+		usage  protocol.Usage
+	}{{before + huge, protocol.Usage{InputTokens: 5, OutputTokens: 7}}, {before + huge + after, protocol.Usage{InputTokens: 6, OutputTokens: 8}}} {
+		for _, size := range []int{len(c.stream), 4096} {
+			var d StreamDecoder
+			d.Limit(limit)
+			for b := []byte(c.stream); len(b) > 0; b = b[min(size, len(b)):] {
+				_, _ = d.Write(b[:min(size, len(b))])
+			}
+			checkDecoded(t, &d, protocol.Message{Role: "assistant", Content: "kept"}, c.usage, true)
+			if d.Truncated() < int64(len(huge)-len("data: \n\n")) {
+				t.Fatalf("size %d: truncated %d, want the chunk's %d bytes", size, d.Truncated(), len(huge))
+			}
 		}
 	}
-	// Many data lines that add up past the cap break it too.
-	line := "data: " + strings.Repeat("y", 1<<20) + "\n"
-	multi := []byte(before + strings.Repeat(line, 9) + "\n" + after)
-	d := decodeChunks(multi, func() int { return 65536 })
-	checkDecoded(t, d, want, protocol.Usage{}, false)
 }
 
 func TestStreamDecoderIgnoresGarbage(t *testing.T) {

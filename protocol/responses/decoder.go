@@ -131,12 +131,19 @@ func (d *JSONDecoder) Truncated() int64 { return d.budget.Truncated() }
 
 // StreamDecoder consumes the raw SSE bytes of a streamed response in arbitrary chunk
 // boundaries (a tee of what goes to the client). The final event — response.completed,
-// response.incomplete or response.failed — carries the whole response: its output and
-// usage are the answer. Until then (and when the final event's output is empty, as
-// some backends send it) the answer is assembled from the output_item.done items and,
-// for items not done yet, from the output_text, function_call_arguments and
-// custom_tool_call_input deltas, so that a stream cut short still records what
-// arrived. The zero value is ready to use; it is not safe for concurrent use.
+// response.incomplete or response.failed (response.done, as the Realtime API and some
+// backends name it) — carries the whole response: its output and usage are the answer.
+// Until then (and when the final event's output is empty, as some backends send it)
+// the answer is assembled from the output_item.done items and, for items not done yet,
+// from the output_text, function_call_arguments and custom_tool_call_input deltas, so
+// that a stream cut short still records what arrived.
+//
+// An event longer than the framer holds (protocol.EventBound of the limit; the final
+// event repeats the whole answer, so a long one is) is read from its head and tail
+// only (see onCut): a final one still ends the answer, with the response's id and
+// usage when they lie there, and the answer stays what the earlier events built.
+//
+// The zero value is ready to use; it is not safe for concurrent use.
 type StreamDecoder struct {
 	sse  sse.Reader
 	done bool
@@ -169,13 +176,13 @@ type outItem struct {
 // Write feeds the next bytes of the stream. It never fails.
 func (d *StreamDecoder) Write(p []byte) (int, error) {
 	if d.sse.Event == nil {
-		d.sse.Event = d.onEvent
+		d.sse.Event, d.sse.Oversized = d.onEvent, d.onCut
 	}
 	return d.sse.Write(p)
 }
 
-// Finished reports whether the final event (response.completed, .incomplete or
-// .failed) was read.
+// Finished reports whether the final event (response.completed, .incomplete, .failed
+// or .done) was read.
 func (d *StreamDecoder) Finished() bool { return d.done }
 
 // Usage is the final event's usage.
@@ -184,8 +191,12 @@ func (d *StreamDecoder) Usage() protocol.Usage { return d.usage }
 // ResponseID is the response's id, known from response.created on.
 func (d *StreamDecoder) ResponseID() string { return d.id }
 
-// Limit bounds the bytes of the answer kept (see protocol.Budget).
-func (d *StreamDecoder) Limit(n int) { d.budget.Limit(n) }
+// Limit bounds the bytes of the answer kept (see protocol.Budget), and with them
+// the event the framer holds (protocol.EventBound).
+func (d *StreamDecoder) Limit(n int) {
+	d.budget.Limit(n)
+	d.sse.Max = protocol.EventBound(n)
+}
 
 // Truncated is how many bytes of the answer were dropped for the limit.
 func (d *StreamDecoder) Truncated() int64 { return d.budget.Truncated() }
@@ -259,7 +270,7 @@ func (d *StreamDecoder) onEvent(name, data []byte) {
 		if id := jsontext.ObjectKey(resp, "id"); id.Str != "" {
 			d.id = strings.Clone(id.Str)
 		}
-	case "response.completed", "response.incomplete", "response.failed":
+	case "response.completed", "response.incomplete", "response.failed", "response.done":
 		id, msg, usage, ok := decodeResponse(resp)
 		if id != "" {
 			d.id = id
@@ -304,6 +315,72 @@ func (d *StreamDecoder) onEvent(name, data []byte) {
 			it.args = d.budget.Set(it.args, input.Str)
 		}
 	}
+}
+
+// onCut applies an event too long to hold, of which the framer kept the head and
+// the tail. A final event ends the answer as it would whole: its type comes first (or
+// is the SSE event's name), the response's id right after it, its usage last but for
+// the user and metadata fields. The answer stays what the deltas and done items built,
+// within the budget as they came: the items only the final event holds are lost —
+// OpenAI streams every item before it; a backend that streams none has the answer
+// marked cut (Budget.Lost). An event that repeats what its deltas built loses nothing;
+// one that adds to the answer cuts it there, as its part past the budget would have.
+func (d *StreamDecoder) onCut(name []byte, c sse.Cut) {
+	if d.done {
+		return
+	}
+	t := string(name)
+	if typ := jsontext.HeadMember(c.Head, "type"); typ.Type == gjson.String {
+		t = typ.Str
+	}
+	switch t {
+	case "response.created", "response.in_progress", "response.queued":
+		// They echo the request's instructions and tools: a coding agent's can be long.
+		if id := jsontext.HeadMember(c.Head, "response", "id"); id.Str != "" {
+			d.id = id.Str
+		}
+	case "response.completed", "response.incomplete", "response.failed", "response.done":
+		if id := jsontext.HeadMember(c.Head, "response", "id"); id.Str != "" {
+			d.id = id.Str
+		}
+		// Depth 2: a member of the response object, the event's one object member.
+		if u := jsontext.TailMember(c.Tail, 2, "usage"); u.IsObject() {
+			d.usage = readUsage(u)
+		}
+		if len(d.items) == 0 {
+			d.budget.Lost(c.Size)
+		}
+		d.done = true
+	case "response.output_item.done":
+		if !d.repeats(c.Head) {
+			d.budget.Lost(c.Size)
+		}
+	case "response.output_item.added", "response.output_text.delta",
+		"response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
+		d.budget.Lost(c.Size)
+	}
+	// output_text.done, function_call_arguments.done and custom_tool_call_input.done
+	// repeat their deltas; the other events add nothing to the answer.
+}
+
+// repeats reports whether a cut output_item.done is a message or call whose deltas
+// built its text or arguments, which stand for it: its output_index and its item's
+// type come before the item's content, in the head.
+func (d *StreamDecoder) repeats(head []byte) bool {
+	index, typ := jsontext.HeadMember(head, "output_index"), jsontext.HeadMember(head, "item", "type")
+	if index.Type != gjson.Number {
+		return false
+	}
+	for i := range d.items {
+		if it := &d.items[i]; it.index == index.Int() {
+			switch typ.Str {
+			case typeMessage, typeFunctionCall, typeCustomCall:
+				return it.typ == typ.Str && len(it.text)+len(it.args) > 0
+			}
+			return false
+		}
+	}
+	return false
 }
 
 // readItem applies an output_item.added or .done event; a done item is whole and

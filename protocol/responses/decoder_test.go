@@ -1,11 +1,14 @@
 package responses
 
 import (
+	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/sse"
 )
 
 // jsonAnswer is a non-streamed response: reasoning, a message and two calls.
@@ -120,6 +123,14 @@ event: response.failed
 data: {"type":"response.failed","response":{"id":"resp_f","status":"failed","error":{"code":"server_error","message":"x"},"output":[],"usage":null}}
 
 `, true, protocol.Message{Role: "assistant"}, protocol.Usage{}},
+		// The Realtime API's name for the final event, which some backends send.
+		{"done", `event: response.output_text.delta
+data: {"type":"response.output_text.delta","output_index":0,"delta":"partial"}
+
+event: response.done
+data: {"type":"response.done","response":{"id":"resp_d","status":"completed","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"whole"}]}],"usage":{"input_tokens":3,"output_tokens":2}}}
+
+`, true, protocol.Message{Role: "assistant", Content: "whole"}, protocol.Usage{InputTokens: 3, OutputTokens: 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,4 +182,86 @@ func dropEventLines(s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// longStream is a text answer streamed as OpenAI streams it, each event whole and its
+// fields in OpenAI's order: response.created and the final event echo the
+// instructions; with deltas, the text comes in 4 KiB deltas, then its done events and
+// the final event repeat it whole; without, only the final event has it.
+func longStream(instructions, text string, deltas bool) string {
+	q := func(s string) string {
+		b, _ := json.Marshal(s)
+		return string(b)
+	}
+	var b strings.Builder
+	seq := 0
+	ev := func(typ, fields string) {
+		fmt.Fprintf(&b, "event: %s\ndata: {\"type\":%q,\"sequence_number\":%d,%s}\n\n", typ, typ, seq, fields)
+		seq++
+	}
+	item := `{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":` + q(text) + `}]}`
+	ev("response.created", `"response":{"id":"resp_big","object":"response","status":"in_progress","instructions":`+q(instructions)+`,"output":[],"usage":null}`)
+	if deltas {
+		ev("response.output_item.added", `"output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","role":"assistant","content":[]}`)
+		for rest := text; rest != ""; {
+			n := min(4<<10, len(rest))
+			ev("response.output_text.delta", `"item_id":"msg_1","output_index":0,"content_index":0,"delta":`+q(rest[:n]))
+			rest = rest[n:]
+		}
+		ev("response.output_text.done", `"item_id":"msg_1","output_index":0,"content_index":0,"text":`+q(text))
+		ev("response.output_item.done", `"output_index":0,"item":`+item)
+	}
+	ev("response.completed", `"response":{"id":"resp_big","object":"response","status":"completed","instructions":`+q(instructions)+
+		`,"output":[`+item+`],"usage":{"input_tokens":42,"output_tokens":7,"total_tokens":49},"user":null,"metadata":{"k":"v"}}`)
+	return b.String()
+}
+
+// TestStreamDecoderOversizedEvents: events longer than the framer holds for the limit
+// (protocol.EventBound) are read from their head and tail. The final event still ends
+// the answer with the response's id and usage, and the answer is what the deltas
+// built: whole when they fit the limit, though every event that repeats it whole was
+// too long to read (text of control characters, 6 bytes each as JSON); cut, when only
+// the final event held it.
+func TestStreamDecoderOversizedEvents(t *testing.T) {
+	r, _ := Parse([]byte(`{"input":"x","stream":true}`), nil)
+	instructions := strings.Repeat("Follow the repository's rules. ", 20000) // 600 KiB: response.created is cut too
+	tests := []struct {
+		name      string
+		limit     int
+		stream    string
+		cuts      int // events too long to read
+		msg       protocol.Message
+		truncated func(int64) bool
+	}{
+		{"the deltas fit", 128 << 10, longStream(instructions, strings.Repeat("\x01", 120<<10), true), 4,
+			protocol.Message{Role: "assistant", Content: strings.Repeat("\x01", 120<<10)}, func(n int64) bool { return n == 0 }},
+		{"only the final event has the text", 64 << 10, longStream("", strings.Repeat("z", 500<<10), false), 1,
+			protocol.Message{Role: "assistant"}, func(n int64) bool { return n >= 500<<10 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, size := range []int{len(tt.stream), 4093} {
+				d := r.Decoder().(*StreamDecoder)
+				d.Limit(tt.limit)
+				cuts := 0
+				d.sse.Event = d.onEvent
+				d.sse.Oversized = func(name []byte, c sse.Cut) {
+					cuts++
+					d.onCut(name, c)
+				}
+				for i := 0; i < len(tt.stream); i += size {
+					_, _ = d.Write([]byte(tt.stream[i:min(i+size, len(tt.stream))]))
+				}
+				if cuts != tt.cuts {
+					t.Fatalf("size %d: %d events cut, want %d", size, cuts, tt.cuts)
+				}
+				if !d.Finished() || d.ResponseID() != "resp_big" || d.Usage() != (protocol.Usage{InputTokens: 42, OutputTokens: 7}) {
+					t.Fatalf("size %d: finished %v, id %q, usage %+v", size, d.Finished(), d.ResponseID(), d.Usage())
+				}
+				if m := d.Message(); !reflect.DeepEqual(m, tt.msg) || !tt.truncated(d.Truncated()) {
+					t.Fatalf("size %d: message of %d bytes (want %d), truncated %d", size, len(m.Content), len(tt.msg.Content), d.Truncated())
+				}
+			}
+		})
+	}
 }
