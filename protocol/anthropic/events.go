@@ -33,6 +33,7 @@ type EventDecoder struct {
 	done    bool            // saw message_stop
 	failed  bool            // saw an error event
 	budget  protocol.Budget // what the answer may keep
+	sketch  protocol.Sketch // of the whole answer, beside the budget
 }
 
 // blockSize is what a block's accumulator costs the budget besides its bytes.
@@ -43,6 +44,9 @@ func (d *EventDecoder) Limit(n int) { d.budget.Limit(n) }
 
 // Truncated is how many bytes of the answer were dropped for the limit.
 func (d *EventDecoder) Truncated() int64 { return d.budget.Truncated() }
+
+// Sketch is the sketch of the whole answer so far, whatever the budget kept.
+func (d *EventDecoder) Sketch() *protocol.Sketch { return &d.sketch }
 
 // blockKind is what a content block holds.
 type blockKind uint8
@@ -139,9 +143,11 @@ func (d *EventDecoder) startBlock(index int64, cb gjson.Result) {
 	case "text":
 		if acc := d.block(index, kindText); acc != nil {
 			acc.text = d.budget.Append(acc.text, b.text.Str)
+			d.sketch.Text(index, b.text.Str)
 		}
 	case "tool_use":
 		if acc := d.block(index, kindTool); acc != nil {
+			d.sketch.Call(index, b.id.Str, b.name.Str)
 			// Clone: the strings would otherwise pin the whole event.
 			acc.id = d.budget.Clone(b.id.Str)
 			acc.name = d.budget.Clone(b.name.Str)
@@ -179,6 +185,7 @@ func (d *EventDecoder) applyDelta(index int64, delta gjson.Result) {
 	case "text_delta":
 		if acc := d.block(index, kindText); acc != nil {
 			acc.text = d.budget.Append(acc.text, text.Str)
+			d.sketch.Text(index, text.Str)
 		}
 	case "input_json_delta":
 		acc := d.block(index, kindTool)
