@@ -156,7 +156,7 @@ func (b *Budget) Take(n int) bool {
 // a whole answer is its own tip).
 func (b *Budget) Trim(m *Message) *Sketch {
 	var sk *Sketch
-	if b.cut || size(m) > b.left() {
+	if b.cut || answerBytes(m) > b.left() {
 		sk = new(Sketch)
 		sk.Of(m)
 	}
@@ -189,8 +189,8 @@ func (b *Budget) Trim(m *Message) *Sketch {
 	return sk
 }
 
-// size is the bytes of m that Trim counts.
-func size(m *Message) int {
+// answerBytes is the bytes of m that Trim counts.
+func answerBytes(m *Message) int {
 	n := len(m.Content)
 	for i := range m.Parts {
 		p := &m.Parts[i]

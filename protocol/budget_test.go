@@ -81,7 +81,7 @@ func TestBudgetTrim(t *testing.T) {
 	whole := m
 	whole.ToolCalls = append([]ToolCall(nil), m.ToolCalls...)
 	var fits Budget
-	fits.Limit(size(&m))
+	fits.Limit(answerBytes(&m))
 	if sk := fits.Trim(&whole); sk != nil || fits.Truncated() != 0 {
 		t.Fatalf("a message that fits: sketch %v, truncated %d", sk, fits.Truncated())
 	}
