@@ -200,6 +200,14 @@ func writeCanonical(d *xxhash.Digest, m *protocol.Message, loose bool) {
 // once, and a loose tip is looked at only when no strict tip is known, so parallel
 // runs stay apart as before; only a later turn whose run answered exactly like another
 // run's, and whose own strict tip is gone, could continue the other run's episode.
+//
+// An answer whose recorded copy was cut (replay.max_answer_bytes) has no chain tip; it
+// is found by its sketch (SketchTip): the history before it, the first
+// protocol.SketchText bytes of its text, whitespace collapsed, and the ids and names
+// of its tool calls. Runs call tools under different ids, so parallel runs stay apart;
+// two runs at one history whose cut answers call no tool and begin with the same
+// protocol.SketchText bytes sketch alike. Each tip is still claimed once, so they stay
+// two episodes, but the next turn of one may continue the other's.
 func canonicalText(m *protocol.Message, loose bool) string {
 	switch {
 	case isSystem(m.Role):
@@ -437,6 +445,39 @@ func Candidates(msgs []protocol.Message, chain []uint64) (tips []uint64, ends []
 			tips = append(tips, chain[i])
 			ends = append(ends, i+1)
 		}
+	}
+	return tips, ends
+}
+
+// SketchTip is the stitching tip of a history whose hash is prev (of Chain or
+// LooseChain) followed by an answer whose recorded copy was cut, known by its sketch:
+// the agent sends the whole answer back, whose hash the cut copy cannot give (see
+// protocol.Sketch). Its hash is not a chain hash, so that it never meets one.
+func SketchTip(prev uint64, s *protocol.Sketch) uint64 {
+	var b [24]byte
+	binary.LittleEndian.PutUint64(b[:8], prev)
+	binary.LittleEndian.PutUint64(b[8:16], s.Sum64())
+	copy(b[16:], "sketch:\x00")
+	return xxhash.Sum64(b[:])
+}
+
+// SketchCandidates is Candidates for the tips of cut answers: the SketchTip of each
+// prefix of msgs that ends with an assistant message past msgs[:after], longest first;
+// chain is the Chain or LooseChain of msgs. A call computes them only when no chain
+// tip continues it up to its last answer, so that calls that stitch pay nothing.
+func SketchCandidates(msgs []protocol.Message, chain []uint64, after int) (tips []uint64, ends []int) {
+	var sk protocol.Sketch
+	for i := len(msgs) - 1; i >= after; i-- {
+		if msgs[i].Role != "assistant" {
+			continue
+		}
+		var prev uint64
+		if i > 0 {
+			prev = chain[i-1]
+		}
+		sk.Of(&msgs[i])
+		tips = append(tips, SketchTip(prev, &sk))
+		ends = append(ends, i+1)
 	}
 	return tips, ends
 }

@@ -192,8 +192,15 @@ func (b *Budget) Take(n int) bool {
 
 // Trim cuts a message decoded whole (a non-streamed answer) to the budget, in the
 // order of its fields: content, parts, tool calls, raw blocks. Text is cut; what
-// cannot be cut (ids, names, inline media, raw JSON) is kept whole or dropped.
-func (b *Budget) Trim(m *Message) {
+// cannot be cut (ids, names, inline media, raw JSON) is kept whole or dropped. When
+// it cuts anything it returns the sketch of m whole, for stitching (nil when m fits:
+// a whole answer is its own tip).
+func (b *Budget) Trim(m *Message) *Sketch {
+	var sk *Sketch
+	if b.cut || answerBytes(m) > b.left() {
+		sk = new(Sketch)
+		sk.Of(m)
+	}
 	m.Content = b.trimString(m.Content)
 	for i := range m.Parts {
 		p := &m.Parts[i]
@@ -220,6 +227,27 @@ func (b *Budget) Trim(m *Message) {
 		kept = nil
 	}
 	m.Raw = kept
+	return sk
+}
+
+// answerBytes is the bytes of m that Trim counts.
+func answerBytes(m *Message) int {
+	n := len(m.Content)
+	for i := range m.Parts {
+		p := &m.Parts[i]
+		n += len(p.Text) + len(p.Raw)
+		if p.Media != nil {
+			n += len(p.Media.Data)
+		}
+	}
+	for i := range m.ToolCalls {
+		tc := &m.ToolCalls[i]
+		n += len(tc.ID) + len(tc.Name) + len(tc.Arguments)
+	}
+	for _, r := range m.Raw {
+		n += len(r)
+	}
+	return n
 }
 
 // trimString is s cut to the budget: s itself when whole, else a copy of the part

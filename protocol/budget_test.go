@@ -78,9 +78,21 @@ func TestBudgetTrim(t *testing.T) {
 	m := Message{Role: "assistant", Content: "0123456789€",
 		ToolCalls: []ToolCall{{ID: "c1", Name: "f", Arguments: `{"a":1}`}},
 		Raw:       []RawJSON{`{"type":"thinking"}`}}
+	whole := m
+	whole.ToolCalls = append([]ToolCall(nil), m.ToolCalls...)
+	var fits Budget
+	fits.Limit(answerBytes(&m))
+	if sk := fits.Trim(&whole); sk != nil || fits.Truncated() != 0 {
+		t.Fatalf("a message that fits: sketch %v, truncated %d", sk, fits.Truncated())
+	}
+	var wholeSketch Sketch
+	wholeSketch.Of(&whole)
 	var b Budget
 	b.Limit(12)
-	b.Trim(&m)
+	sk := b.Trim(&m)
+	if sk == nil || sk.Sum64() != wholeSketch.Sum64() {
+		t.Fatal("a cut message: no sketch, or not the whole message's")
+	}
 	if m.Content != "0123456789" || !utf8.ValidString(m.Content) {
 		t.Fatalf("content %q", m.Content)
 	}

@@ -159,6 +159,9 @@ type Decoder interface {
 	// Truncated is how many bytes of the answer Message lacks for the limit: 0
 	// when it is whole.
 	Truncated() int64
+	// Sketch is the sketch of the whole answer, kept whatever the limit cut, for
+	// stitching the call after a truncated one; it may be nil when Truncated is 0.
+	Sketch() *Sketch
 }
 
 // Identified is implemented by decoders whose answers carry an id that a later call

@@ -261,27 +261,10 @@ func (s *Server) findEpisode(id string, req *protocol.View, chain, loose []uint6
 	var from int
 	var claimed *uint64
 	if id == "" {
-		tips, ends := episode.Candidates(msgs, chain)
-		if loose != nil {
-			// A resumed conversation whose system prompt changed: its loose tips,
-			// looked at only when none of the strict ones is known.
-			lt, le := episode.Candidates(msgs, loose)
-			tips, ends = append(tips, lt...), append(ends, le...)
-		}
-		if req.Continues != "" {
-			tips, ends = []uint64{episode.ResponseTip(req.Continues)}, []int{0}
-		}
-		if len(tips) == 0 {
+		var ok bool
+		if id, from, claimed, ok = s.stitch(ctx, req, chain, loose); !ok {
 			return nil, 0, nil, false
 		}
-		found, pos, ok, err := s.episodes.Claim(ctx, tips)
-		if err != nil {
-			s.log.Warn("episode stitching unavailable", "err", err)
-		}
-		if !ok {
-			return nil, 0, nil, false
-		}
-		id, from, claimed = found, ends[pos], &tips[pos]
 	}
 	ep, err := s.episodes.Get(ctx, id)
 	if err != nil {
@@ -297,6 +280,68 @@ func (s *Server) findEpisode(id string, req *protocol.View, chain, loose []uint6
 		from = min(ep.History, len(msgs))
 	}
 	return ep, from, claimed, true
+}
+
+// stitch claims the tip of a header-less call: the episode it continues, the end of
+// the prefix that tip hashes, and the tip.
+func (s *Server) stitch(ctx context.Context, req *protocol.View, chain, loose []uint64) (string, int, *uint64, bool) {
+	msgs := req.Messages
+	tips, ends := episode.Candidates(msgs, chain)
+	if loose != nil {
+		// A resumed conversation whose system prompt changed: its loose tips,
+		// looked at only when none of the strict ones is known.
+		lt, le := episode.Candidates(msgs, loose)
+		tips, ends = append(tips, lt...), append(ends, le...)
+	}
+	if req.Continues != "" {
+		tips, ends = []uint64{episode.ResponseTip(req.Continues)}, []int{0}
+	}
+	if len(tips) == 0 {
+		return "", 0, nil, false
+	}
+	id, pos, ok, err := s.episodes.Claim(ctx, tips)
+	if err != nil {
+		s.log.Warn("episode stitching unavailable", "err", err)
+	}
+	if err == nil && req.Continues == "" && (!ok || ends[pos] < ends[0]) {
+		// No tip continues the call up to its last answer: an answer past the tip
+		// found may be one whose recorded copy was cut, known by its sketch.
+		after := 0
+		if ok {
+			after = ends[pos]
+		}
+		if sid, st, se, spos, sok := s.claimSketch(ctx, msgs, chain, loose, after); sok {
+			if ok && sid != id {
+				// The longer prefix wins; the other episode's claim is given back.
+				if err := s.episodes.Release(ctx, tips[pos], id); err != nil {
+					s.log.Warn("episode tip not released; a retry may start a new episode", "episode", id, "err", err)
+				}
+			}
+			id, tips, ends, pos, ok = sid, st, se, spos, true
+		}
+	}
+	if !ok {
+		return "", 0, nil, false
+	}
+	return id, ends[pos], &tips[pos], true
+}
+
+// claimSketch claims the sketch tip (episode.SketchTip) of an answer of msgs past
+// msgs[:after], longest prefix first, strict then loose, as stitch claims chain tips.
+func (s *Server) claimSketch(ctx context.Context, msgs []protocol.Message, chain, loose []uint64, after int) (id string, tips []uint64, ends []int, pos int, ok bool) {
+	tips, ends = episode.SketchCandidates(msgs, chain, after)
+	if loose != nil {
+		lt, le := episode.SketchCandidates(msgs, loose, after)
+		tips, ends = append(tips, lt...), append(ends, le...)
+	}
+	if len(tips) == 0 {
+		return "", nil, nil, 0, false
+	}
+	id, pos, ok, err := s.episodes.Claim(ctx, tips)
+	if err != nil {
+		s.log.Warn("episode stitching unavailable", "err", err)
+	}
+	return id, tips, ends, pos, ok
 }
 
 // continuedFrom is the first new message of a call that continues a provider-side
@@ -449,11 +494,6 @@ func (c *call) done(status int, err error, ttfb time.Duration) {
 func (c *call) advance(answer protocol.Message) {
 	c.advanced = true
 	c.answer = answer
-	var prev uint64
-	if n := len(c.chain); n > 0 {
-		prev = c.chain[n-1]
-	}
-	tip := episode.Extend(prev, &answer)
 	ep := *c.ep
 	ep.Turns++
 	ep.History = len(c.req.Messages) + 1
@@ -467,17 +507,9 @@ func (c *call) advance(answer protocol.Message) {
 	if err := c.s.episodes.Update(ctx, &ep); err != nil {
 		c.s.log.Warn("episode update failed", "episode", ep.ID, "err", err)
 	}
-	// The chain of a continued call's messages is not the conversation's: no tip. Nor
-	// is a truncated answer's: the agent sends the whole one back, whose hash differs.
-	if c.req.Continues == "" && c.dec.Truncated() == 0 {
-		if err := c.s.episodes.SetTip(ctx, tip, ep.ID); err != nil {
-			c.s.log.Warn("episode tip not stored; the next turn may start a new episode", "episode", ep.ID, "err", err)
-		}
-		if n := len(c.loose); n > 0 {
-			if err := c.s.episodes.SetTip(ctx, episode.Extend(c.loose[n-1], &answer), ep.ID); err != nil {
-				c.s.log.Warn("loose episode tip not stored; a resumed session may start a new episode", "episode", ep.ID, "err", err)
-			}
-		}
+	// The chain of a continued call's messages is not the conversation's: no tip.
+	if c.req.Continues == "" {
+		c.setTips(ctx, ep.ID, &answer)
 	}
 	// A provider-side response id: a later call with previous_response_id claims it.
 	if d, ok := c.dec.(protocol.Identified); ok {
@@ -488,4 +520,35 @@ func (c *call) advance(answer protocol.Message) {
 		}
 	}
 	c.ep = &ep
+}
+
+// setTips stores the tips the next call finds the episode by: the history's chain
+// hashes (strict, and loose when it has a system message) extended by the answer; for
+// an answer whose recorded copy was cut, whose hash the whole one the agent sends back
+// does not share, extended by its sketch instead (episode.SketchTip).
+func (c *call) setTips(ctx context.Context, id string, answer *protocol.Message) {
+	var sk *protocol.Sketch
+	if c.dec.Truncated() > 0 {
+		if sk = c.dec.Sketch(); sk == nil {
+			return
+		}
+	}
+	tip := func(chain []uint64) uint64 {
+		var prev uint64
+		if n := len(chain); n > 0 {
+			prev = chain[n-1]
+		}
+		if sk != nil {
+			return episode.SketchTip(prev, sk)
+		}
+		return episode.Extend(prev, answer)
+	}
+	if err := c.s.episodes.SetTip(ctx, tip(c.chain), id); err != nil {
+		c.s.log.Warn("episode tip not stored; the next turn may start a new episode", "episode", id, "err", err)
+	}
+	if len(c.loose) > 0 {
+		if err := c.s.episodes.SetTip(ctx, tip(c.loose), id); err != nil {
+			c.s.log.Warn("loose episode tip not stored; a resumed session may start a new episode", "episode", id, "err", err)
+		}
+	}
 }

@@ -1,12 +1,14 @@
 package proxy
 
 import (
+	"bytes"
 	"net"
 	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )
 
@@ -117,6 +119,27 @@ func BenchmarkPipeline(b *testing.B) {
 	})
 	b.Run("turn=20/known-episode", func(b *testing.B) {
 		benchCalls(b, newInmemProxy(b, answerCompletion, true), turn20, hdrEpisode, "bench-turn20")
+	})
+	b.Run("turn=21/stitched", func(b *testing.B) {
+		// No header: the call finds its episode by its messages. Turn 20 is sent once;
+		// each call then resends its history, the upstream's answer and a user reply,
+		// so that its longest assistant prefix is the tip turn 20 left (claimed once,
+		// then found again as a retried turn is: the same work).
+		p := newInmemProxy(b, answerCompletion, true)
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		if err := p.do(req, resp, turn20); err != nil || resp.StatusCode() != 200 {
+			b.Fatalf("turn 20: %v (status %d)", err, resp.StatusCode())
+		}
+		id := string(resp.Header.Peek(hdrEpisode))
+		answer := gjson.GetBytes(completion, "choices.0.message").Raw
+		turn21 := append(bytes.TrimSuffix(bytes.Clone(turn20), []byte(`],"temperature":0}`)),
+			`,`+answer+`,{"role":"user","content":"My user id is mia_li_3668."}],"temperature":0}`...)
+		if err := p.do(req, resp, turn21); err != nil || string(resp.Header.Peek(hdrEpisode)) != id {
+			b.Fatalf("turn 21 was not stitched to turn 20's episode %s (got %q, err %v)", id, resp.Header.Peek(hdrEpisode), err)
+		}
+		benchCalls(b, p, turn21)
 	})
 }
 

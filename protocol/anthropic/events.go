@@ -33,6 +33,7 @@ type EventDecoder struct {
 	done    bool            // saw message_stop
 	failed  bool            // saw an error event
 	budget  protocol.Budget // what the answer may keep
+	sketch  protocol.Sketch // of the whole answer, beside the budget
 }
 
 // blockSize is what a block's accumulator costs the budget besides its bytes.
@@ -47,6 +48,9 @@ func (d *EventDecoder) Truncated() int64 { return d.budget.Truncated() }
 // Lost cuts the answer at an event of n bytes too long for its framer to hold, that
 // carried part of it (see protocol.Budget.Lost).
 func (d *EventDecoder) Lost(n int64) { d.budget.Lost(n) }
+
+// Sketch is the sketch of the whole answer so far, whatever the budget kept.
+func (d *EventDecoder) Sketch() *protocol.Sketch { return &d.sketch }
 
 // blockKind is what a content block holds.
 type blockKind uint8
@@ -143,9 +147,11 @@ func (d *EventDecoder) startBlock(index int64, cb gjson.Result) {
 	case "text":
 		if acc := d.block(index, kindText); acc != nil {
 			acc.text = d.budget.Append(acc.text, b.text.Str)
+			d.sketch.Text(index, b.text.Str)
 		}
 	case "tool_use":
 		if acc := d.block(index, kindTool); acc != nil {
+			d.sketch.Call(index, b.id.Str, b.name.Str)
 			// Clone: the strings would otherwise pin the whole event.
 			acc.id = d.budget.Clone(b.id.Str)
 			acc.name = d.budget.Clone(b.name.Str)
@@ -183,6 +189,7 @@ func (d *EventDecoder) applyDelta(index int64, delta gjson.Result) {
 	case "text_delta":
 		if acc := d.block(index, kindText); acc != nil {
 			acc.text = d.budget.Append(acc.text, text.Str)
+			d.sketch.Text(index, text.Str)
 		}
 	case "input_json_delta":
 		acc := d.block(index, kindTool)

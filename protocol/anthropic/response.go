@@ -124,7 +124,8 @@ type JSONDecoder struct {
 	done   bool
 	msg    protocol.Message
 	usage  protocol.Usage
-	budget protocol.Budget // what the answer may keep
+	budget protocol.Budget  // what the answer may keep
+	sketch *protocol.Sketch // the whole answer's, when the budget cut it
 }
 
 // Write buffers p. It never fails.
@@ -153,7 +154,7 @@ func (d *JSONDecoder) decode() {
 		return
 	}
 	if m, u, err := DecodeResponse(d.buf); err == nil {
-		d.budget.Trim(&m)
+		d.sketch = d.budget.Trim(&m)
 		d.msg, d.usage, d.done = m, u, true
 		d.buf = nil
 	}
@@ -187,4 +188,10 @@ func (d *JSONDecoder) Limit(n int) { d.budget.Limit(n) }
 func (d *JSONDecoder) Truncated() int64 {
 	d.decode()
 	return d.budget.Truncated()
+}
+
+// Sketch is the whole answer's sketch; nil unless the budget cut it.
+func (d *JSONDecoder) Sketch() *protocol.Sketch {
+	d.decode()
+	return d.sketch
 }

@@ -56,5 +56,8 @@ func (d *StreamDecoder) onCut(name []byte, c sse.Cut) {
 // Truncated is how many bytes of the answer were dropped for the limit.
 func (d *StreamDecoder) Truncated() int64 { return d.events.Truncated() }
 
+// Sketch is the sketch of the whole answer so far (see EventDecoder.Sketch).
+func (d *StreamDecoder) Sketch() *protocol.Sketch { return d.events.Sketch() }
+
 // Finished reports whether the message_stop event arrived and no error event did.
 func (d *StreamDecoder) Finished() bool { return d.events.Finished() }

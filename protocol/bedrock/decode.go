@@ -27,7 +27,8 @@ type jsonDecoder struct {
 	done   bool
 	msg    protocol.Message
 	usage  protocol.Usage
-	budget protocol.Budget // what the answer may keep
+	budget protocol.Budget  // what the answer may keep
+	sketch *protocol.Sketch // the whole answer's, when the budget cut it
 }
 
 func newJSONDecoder(decode func([]byte) (protocol.Message, protocol.Usage, bool)) *jsonDecoder {
@@ -46,7 +47,7 @@ func (d *jsonDecoder) Write(p []byte) (int, error) {
 	d.buf = append(d.buf, p...)
 	if t := bytes.TrimRight(p, " \t\r\n"); len(t) > 0 && t[len(t)-1] == '}' {
 		if m, u, ok := d.decode(d.buf); ok {
-			d.budget.Trim(&m)
+			d.sketch = d.budget.Trim(&m)
 			d.msg, d.usage, d.done, d.buf = m, u, true, nil
 		}
 	}
@@ -72,6 +73,9 @@ func (d *jsonDecoder) Limit(n int) { d.budget.Limit(n) }
 
 // Truncated is how many bytes of the answer were dropped for the limit.
 func (d *jsonDecoder) Truncated() int64 { return d.budget.Truncated() }
+
+// Sketch is the whole answer's sketch; nil unless the budget cut it.
+func (d *jsonDecoder) Sketch() *protocol.Sketch { return d.sketch }
 
 // decodeConverseResponse reads a Converse answer, which an Amazon Nova InvokeModel
 // answer shares: {"output":{"message":{"role","content":[…]}},"stopReason",
@@ -249,6 +253,17 @@ func (d *streamDecoder) Truncated() int64 {
 	return d.conv.budget.Truncated()
 }
 
+// Sketch is the sketch of the whole answer so far, whatever the budget kept.
+func (d *streamDecoder) Sketch() *protocol.Sketch {
+	switch d.kind {
+	case streamClaude:
+		return d.claude.Sketch()
+	case streamLlama:
+		return &d.llama.sketch
+	}
+	return &d.conv.sketch
+}
+
 // Usage returns the token usage the model reported; a count it did not report is
 // taken from the invocation metrics Bedrock adds to the last chunk of an
 // InvokeModel stream. (Claude's decoder reads those metrics itself.)
@@ -367,6 +382,7 @@ type converseAcc struct {
 	usage    protocol.Usage
 	done     bool
 	budget   protocol.Budget // what the answer may keep
+	sketch   protocol.Sketch // of the whole answer, beside the budget
 }
 
 // Sizes of the accumulators, counted against the budget besides their bytes.
@@ -441,13 +457,16 @@ func (c *converseAcc) event(name string, v gjson.Result) {
 		if !tu.IsObject() {
 			return
 		}
-		t := c.tool(jsontext.ObjectKey(v, "contentBlockIndex").Int())
+		index := jsontext.ObjectKey(v, "contentBlockIndex").Int()
+		t := c.tool(index)
 		tu.ForEach(func(k, f gjson.Result) bool {
 			switch k.Str {
 			case "toolUseId":
 				t.id = c.budget.Clone(f.Str)
+				c.sketch.Call(index, f.Str, "")
 			case "name":
 				t.name = c.budget.Clone(f.Str)
+				c.sketch.Call(index, "", f.Str)
 			}
 			return true
 		})
@@ -464,6 +483,7 @@ func (c *converseAcc) event(name string, v gjson.Result) {
 					c.content = c.budget.Append(c.content, "\n")
 				}
 				c.content = c.budget.Append(c.content, f.Str)
+				c.sketch.Text(index, f.Str)
 				c.hasText, c.lastText = true, index
 			case "toolUse":
 				if in := jsontext.ObjectKey(f, "input"); in.Type == gjson.String {
@@ -550,6 +570,7 @@ type llamaAcc struct {
 	usage   protocol.Usage
 	done    bool
 	budget  protocol.Budget // what the answer may keep
+	sketch  protocol.Sketch // of the whole answer, beside the budget
 }
 
 // chunk applies one {"generation","prompt_token_count","generation_token_count",
@@ -565,6 +586,7 @@ func (l *llamaAcc) chunk(v gjson.Result) bool {
 		case "generation":
 			if f.Type == gjson.String {
 				l.content = l.budget.Append(l.content, f.Str)
+				l.sketch.Text(0, f.Str)
 				ok = true
 			}
 		case "prompt_token_count":

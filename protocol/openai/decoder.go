@@ -23,7 +23,8 @@ type JSONDecoder struct {
 	done   bool
 	msg    protocol.Message
 	usage  protocol.Usage
-	budget protocol.Budget // what the answer may keep
+	budget protocol.Budget  // what the answer may keep
+	sketch *protocol.Sketch // the whole answer's, when the budget cut it
 }
 
 // Write buffers p and decodes once the body is a whole JSON document. A body that
@@ -40,7 +41,7 @@ func (d *JSONDecoder) Write(p []byte) (int, error) {
 	}
 	if jsontext.Validate(data) == nil {
 		if msg, usage, err := decodeValid(data); err == nil {
-			d.budget.Trim(&msg)
+			d.sketch = d.budget.Trim(&msg)
 			d.msg, d.usage, d.done = msg, usage, true
 			d.buf = nil
 			return len(p), nil
@@ -66,3 +67,6 @@ func (d *JSONDecoder) Limit(n int) { d.budget.Limit(n) }
 
 // Truncated is how many bytes of the answer were dropped for the limit.
 func (d *JSONDecoder) Truncated() int64 { return d.budget.Truncated() }
+
+// Sketch is the whole answer's sketch; nil unless the budget cut it.
+func (d *JSONDecoder) Sketch() *protocol.Sketch { return d.sketch }

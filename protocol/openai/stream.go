@@ -32,6 +32,7 @@ type StreamDecoder struct {
 	spare                       callAcc       // where deltas of calls past the budget go
 	usage                       protocol.Usage
 	budget                      protocol.Budget // what the answer may keep
+	sketch                      protocol.Sketch // of the whole answer, beside the budget
 }
 
 // callAcc assembles one tool call from its deltas.
@@ -91,6 +92,9 @@ func (d *StreamDecoder) Limit(n int) {
 
 // Truncated is how many bytes of the answer were dropped for the limit.
 func (d *StreamDecoder) Truncated() int64 { return d.budget.Truncated() }
+
+// Sketch is the sketch of the whole answer so far, whatever the budget kept.
+func (d *StreamDecoder) Sketch() *protocol.Sketch { return &d.sketch }
 
 // Usage returns the usage of the usage chunk (stream_options.include_usage), if any.
 func (d *StreamDecoder) Usage() protocol.Usage { return d.usage }
@@ -192,6 +196,7 @@ func (d *StreamDecoder) readDelta(delta gjson.Result) {
 		switch k.Str {
 		case "content":
 			d.content = d.budget.Append(d.content, v.Str)
+			d.sketch.Text(0, v.Str)
 		case "refusal":
 			d.refusal = d.budget.Append(d.refusal, v.Str)
 		case "reasoning_content":
@@ -241,6 +246,7 @@ func (d *StreamDecoder) readCallDelta(c gjson.Result, pos int64) {
 	// would otherwise pin the whole event they were cut from.
 	if id.Str != "" {
 		acc.id = d.budget.Clone(id.Str)
+		d.sketch.Call(acc.index, id.Str, "")
 	}
 	if typ.Str != "" {
 		acc.typ = d.budget.Clone(typ.Str)
@@ -256,6 +262,7 @@ func (d *StreamDecoder) readCallDelta(c gjson.Result, pos int64) {
 			case "name":
 				if v.Str != "" {
 					acc.name = d.budget.Clone(v.Str)
+					d.sketch.Call(acc.index, "", v.Str)
 				}
 			case "input":
 				acc.args = d.budget.Append(acc.args, v.Str)
@@ -276,6 +283,7 @@ func (d *StreamDecoder) readFunctionDelta(acc *callAcc, fn gjson.Result) {
 		case "name":
 			if v.Str != "" {
 				acc.name = d.budget.Clone(v.Str)
+				d.sketch.Call(acc.index, "", v.Str)
 			}
 		case "arguments":
 			acc.args = d.budget.Append(acc.args, arguments(v))
@@ -301,7 +309,7 @@ func (d *StreamDecoder) call(index int64) *callAcc {
 		}
 	}
 	if !d.budget.Take(callSize) {
-		d.spare = callAcc{}
+		d.spare = callAcc{index: index} // its index still places it in the sketch
 		return &d.spare
 	}
 	d.calls = append(d.calls, callAcc{index: index})

@@ -87,7 +87,8 @@ type JSONDecoder struct {
 	id     string
 	msg    protocol.Message
 	usage  protocol.Usage
-	budget protocol.Budget // what the answer may keep
+	budget protocol.Budget  // what the answer may keep
+	sketch *protocol.Sketch // the whole answer's, when the budget cut it
 }
 
 // Write buffers p and decodes once the body is a whole JSON document.
@@ -98,7 +99,7 @@ func (d *JSONDecoder) Write(p []byte) (int, error) {
 	d.buf = append(d.buf, p...)
 	if ok, _ := jsontext.Valid(d.buf); ok {
 		if id, msg, usage, ok := DecodeResponse(d.buf); ok {
-			d.budget.Trim(&msg)
+			d.sketch = d.budget.Trim(&msg)
 			d.id, d.msg, d.usage, d.done = id, msg, usage, true
 			d.buf = nil
 		}
@@ -129,6 +130,9 @@ func (d *JSONDecoder) Limit(n int) { d.budget.Limit(n) }
 // Truncated is how many bytes of the answer were dropped for the limit.
 func (d *JSONDecoder) Truncated() int64 { return d.budget.Truncated() }
 
+// Sketch is the whole answer's sketch; nil unless the budget cut it.
+func (d *JSONDecoder) Sketch() *protocol.Sketch { return d.sketch }
+
 // StreamDecoder consumes the raw SSE bytes of a streamed response in arbitrary chunk
 // boundaries (a tee of what goes to the client). The final event — response.completed,
 // response.incomplete or response.failed (response.done, as the Realtime API and some
@@ -155,6 +159,10 @@ type StreamDecoder struct {
 	spare outItem   // where events past maxItems, or past the budget, go
 
 	budget protocol.Budget // what the answer may keep
+	sketch protocol.Sketch // of the whole answer, beside the budget
+	// sketchedItem is output_index+1 of the last item whose text deltas went to the
+	// sketch, whether or not the budget kept the item.
+	sketchedItem int64
 }
 
 // maxItems bounds the output items a stream assembles; a response has a handful.
@@ -201,6 +209,10 @@ func (d *StreamDecoder) Limit(n int) {
 // Truncated is how many bytes of the answer were dropped for the limit.
 func (d *StreamDecoder) Truncated() int64 { return d.budget.Truncated() }
 
+// Sketch is the sketch of the whole answer so far, whatever the budget kept: the
+// final event's, else the events'.
+func (d *StreamDecoder) Sketch() *protocol.Sketch { return &d.sketch }
+
 // Message returns the answer: the final event's, else what the events so far hold.
 func (d *StreamDecoder) Message() protocol.Message {
 	if d.final != nil {
@@ -239,7 +251,7 @@ func (d *StreamDecoder) onEvent(name, data []byte) {
 	if !ev.IsObject() {
 		return
 	}
-	var typ, resp, item, delta, index, text, args, input gjson.Result
+	var typ, resp, item, delta, index, content, text, args, input gjson.Result
 	ev.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "type":
@@ -252,6 +264,8 @@ func (d *StreamDecoder) onEvent(name, data []byte) {
 			delta = v
 		case "output_index":
 			index = v
+		case "content_index":
+			content = v
 		case "text":
 			text = v
 		case "arguments":
@@ -280,7 +294,9 @@ func (d *StreamDecoder) onEvent(name, data []byte) {
 			// The final answer replaces what the events built: it alone is kept.
 			d.items, d.spare = nil, outItem{}
 			d.budget.Restart()
-			d.budget.Trim(&msg)
+			if sk := d.budget.Trim(&msg); sk != nil {
+				d.sketch = *sk
+			}
 			d.final = &msg
 		}
 		d.done = true
@@ -290,6 +306,9 @@ func (d *StreamDecoder) onEvent(name, data []byte) {
 		if it := d.item(index.Int()); it.typ == "message" || it.typ == "" {
 			it.typ = "message"
 			it.text = d.budget.Append(it.text, delta.Str)
+			// Each text part of each message item is a text of its own.
+			d.sketch.Text(index.Int()<<20^content.Int(), delta.Str)
+			d.sketchedItem = index.Int() + 1
 		}
 	case "response.output_text.done":
 		if it := d.item(index.Int()); text.Type == gjson.String {
@@ -389,6 +408,16 @@ func (d *StreamDecoder) readItem(index int64, v gjson.Result, done bool) {
 	f := readItem(v)
 	it := d.item(index)
 	if done && v.IsObject() {
+		switch f.typ.Str {
+		case typeFunctionCall, typeCustomCall:
+			d.sketch.Call(index, f.callID.Str, f.name.Str)
+		case typeMessage:
+			if d.sketchedItem != index+1 && f.role.Str == "assistant" {
+				// No text delta came (items come one after the other): the item
+				// says its text whole.
+				d.sketch.Text(index<<20, contentText(f.content, nil))
+			}
+		}
 		// Whole: read like an item of the final output (any type, kept verbatim
 		// when the chat shape has no place for it).
 		// Past the budget it is dropped, and what the deltas built stays.
@@ -404,6 +433,7 @@ func (d *StreamDecoder) readItem(index int64, v gjson.Result, done bool) {
 		it.typ = typeMessage
 	case typeFunctionCall, typeCustomCall:
 		it.typ = f.typ.Str
+		d.sketch.Call(index, f.callID.Str, f.name.Str)
 		if f.callID.Str != "" {
 			it.callID = d.budget.Clone(f.callID.Str)
 		}
