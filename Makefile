@@ -12,18 +12,28 @@ SOAK      ?= 20m
 ## run: start camproxy serve on the built-in defaults (or $$CAMPROXY_CONFIG)
 run:
 	@echo "make run: building bin/camproxy (the first build downloads and compiles the dependencies: about a minute)…"
-	@$(GO) build -o bin/camproxy ./cmd/camproxy
+	@$(MAKE) --no-print-directory build BUILD_QUIET=@
 	@echo "make run: starting bin/camproxy serve (data plane 127.0.0.1:8080, admin and dashboard 127.0.0.1:9090/ui)"
 	./bin/camproxy serve --log-format text
 
-## build: a static binary in bin/camproxy
+## build: a static binary in bin/camproxy, built as the release builds it (scripts/release-build.sh):
+## one set of compiled packages serves make run, make build, make test and the release
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/camproxy ./cmd/camproxy
+	$(BUILD_QUIET)CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)' -o bin/camproxy ./cmd/camproxy
 
-## test: every test, with the race detector, against a real Redis and the real node clients
+## test: every test, with the race detector, against a real Redis, the real node clients and Chromium;
+## bin/camproxy is built once for the tests that run the binary; the ten slowest tests are listed at the end
+TESTJSON ?= bin/test.json
 test:
 	./scripts/test-deps.sh
-	CAMPROXY_REQUIRE_REDIS=1 CAMPROXY_REQUIRE_NODE=1 CAMPROXY_REQUIRE_CHROMIUM=1 $(GO) test -race -count=1 -timeout 15m $(PKGS)
+	@echo "make test: building bin/camproxy once for the tests that run it"
+	@$(MAKE) --no-print-directory build BUILD_QUIET=@
+	@mkdir -p $(dir $(TESTJSON)); start=$$(date +%s); status=0; \
+	CAMPROXY_BIN=$(CURDIR)/bin/camproxy CAMPROXY_REQUIRE_REDIS=1 CAMPROXY_REQUIRE_NODE=1 CAMPROXY_REQUIRE_CHROMIUM=1 \
+	  $(GO) tool gotestsum --format standard-quiet --jsonfile $(TESTJSON) -- -race -count=1 -timeout 15m $(PKGS) || status=$$?; \
+	echo; echo "make test: the ten slowest tests (s):"; \
+	$(GO) tool gotestsum tool slowest --jsonfile $(TESTJSON) --threshold 0s | grep -v '/' | head -10; \
+	echo "make test: $$(( $$(date +%s) - start )) s, exit $$status"; exit $$status
 
 ## check: gofmt, go vet, and golangci-lint when installed
 check:

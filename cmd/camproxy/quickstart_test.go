@@ -30,6 +30,28 @@ func quickstartBlocks(readme string) string {
 	return strings.Join(out, "\n")
 }
 
+// builtBinary puts the camproxy binary at path: the one `make test` built for this run
+// ($CAMPROXY_BIN, linked), else one built now.
+func builtBinary(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if b := os.Getenv("CAMPROXY_BIN"); b != "" {
+		if _, err := os.Stat(b); err != nil {
+			t.Fatalf("CAMPROXY_BIN: %v", err)
+		}
+		if err := os.Symlink(b, path); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	build := exec.Command("go", "build", "-o", path, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+}
+
 func TestQuickstartBlocks(t *testing.T) {
 	md := "# x\n```sh\nmake run\n```\n```sh quickstart\na &\nb\n```\ntext\n```sh quickstart\nc\n```\n"
 	if got, want := quickstartBlocks(md), "a &\nb\nc"; got != want {
@@ -64,10 +86,7 @@ func TestQuickstart(t *testing.T) {
 
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "bin")
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "camproxy"), ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	builtBinary(t, filepath.Join(bin, "camproxy"))
 	work := filepath.Join(tmp, "work")
 	if err := os.MkdirAll(filepath.Join(work, "examples"), 0o755); err != nil {
 		t.Fatal(err)
