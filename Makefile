@@ -22,7 +22,8 @@ build:
 	$(BUILD_QUIET)CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)' -o bin/camproxy ./cmd/camproxy
 
 ## test: every test, with the race detector, against a real Redis, the real node clients and Chromium;
-## bin/camproxy is built once for the tests that run the binary; the ten slowest tests are listed at the end
+## bin/camproxy is built once for the tests that run the binary; the ten slowest tests are listed at the end.
+## -trimpath: a package compiled once is reused from the build cache whatever folder the clone is in
 TESTJSON ?= bin/test.json
 test:
 	./scripts/test-deps.sh
@@ -30,7 +31,7 @@ test:
 	@$(MAKE) --no-print-directory build BUILD_QUIET=@
 	@mkdir -p $(dir $(TESTJSON)); start=$$(date +%s); status=0; \
 	CAMPROXY_BIN=$(CURDIR)/bin/camproxy CAMPROXY_REQUIRE_REDIS=1 CAMPROXY_REQUIRE_NODE=1 CAMPROXY_REQUIRE_CHROMIUM=1 \
-	  $(GO) tool gotestsum --format standard-quiet --jsonfile $(TESTJSON) -- -race -count=1 -timeout 15m $(PKGS) || status=$$?; \
+	  $(GO) tool gotestsum --format standard-quiet --jsonfile $(TESTJSON) -- -race -trimpath -count=1 -timeout 15m $(PKGS) || status=$$?; \
 	echo; echo "make test: the ten slowest tests (s):"; \
 	$(GO) tool gotestsum tool slowest --jsonfile $(TESTJSON) --threshold 0s | grep -v '/' | head -10; \
 	echo "make test: $$(( $$(date +%s) - start )) s, exit $$status"; exit $$status
