@@ -137,7 +137,7 @@ func ExportParquet(w io.Writer, b *Buffer) error {
 	for i, r := range rows {
 		out[i] = toParquet(r)
 	}
-	if err := parquet.Write(w, out, parquet.Compression(&parquet.Zstd)); err != nil {
+	if err := parquet.Write(w, out, parquet.Compression(newExportZstd())); err != nil {
 		return fmt.Errorf("export parquet: %w", err)
 	}
 	return nil

@@ -13,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
+	pqzstd "github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/tidwall/gjson"
 )
 
@@ -197,7 +199,8 @@ func ExportParquetPartitioned(ctx context.Context, dest ExportDest, episodes Epi
 	if !empty {
 		return Manifest{}, fmt.Errorf("export parquet to %s: %w (export into a new directory or prefix)", dest, ErrExportNotEmpty)
 	}
-	x := &partExporter{ctx: ctx, dest: dest, o: o, open: map[string]*partFile{}, schema: parquetSchemaWithout(o.PartitionBy)}
+	x := &partExporter{ctx: ctx, dest: dest, o: o, open: map[string]*partFile{}, schema: parquetSchemaWithout(o.PartitionBy),
+		zstd: newExportZstd()}
 	x.m = Manifest{Format: ManifestFormat, PartitionBy: o.PartitionBy, Files: []ManifestFile{}}
 	if err := episodes(x.add); err != nil {
 		x.abort()
@@ -222,6 +225,7 @@ type partExporter struct {
 	dest   ExportDest
 	o      PartitionOptions
 	schema *parquet.Schema
+	zstd   *exportZstd          // every part file's pages
 	open   map[string]*partFile // by partition directory
 	parts  int                  // part files started
 	tick   uint64               // for least recently written
@@ -335,7 +339,7 @@ func (x *partExporter) file(dir string) (*partFile, error) {
 	}
 	counted := &countWriter{w: out}
 	f := &partFile{path: path, out: out, counted: counted, pw: parquet.NewGenericWriter[parquetRow](counted,
-		x.schema, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(int64(x.o.RowGroupRows)),
+		x.schema, parquet.Compression(x.zstd), parquet.MaxRowsPerRowGroup(int64(x.o.RowGroupRows)),
 		parquet.CreatedBy("camproxy", "", ""))}
 	x.open[dir] = f
 	return f, nil
@@ -379,6 +383,30 @@ func (x *partExporter) writeManifest() error {
 		return fmt.Errorf("write %s: %w", ManifestName, err)
 	}
 	return out.Close()
+}
+
+// exportZstd is parquet.Zstd with one encoder for a whole export. parquet.Zstd
+// keeps its encoders in a sync.Pool, which a GC empties (and the race detector
+// drops from at random), and a new encoder allocates ~15 MB of tables: an export
+// of many small part files spent most of its time building encoders. The encoder
+// takes the options parquet.Zstd gives its own (the same bytes come out), and its
+// EncodeAll is safe for concurrent use. Decode is parquet.Zstd's.
+type exportZstd struct {
+	pqzstd.Codec
+	enc *zstd.Encoder
+}
+
+func newExportZstd() *exportZstd {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(pqzstd.DefaultLevel),
+		zstd.WithZeroFrames(true), zstd.WithEncoderCRC(false))
+	if err != nil {
+		panic(err) // only for an invalid option
+	}
+	return &exportZstd{enc: enc}
+}
+
+func (c *exportZstd) Encode(dst, src []byte) ([]byte, error) {
+	return c.enc.EncodeAll(src, dst[:0]), nil
 }
 
 // partitionDir is the episode's directory: "col=value/…" in the order of cols.

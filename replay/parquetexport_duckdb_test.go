@@ -81,18 +81,7 @@ func readWithDuckDB(t *testing.T, dir string, partitionBy ...string) duckOut {
 // characters Hive escapes, one empty) and about six weeks.
 func tauBuffer(t *testing.T) *replay.Buffer {
 	t.Helper()
-	f, err := os.Open("../../shared/data/tau-bench/gpt-4o-airline.json")
-	if err != nil {
-		t.Skipf("tau-bench data not available (%v): see shared/data/README.md", err)
-	}
-	defer f.Close()
-	var lines [][]byte
-	if _, err := replay.ImportTauBench(f, replay.ImportOptions{Domain: "airline"}, func(l []byte) error {
-		lines = append(lines, bytes.Clone(l))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	lines := replay.TauBenchLines(t)
 	dir := t.TempDir()
 	sink, err := replay.NewFileSink(dir, replay.FileOptions{Writer: "import"})
 	if err != nil {

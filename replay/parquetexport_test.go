@@ -134,7 +134,9 @@ func readPartFile(t *testing.T, path string) (rows []parquetRow, cols []string, 
 }
 
 func TestExportParquetPartitioned(t *testing.T) {
-	eps := exportEpisodes(200)
+	// 60 episodes: every arm × task, a null arm, 60 distinct hours over four days,
+	// and more rows than the unpartitioned case's 50-row groups.
+	eps := exportEpisodes(60)
 	for _, tc := range []struct {
 		name string
 		by   []string

@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,8 @@ type S3Sink struct {
 	writer string // safe for a key
 	seq    atomic.Uint64
 	now    func() time.Time
+	gzMu   sync.Mutex
+	gz     *gzip.Writer // reused: a new one allocates ~800 KB of compressor state
 	// Flat puts objects directly under the prefix, not in the time partition of the
 	// hour they are written: for imports of history (see FileOptions.Unpartitioned).
 	Flat bool
@@ -66,18 +69,12 @@ func (s *S3Sink) Write(ctx context.Context, lines [][]byte) error {
 	if len(lines) == 0 {
 		return nil
 	}
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	for _, line := range lines {
-		_, _ = zw.Write(line)
-		_, _ = zw.Write([]byte{'\n'})
-	}
-	if err := zw.Close(); err != nil {
+	body, err := s.gzip(lines)
+	if err != nil {
 		return fmt.Errorf("s3 sink: gzip: %w", err)
 	}
 	key := s.key(s.now(), s.seq.Add(1)-1)
-	body := buf.Bytes()
-	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+	_, err = s.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(s.bucket),
 		Key:           aws.String(key),
 		Body:          bytes.NewReader(body),
@@ -88,6 +85,28 @@ func (s *S3Sink) Write(ctx context.Context, lines [][]byte) error {
 		return fmt.Errorf("s3 put s3://%s/%s: %w", s.bucket, key, err)
 	}
 	return nil
+}
+
+// gzip compresses the batch as JSON Lines with the sink's gzip.Writer (the
+// recorder writes a sink's batches one at a time; concurrent Writes would take
+// turns here).
+func (s *S3Sink) gzip(lines [][]byte) ([]byte, error) {
+	var buf bytes.Buffer
+	s.gzMu.Lock()
+	defer s.gzMu.Unlock()
+	if s.gz == nil {
+		s.gz = gzip.NewWriter(&buf)
+	} else {
+		s.gz.Reset(&buf)
+	}
+	for _, line := range lines {
+		_, _ = s.gz.Write(line)
+		_, _ = s.gz.Write([]byte{'\n'})
+	}
+	if err := s.gz.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // key is the object key of a batch written at t with sequence number seq.
@@ -164,11 +183,10 @@ func (s *S3Source) size(ctx context.Context, w window) (int64, error) {
 
 func (s *S3Source) scan(ctx context.Context, w window, fn func(line []byte) error) error {
 	s.read.Store(0)
-	var buf []byte
+	var gz gunzipper
 	return s.objects(ctx, w, func(keys []s3Object) error {
 		for _, k := range keys {
-			var err error
-			if buf, err = s.scanObject(ctx, k.key, buf, fn); err != nil {
+			if err := s.scanObject(ctx, k.key, &gz, fn); err != nil {
 				return err
 			}
 		}
@@ -293,66 +311,88 @@ type errFn struct{ err error }
 
 func (e errFn) Error() string { return e.err.Error() }
 
-// scanObject reads one object and calls fn with each of its lines. buf is reused
-// between objects and returned.
-func (s *S3Source) scanObject(ctx context.Context, key string, buf []byte, fn func([]byte) error) ([]byte, error) {
+// scanObject reads one object with gz and calls fn with each of its lines.
+func (s *S3Source) scanObject(ctx context.Context, key string, gz *gunzipper, fn func([]byte) error) error {
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)},
 		func(o *s3.Options) { o.DisableLogOutputChecksumValidationSkipped = true })
 	if err != nil {
-		return buf, fmt.Errorf("s3 get s3://%s/%s: %w", s.bucket, key, err)
+		return fmt.Errorf("s3 get s3://%s/%s: %w", s.bucket, key, err)
 	}
 	defer out.Body.Close()
-	buf, err = gunzipLines(countingReader{out.Body, &s.read}, buf, func(line []byte) error {
+	err = gz.lines(countingReader{out.Body, &s.read}, func(line []byte) error {
 		if err := fn(line); err != nil {
 			return errFn{err}
 		}
 		return nil
 	})
 	if fe, ok := errors.AsType[errFn](err); ok {
-		return buf, fe.err
+		return fe.err
 	}
 	if err != nil {
-		return buf, fmt.Errorf("s3 object s3://%s/%s is not gzip JSON Lines: %w", s.bucket, key, err)
+		return fmt.Errorf("s3 object s3://%s/%s is not gzip JSON Lines: %w", s.bucket, key, err)
 	}
-	return buf, nil
+	return nil
 }
 
-// gunzipLines calls fn with each non-empty line of the gzip stream r (a last line
-// may lack its "\n"; a "\r" before the "\n" is dropped). buf is scratch space,
-// returned for reuse.
-func gunzipLines(r io.Reader, buf []byte, fn func([]byte) error) ([]byte, error) {
-	zr, err := gzip.NewReader(bufio.NewReaderSize(r, 64<<10))
-	if err != nil {
-		return buf, err
+// gunzipper reads gzip JSON Lines streams one after another, reusing its readers
+// (~170 KB of buffers and inflate state) and its long-line buffer across them.
+type gunzipper struct {
+	in  *bufio.Reader
+	zr  *gzip.Reader
+	out *bufio.Reader
+	buf []byte
+}
+
+// lines calls fn with each non-empty line of the gzip stream r (a last line may
+// lack its "\n"; a "\r" before the "\n" is dropped).
+func (g *gunzipper) lines(r io.Reader, fn func([]byte) error) error {
+	if g.in == nil {
+		g.in = bufio.NewReaderSize(r, 64<<10)
+	} else {
+		g.in.Reset(r)
 	}
-	br := bufio.NewReaderSize(zr, 64<<10)
+	if g.zr == nil {
+		zr, err := gzip.NewReader(g.in)
+		if err != nil {
+			return err
+		}
+		g.zr = zr
+	} else if err := g.zr.Reset(g.in); err != nil {
+		return err
+	}
+	if g.out == nil {
+		g.out = bufio.NewReaderSize(g.zr, 64<<10)
+	} else {
+		g.out.Reset(g.zr)
+	}
 	for {
-		chunk, err := br.ReadSlice('\n')
+		chunk, err := g.out.ReadSlice('\n')
 		line := chunk
 		if errors.Is(err, bufio.ErrBufferFull) {
 			// A long line: gather it in buf.
-			buf = append(buf[:0], chunk...)
+			g.buf = append(g.buf[:0], chunk...)
 			for errors.Is(err, bufio.ErrBufferFull) {
-				if len(buf) > s3MaxLine {
-					return buf[:0], fmt.Errorf("a line is longer than %d MiB", s3MaxLine>>20)
+				if len(g.buf) > s3MaxLine {
+					g.buf = g.buf[:0]
+					return fmt.Errorf("a line is longer than %d MiB", s3MaxLine>>20)
 				}
-				chunk, err = br.ReadSlice('\n')
-				buf = append(buf, chunk...)
+				chunk, err = g.out.ReadSlice('\n')
+				g.buf = append(g.buf, chunk...)
 			}
-			line = buf
+			line = g.buf
 		}
 		if err != nil && err != io.EOF {
-			return buf, err
+			return err
 		}
 		line = bytes.TrimSuffix(line, []byte{'\n'})
 		line = bytes.TrimSuffix(line, []byte{'\r'})
 		if len(line) > 0 {
 			if ferr := fn(line); ferr != nil {
-				return buf, ferr
+				return ferr
 			}
 		}
 		if err == io.EOF {
-			return buf, nil
+			return nil
 		}
 	}
 }

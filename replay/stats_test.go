@@ -102,7 +102,7 @@ func TestStatsJSON(t *testing.T) {
 // StatsOf, one streaming pass with a spill, says what ComputeStats says of Read's
 // buffer; the selection narrows it to what it selects.
 func TestStatsOfSameAsComputeStats(t *testing.T) {
-	dir := streamMessyBuffer(t)
+	dir := streamMessyBuffer(t, 4) // all of it: a light read spills past the smallest memtable
 	src := NewFileSource(dir)
 	b, err := Read(context.Background(), src)
 	if err != nil {

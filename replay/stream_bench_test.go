@@ -277,3 +277,22 @@ func BenchmarkStatsScale(b *testing.B) {
 			verdict(r.mbps >= 100), n, r.mbps, r.mbpcpu, benchLoad())
 	}
 }
+
+// BenchmarkEpisodes is a full read (messages and all, as an export or a training
+// run reads) of 2000 synthesised episodes, spilled to a temporary directory.
+//
+//	go test -run '^$' -bench '^BenchmarkEpisodes$' ./replay
+func BenchmarkEpisodes(b *testing.B) {
+	fleet := newBenchFleet(b, 2000)
+	var scanned int64
+	cpu0 := benchCPU()
+	for b.Loop() {
+		sum, err := Episodes(context.Background(), fleet, ReadOptions{SpillDir: b.TempDir()}, func(*Episode) error { return nil })
+		if err != nil || sum.Episodes != 2000 {
+			b.Fatalf("%d episodes, %v", sum.Episodes, err)
+		}
+		scanned = sum.Bytes
+	}
+	b.SetBytes(scanned)
+	b.ReportMetric(float64(scanned)*float64(b.N)/1e6/(benchCPU()-cpu0).Seconds(), "events-MB/cpu-s")
+}

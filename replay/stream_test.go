@@ -9,6 +9,9 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,22 +42,37 @@ func streamCollect(t testing.TB, src Source, o ReadOptions) (*Buffer, Summary) {
 // (without Messages, Task and Context when o.Light).
 func streamSameAsRead(t testing.TB, src Source, o ReadOptions) Summary {
 	t.Helper()
+	return streamSameAs(t, streamWant(t, src), src, o)
+}
+
+// streamWant is Read of src: what streamSameAs compares with, read once for all
+// the options a test reads src with.
+func streamWant(t testing.TB, src Source) *Buffer {
+	t.Helper()
 	want, err := Read(context.Background(), src)
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
+	return want
+}
+
+// streamSameAs fails unless Episodes with o reassembles src exactly as want, Read's
+// buffer of src, has it (without Messages, Task and Context when o.Light). It
+// leaves want as it is.
+func streamSameAs(t testing.TB, want *Buffer, src Source, o ReadOptions) Summary {
+	t.Helper()
 	got, sum := streamCollect(t, src, o)
-	if o.Light {
-		for _, ep := range want.Episodes {
-			ep.Messages, ep.Task, ep.Context = nil, "", ""
-		}
-	}
 	if len(got.Episodes) != len(want.Episodes) {
 		t.Fatalf("stream: %d episodes, Read: %d", len(got.Episodes), len(want.Episodes))
 	}
-	for i := range want.Episodes {
-		if !reflect.DeepEqual(got.Episodes[i], want.Episodes[i]) {
-			t.Fatalf("episode %d differs:\nstream %+v\nRead   %+v", i, got.Episodes[i], want.Episodes[i])
+	for i, w := range want.Episodes {
+		if o.Light {
+			light := *w
+			light.Messages, light.Task, light.Context = nil, "", ""
+			w = &light
+		}
+		if !reflect.DeepEqual(got.Episodes[i], w) {
+			t.Fatalf("episode %d differs:\nstream %+v\nRead   %+v", i, got.Episodes[i], w)
 		}
 	}
 	if got.Skipped != want.Skipped || got.Duplicates != want.Duplicates || got.Orphans != want.Orphans {
@@ -67,35 +85,50 @@ func streamSameAsRead(t testing.TB, src Source, o ReadOptions) Summary {
 	return sum
 }
 
-// streamTauLines imports the tau-bench airline runs as event lines, or skips.
+// streamTauLines is the tau-bench airline runs imported as event lines (Domain
+// airline), or skips. The import is done once per test binary (a second of CPU
+// under -race, and a dozen tests want it): the lines are shared, read-only; the
+// slice holding them is the caller's.
 func streamTauLines(t testing.TB) [][]byte {
 	t.Helper()
-	f, err := os.Open(tauAirline)
-	if err != nil {
-		t.Skipf("tau-bench data not available (%v): see shared/data/README.md", err)
+	tau := tauImport()
+	if tau.missing != nil {
+		t.Skipf("tau-bench data not available (%v): see shared/data/README.md", tau.missing)
 	}
-	defer f.Close()
-	var lines [][]byte
-	if _, err := ImportTauBench(f, ImportOptions{Domain: "airline"}, func(l []byte) error {
-		lines = append(lines, bytes.Clone(l))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+	if tau.err != nil {
+		t.Fatal(tau.err)
 	}
-	return lines
+	return slices.Clone(tau.lines)
 }
 
-func TestEpisodesTauBenchSameAsRead(t *testing.T) {
-	lines := streamTauLines(t)
-	dir := t.TempDir()
-	importInto(t, dir, func(emit func([]byte) error) error {
-		for _, l := range lines {
-			if err := emit(l); err != nil {
-				return err
-			}
-		}
+// TauBenchLines is streamTauLines for the package's external tests (replay_test).
+func TauBenchLines(t testing.TB) [][]byte {
+	t.Helper()
+	return streamTauLines(t)
+}
+
+// tauImport is the import streamTauLines shares.
+var tauImport = sync.OnceValue(func() (tau struct {
+	lines        [][]byte
+	missing, err error
+}) {
+	f, err := os.Open(tauAirline)
+	if err != nil {
+		tau.missing = err
+		return tau
+	}
+	defer f.Close()
+	_, tau.err = ImportTauBench(f, ImportOptions{Domain: "airline"}, func(l []byte) error {
+		tau.lines = append(tau.lines, bytes.Clone(l))
 		return nil
 	})
+	return tau
+})
+
+func TestEpisodesTauBenchSameAsRead(t *testing.T) {
+	dir := t.TempDir()
+	importLines(t, dir, streamTauLines(t))
+	want := streamWant(t, NewFileSource(dir))
 	for _, o := range []ReadOptions{
 		{},                           // all in memory
 		{MemoryBytes: 1, Workers: 1}, // spilled, serial decoding
@@ -104,7 +137,7 @@ func TestEpisodesTauBenchSameAsRead(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("memory=%d,workers=%d,light=%v", o.MemoryBytes, o.Workers, o.Light), func(t *testing.T) {
 			o.SpillDir = t.TempDir()
-			sum := streamSameAsRead(t, NewFileSource(dir), o)
+			sum := streamSameAs(t, want, NewFileSource(dir), o)
 			if sum.Episodes != 200 {
 				t.Fatalf("%d episodes, want 200", sum.Episodes)
 			}
@@ -122,9 +155,15 @@ func TestEpisodesTauBenchSameAsRead(t *testing.T) {
 // across three writers' small segments, their times spread over two days, 10% of
 // them delivered twice, rewards re-sent with a new verdict, learn events, orphan
 // rewards, torn and foreign lines, an id reused by another episode, and steps
-// whose turn and time tie.
-func streamMessyBuffer(t *testing.T) string {
-	lines := streamTauLines(t)
+// whose turn and time tie. It takes the first trials of each of the 50 tasks (of
+// four): where the mess is the point, one trial's quarter of the bytes still fills
+// two dozen segments and several decoding chunks.
+func streamMessyBuffer(t *testing.T, trials int) string {
+	lines := slices.DeleteFunc(streamTauLines(t), func(l []byte) bool {
+		ep := gjson.GetBytes(l, "episode_id").String()
+		trial, err := strconv.Atoi(ep[strings.LastIndexByte(ep, '-')+1:])
+		return err != nil || trial >= trials
+	})
 	rng := rand.New(rand.NewPCG(21, 1))
 	t0 := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	arms := []string{"baseline", "cam", "learn-v2"}
@@ -178,7 +217,7 @@ func streamMessyBuffer(t *testing.T) string {
 	dir := t.TempDir()
 	var sinks []*FileSink
 	for w := range 3 {
-		sinks = append(sinks, fileNewSink(t, dir, FileOptions{Writer: fmt.Sprintf("w%d", w), SegmentBytes: 256 << 10}))
+		sinks = append(sinks, fileNewSink(t, dir, FileOptions{Writer: fmt.Sprintf("w%d", w), SegmentBytes: 64 << 10}))
 	}
 	for i := 0; i < len(out); i += 40 {
 		fileWrite(t, sinks[rng.IntN(3)], out[i:min(i+40, len(out))])
@@ -192,13 +231,14 @@ func streamMessyBuffer(t *testing.T) string {
 }
 
 func TestEpisodesMessyBufferSameAsRead(t *testing.T) {
-	dir := streamMessyBuffer(t)
+	dir := streamMessyBuffer(t, 1)
 	if n := len(fileSegmentsOf(t, dir)); n < 6 {
 		t.Fatalf("only %d segments: the test wants an episode's events spread over several", n)
 	}
+	want := streamWant(t, NewFileSource(dir))
 	for _, o := range []ReadOptions{{}, {MemoryBytes: 1, Workers: 1}, {MemoryBytes: 1, Workers: 4}, {MemoryBytes: 1, Light: true}} {
 		t.Run(fmt.Sprintf("memory=%d,workers=%d,light=%v", o.MemoryBytes, o.Workers, o.Light), func(t *testing.T) {
-			sum := streamSameAsRead(t, NewFileSource(dir), o)
+			sum := streamSameAs(t, want, NewFileSource(dir), o)
 			// "not json" never reaches the reader: FileSource drops lines that are not JSON.
 			if sum.Duplicates == 0 || sum.Orphans != 5 || sum.Skipped != 2 || len(sum.Learn) != 5 {
 				t.Fatalf("the buffer lost its mess: %+v", sum)
