@@ -23,14 +23,16 @@ build:
 
 ## test: every test, with the race detector, against a real Redis, the real node clients and Chromium;
 ## bin/camproxy is built once for the tests that run the binary; the ten slowest tests are listed at the end.
-## -trimpath: a package compiled once is reused from the build cache whatever folder the clone is in
+## -trimpath: a package compiled once is reused from the build cache whatever folder the clone is in.
+## GORACE=atexit_sleep_ms=0: a race binary exits at once, not after the detector's 1 s sleep (40 test
+## binaries and the processes tests start from them); races are reported when they happen, not at exit
 TESTJSON ?= bin/test.json
 test:
 	./scripts/test-deps.sh
 	@echo "make test: building bin/camproxy once for the tests that run it"
 	@$(MAKE) --no-print-directory build BUILD_QUIET=@
 	@mkdir -p $(dir $(TESTJSON)); start=$$(date +%s); status=0; \
-	CAMPROXY_BIN=$(CURDIR)/bin/camproxy CAMPROXY_REQUIRE_REDIS=1 CAMPROXY_REQUIRE_NODE=1 CAMPROXY_REQUIRE_CHROMIUM=1 \
+	GORACE=atexit_sleep_ms=0 CAMPROXY_BIN=$(CURDIR)/bin/camproxy CAMPROXY_REQUIRE_REDIS=1 CAMPROXY_REQUIRE_NODE=1 CAMPROXY_REQUIRE_CHROMIUM=1 \
 	  $(GO) tool gotestsum --format standard-quiet --jsonfile $(TESTJSON) -- -race -trimpath -count=1 -timeout 15m $(PKGS) || status=$$?; \
 	echo; echo "make test: the ten slowest tests (s):"; \
 	$(GO) tool gotestsum tool slowest --jsonfile $(TESTJSON) --threshold 0s | grep -v '/' | head -10; \
