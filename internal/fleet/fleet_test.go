@@ -115,9 +115,11 @@ func startFleet(t *testing.T, redisURL string) *fleet {
 		dir := t.TempDir()
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		// GORACE: a race binary sleeps a second at exit to catch late race reports; a
-		// camproxy process has none left to make once it has shut down.
+		// camproxy process has none left to make once it has shut down. (The caller's
+		// own GORACE options are kept.)
 		cmd.Env = append(os.Environ(), childEnv+"=1", "FLEET_UPSTREAM="+f.up.URL, "FLEET_CAM="+f.cam.URL,
-			"FLEET_REDIS="+redisURL, "FLEET_DIR="+dir, "FLEET_EXPERIMENT="+f.exp, "GORACE=atexit_sleep_ms=0")
+			"FLEET_REDIS="+redisURL, "FLEET_DIR="+dir, "FLEET_EXPERIMENT="+f.exp,
+			"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 		cmd.Stderr = &testkit.SyncBuffer{}
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
