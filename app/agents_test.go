@@ -21,6 +21,7 @@ func TestOpenAIAgents(t *testing.T) {
 	e := newEnv(t, nil)
 	out := gjson.ParseBytes(nodeScript(t, "openai-agents.mjs", "CAMPROXY_BASE_URL="+e.base+"/v1",
 		"CAMPROXY_TASK="+frameworkTask, "CAMPROXY_FOLLOWUP="+frameworkFollowup, "OPENAI_API_KEY=sk-agents-client"))
+	captureSent(t, "openai-agents", out)
 	wantCtx := "Guidance for: " + frameworkTask + "\n- check the policy first."
 
 	reqs := e.up.Requests()

@@ -75,9 +75,10 @@ type Options struct {
 	Recorder  proxy.Recorder
 	// Version is the service.version of exported spans.
 	Version string
-	// StoreCooldown is how long a failed Redis is skipped by the episode store
-	// (0 = episode.DefaultCooldown); tests shorten it.
-	StoreCooldown time.Duration
+	// RedisCooldown is how long the parts with a local fallback (the episode store,
+	// the context cache) skip a Redis that failed (0 = their defaults, 5 s); tests
+	// shorten it.
+	RedisCooldown time.Duration
 	// LearnStep and LearnPair replace the online learner's optimiser step and batch
 	// sampler (tests, the demo); nil = learn.Step with learn:'s models, learn.Pair.
 	LearnStep LearnStepFunc
@@ -129,7 +130,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache.redis_url: %w", err)
 	}
-	a.Cache = augment.NewCache(augment.CacheOptions{LocalEntries: cfg.Cache.LocalEntries, TTL: cfg.Cache.TTL}, cacheRedis, log)
+	a.Cache = augment.NewCache(augment.CacheOptions{LocalEntries: cfg.Cache.LocalEntries, TTL: cfg.Cache.TTL, Cooldown: o.RedisCooldown}, cacheRedis, log)
 	if cacheRedis != nil {
 		a.addRedisPart(partCache, cacheRedis, a.Cache.RedisState)
 	}
@@ -143,7 +144,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		// Redis down or killed: serve on a local copy, pick Redis up again when it answers.
 		var lastErr atomic.Pointer[error]
 		fb := episode.NewFallback(episode.NewRedis(rdb, cfg.Episodes.IdleTimeout), episode.NewMemory(cfg.Episodes.IdleTimeout, nil),
-			o.StoreCooldown, nil, func(ok bool, err error) {
+			o.RedisCooldown, nil, func(ok bool, err error) {
 				if ok {
 					log.Info("episode store: Redis is back; episodes are shared again")
 					return

@@ -168,6 +168,7 @@ func TestFrameworkLangGraph(t *testing.T) {
 	if out.Get("toolCalls").Int() != 2 || len(out.Get("calls").Array()) != 4 {
 		t.Fatalf("langgraph run: %s", out.Raw)
 	}
+	captureSent(t, "langgraph", out)
 	for i, c := range out.Get("calls").Array() {
 		if c.Get("status").Int() != 200 || c.Get("episode").String() != out.Get("calls.0.episode").String() {
 			t.Fatalf("call %d: %s", i, c.Raw)

@@ -21,79 +21,80 @@ import (
 // TestCAMFailsOpen: whatever the CAM does wrong (hangs included), the agent's call
 // succeeds unaugmented, and repeated failures open the breaker. No wall-clock bound
 // is asserted: a hanging CAM would hang the call (and the test) if the deadline did
-// not cut it; the deadline's own timing is augment.Guard's unit test.
+// not cut it; the deadline's own timing is augment.Guard's unit test. The modes run at
+// once, each on its own camproxy, CAM and upstream: each spends its time waiting for
+// open_for to pass, not computing.
 func TestCAMFailsOpen(t *testing.T) {
-	for _, mode := range []string{testkit.CAMHang, testkit.CAM500, testkit.CAMGarbage, testkit.CAMEmpty, testkit.CAMHuge} {
-		t.Run(mode, func(t *testing.T) {
-			// A short deadline, so a hanging CAM costs little; an open_for long enough
-			// that the breaker is still open for the three calls that check it, however
-			// slow the machine (it is waited for only once, by polling).
-			e := newEnv(t, func(c *config.Config) {
-				ac := c.Augmenters["cam"]
-				ac.Timeout, ac.Breaker.OpenFor = 400*time.Millisecond, 2*time.Second
-				c.Augmenters["cam"] = ac
-			})
-			e.cam.SetMode(mode)
-			for i := range 3 { // Failures: 3 in testConfig
-				a := newAgent(fmt.Sprintf("Task %d: refund order #%d", i, i), false)
-				body := a.body("")
-				resp, out := e.post(body, nil)
-				if resp.StatusCode != 200 || !gjson.GetBytes(out, "choices.0.message").Exists() {
-					t.Fatalf("call %d failed: %d %s", i, resp.StatusCode, out)
-				}
-				if got := resp.Header.Get("X-CAM-Context"); got != "fail-open" {
-					t.Fatalf("X-CAM-Context %q, want fail-open", got)
-				}
-				if !bytes.Equal(e.up.Last().Body, body) {
-					t.Fatal("a failed augmentation must forward the body untouched")
-				}
-			}
-			if e.cam.Calls() != 3 {
-				t.Fatalf("CAM calls %d, want 3 before the breaker opens", e.cam.Calls())
-			}
-			// A timed-out call counts against the breaker when it ends, just after the
-			// agent's call went on without it.
-			if !waitFor(t, func() bool {
-				return strings.Contains(e.metric("camproxy_breaker_state"), `camproxy_breaker_state{augmenter="cam"} 2`)
-			}) {
-				t.Fatalf("breaker not open after 3 failures: %s", e.metric("camproxy_breaker_state"))
-			}
-			// Open: no more CAM calls.
-			for i := range 3 {
-				resp, _ := e.post(newAgent(fmt.Sprintf("Open task %d", i), false).body(""), nil)
-				if resp.Header.Get("X-CAM-Context") != "fail-open" {
-					t.Fatalf("with the breaker open: %s", resp.Header.Get("X-CAM-Context"))
-				}
-			}
-			if e.cam.Calls() != 3 {
-				t.Fatalf("breaker open but CAM still called (%d calls)", e.cam.Calls())
-			}
-			if !strings.Contains(e.metric("camproxy_breaker_state"), `camproxy_breaker_state{augmenter="cam"} 2`) {
-				t.Fatalf("breaker_state metric: %s", e.metric("camproxy_breaker_state"))
-			}
-			// The CAM recovers; once open_for has passed the breaker lets one call through
-			// and closes. Calls before that fail open without reaching the CAM.
-			e.cam.SetMode(testkit.CAMOK)
-			var got string
-			calls := 0
-			waitFor(t, func() bool {
-				calls++
-				resp, _ := e.post(newAgent(fmt.Sprintf("Recovered task %d", calls), false).body(""), nil)
-				if got = resp.Header.Get("X-CAM-Context"); got != "miss" && got != "fail-open" {
-					t.Fatalf("while the breaker reopens: %q", got)
-				}
-				return got == "miss"
-			})
-			if got != "miss" || e.cam.Calls() != 4 {
-				t.Fatalf("after recovery: %s with %d CAM calls", got, e.cam.Calls())
-			}
-			if !strings.Contains(e.metric("camproxy_context_total"), `result="fail-open"`) {
-				t.Fatal("fail-open not counted in context_total")
-			}
-			faultRow(t, "cam", mode, "200 unaugmented (fail-open); breaker open after 3, closed after recovery",
-				"episode recorded with context_source fail-open")
+	modes := []string{testkit.CAMHang, testkit.CAM500, testkit.CAMGarbage, testkit.CAMEmpty, testkit.CAMHuge}
+	testkit.Concurrently(t, modes, func(m string) string { return m }, func(t *testing.T, mode string) {
+		// A short deadline, so a hanging CAM costs little; an open_for long enough
+		// that the breaker is still open for the three calls that check it, however
+		// slow the machine (it is waited for only once, by polling).
+		e := newEnv(t, func(c *config.Config) {
+			ac := c.Augmenters["cam"]
+			ac.Timeout, ac.Breaker.OpenFor = 400*time.Millisecond, 2*time.Second
+			c.Augmenters["cam"] = ac
 		})
-	}
+		e.cam.SetMode(mode)
+		for i := range 3 { // Failures: 3 in testConfig
+			a := newAgent(fmt.Sprintf("Task %d: refund order #%d", i, i), false)
+			body := a.body("")
+			resp, out := e.post(body, nil)
+			if resp.StatusCode != 200 || !gjson.GetBytes(out, "choices.0.message").Exists() {
+				t.Fatalf("call %d failed: %d %s", i, resp.StatusCode, out)
+			}
+			if got := resp.Header.Get("X-CAM-Context"); got != "fail-open" {
+				t.Fatalf("X-CAM-Context %q, want fail-open", got)
+			}
+			if !bytes.Equal(e.up.Last().Body, body) {
+				t.Fatal("a failed augmentation must forward the body untouched")
+			}
+		}
+		if e.cam.Calls() != 3 {
+			t.Fatalf("CAM calls %d, want 3 before the breaker opens", e.cam.Calls())
+		}
+		// A timed-out call counts against the breaker when it ends, just after the
+		// agent's call went on without it.
+		if !waitFor(t, func() bool {
+			return strings.Contains(e.metric("camproxy_breaker_state"), `camproxy_breaker_state{augmenter="cam"} 2`)
+		}) {
+			t.Fatalf("breaker not open after 3 failures: %s", e.metric("camproxy_breaker_state"))
+		}
+		// Open: no more CAM calls.
+		for i := range 3 {
+			resp, _ := e.post(newAgent(fmt.Sprintf("Open task %d", i), false).body(""), nil)
+			if resp.Header.Get("X-CAM-Context") != "fail-open" {
+				t.Fatalf("with the breaker open: %s", resp.Header.Get("X-CAM-Context"))
+			}
+		}
+		if e.cam.Calls() != 3 {
+			t.Fatalf("breaker open but CAM still called (%d calls)", e.cam.Calls())
+		}
+		if !strings.Contains(e.metric("camproxy_breaker_state"), `camproxy_breaker_state{augmenter="cam"} 2`) {
+			t.Fatalf("breaker_state metric: %s", e.metric("camproxy_breaker_state"))
+		}
+		// The CAM recovers; once open_for has passed the breaker lets one call through
+		// and closes. Calls before that fail open without reaching the CAM.
+		e.cam.SetMode(testkit.CAMOK)
+		var got string
+		calls := 0
+		waitFor(t, func() bool {
+			calls++
+			resp, _ := e.post(newAgent(fmt.Sprintf("Recovered task %d", calls), false).body(""), nil)
+			if got = resp.Header.Get("X-CAM-Context"); got != "miss" && got != "fail-open" {
+				t.Fatalf("while the breaker reopens: %q", got)
+			}
+			return got == "miss"
+		})
+		if got != "miss" || e.cam.Calls() != 4 {
+			t.Fatalf("after recovery: %s with %d CAM calls", got, e.cam.Calls())
+		}
+		if !strings.Contains(e.metric("camproxy_context_total"), `result="fail-open"`) {
+			t.Fatal("fail-open not counted in context_total")
+		}
+		faultRow(t, "cam", mode, "200 unaugmented (fail-open); breaker open after 3, closed after recovery",
+			"episode recorded with context_source fail-open")
+	})
 }
 
 // TestThinkStripped: a reasoning CAM's <think> block never reaches the agent.

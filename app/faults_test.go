@@ -210,7 +210,7 @@ func TestRedisOutage(t *testing.T) {
 	e := newEnvWith(t, func(c *config.Config) {
 		c.Cache.RedisURL = rs.URL()
 		c.Episodes.Store = config.StoreRedis
-	}, Options{Logger: testLogger(t), StoreCooldown: 200 * time.Millisecond})
+	}, Options{Logger: testLogger(t), RedisCooldown: 200 * time.Millisecond})
 	cfg := e.cfg
 
 	// Phase 1, Redis down from the start: serving, degraded but ready.

@@ -32,6 +32,7 @@ func TestFrameworkLangChain(t *testing.T) {
 	e := newEnv(t, nil)
 	out := gjson.ParseBytes(nodeScript(t, "langchain-agent.mjs", "CAMPROXY_BASE_URL="+e.base+"/v1",
 		"CAMPROXY_TASK="+frameworkTask, "CAMPROXY_FOLLOWUP="+frameworkFollowup, "OPENAI_API_KEY=sk-langchain-client"))
+	captureSent(t, "langchain", out)
 	checkFrameworkRun(t, e, out)
 
 	if out.Get("modelCalls").Int() != 4 || out.Get("stream.calls").Int() != 2 {
@@ -73,6 +74,7 @@ func TestFrameworkAISDK(t *testing.T) {
 	e := newEnv(t, nil)
 	out := gjson.ParseBytes(nodeScript(t, "ai-sdk-agent.mjs", "CAMPROXY_BASE_URL="+e.base+"/v1",
 		"CAMPROXY_TASK="+frameworkTask, "CAMPROXY_FOLLOWUP="+frameworkFollowup, "OPENAI_API_KEY=sk-ai-sdk-client"))
+	captureSent(t, "ai-sdk", out)
 	checkFrameworkRun(t, e, out)
 
 	for _, run := range []string{"generate", "stream"} {

@@ -14,14 +14,18 @@ import (
 	"github.com/camproxy/camproxy/internal/testkit"
 )
 
-// -capture reruns the real agent harnesses against the fakes and rewrites
-// protocol/testdata/harness with the request bodies they sent: the captures the task
-// rules and `camproxy task explain` golden files are built on, taken from the clients,
-// not written by hand. They are kept raw (volatile dates, paths and ids included):
+// -capture (with -run captureRun) reruns the real agent harnesses against the fakes
+// and rewrites protocol/testdata/harness with the request bodies they sent: the
+// captures the task rules and `camproxy task explain` golden files are built on, taken
+// from the clients, not written by hand. They are kept raw (volatile dates, paths and ids included):
 // those are exactly what task identity must see through.
 var captureHarness = flag.Bool("capture", false, "rerun the real agent harnesses against the fakes and rewrite protocol/testdata/harness")
 
 const harnessDir = "../protocol/testdata/harness"
+
+// captureRun is the -run pattern of the tests that capture: TestCaptureHarness, and
+// the framework tests that capture what their client sent through camproxy.
+const captureRun = "TestCaptureHarness|TestOpenAIAgents|TestFramework"
 
 // captured is one request body a harness sent, and the file it goes to.
 type captured struct {
@@ -54,7 +58,7 @@ func writeCaptures(t *testing.T, client string, caps []captured) {
 		}
 		old, err := os.ReadFile(p)
 		if err != nil {
-			t.Fatalf("%s: %v (go test ./app -run TestCaptureHarness -capture writes it)", p, err)
+			t.Fatalf("%s: %v (go test ./app -run %q -capture writes it)", p, err, captureRun)
 		}
 		if got, want := bodyShape(c.body), bodyShape(old); got != want {
 			t.Errorf("%s: the client now sends another shape (rerun with -capture and review the diff):\n got %s\nwant %s", p, got, want)
@@ -102,14 +106,15 @@ func TestCaptureHarness(t *testing.T) {
 }
 
 // captureFrameworks: the first two model calls (the task, then the turn with the tool
-// result) of the agent frameworks in clients/node, run against the fakes directly.
+// result) of the Strands agent in clients/node, run against the fakes directly. The
+// other frameworks' two calls are taken where their tests run them through camproxy
+// (TestOpenAIAgents, TestFrameworkLangChain, TestFrameworkAISDK,
+// TestFrameworkLangGraph: captureSent): the same conversation, so the bodies the
+// client reports sending are byte for byte those it sends a fake directly, and one run
+// of each client serves both.
 func captureFrameworks(t *testing.T) {
 	for _, f := range []struct{ client, script, path string }{
-		{"openai-agents", "openai-agents.mjs", "/v1/responses"},
-		{"langchain", "langchain-agent.mjs", "/v1/chat/completions"},
-		{"ai-sdk", "ai-sdk-agent.mjs", "/v1/chat/completions"},
 		{"strands", "strands-agent.mjs", "/v1/chat/completions"},
-		{"langgraph", "langgraph-agent.mjs", "/v1/chat/completions"},
 	} {
 		t.Run(f.client, func(t *testing.T) {
 			up := testkit.NewUpstream()
@@ -123,6 +128,18 @@ func captureFrameworks(t *testing.T) {
 			writeCaptures(t, f.client, []captured{{"first.json", calls[0]}, {"tool-result.json", calls[1]}})
 		})
 	}
+}
+
+// captureSent writes (with -capture) or checks the first two bodies a framework
+// script reports it sent ("sent"), as the capture files first.json and
+// tool-result.json of client.
+func captureSent(t *testing.T, client string, out gjson.Result) {
+	t.Helper()
+	sent := out.Get("sent").Array()
+	if len(sent) < 2 {
+		t.Fatalf("%s: %d bodies sent, want the task's and the tool result's: %s", client, len(sent), out.Raw)
+	}
+	writeCaptures(t, client, []captured{{"first.json", []byte(sent[0].String())}, {"tool-result.json", []byte(sent[1].String())}})
 }
 
 // captureCodex: the Codex CLI's default model (code mode: one freeform `exec` tool)

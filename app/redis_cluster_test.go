@@ -24,7 +24,7 @@ func TestEveryRedisPartOnCluster(t *testing.T) {
 		cfg.Cache.RedisURL = url
 		cfg.Episodes.Store = config.StoreRedis
 		cfg.Replay.Sinks = append(cfg.Replay.Sinks, url+"&stream="+prefix+":replay")
-	}, Options{Logger: testLogger(t), StoreCooldown: 200e6})
+	}, Options{Logger: testLogger(t), RedisCooldown: 200e6})
 	rdb := c.Client()
 	defer rdb.Close()
 	ctx := context.Background()

@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,7 +76,7 @@ func TestRewardPy(t *testing.T) {
 		return res.Scores, res.Seconds, errb.String(), err
 	}
 
-	scores, _, stderr, err := py("one")
+	scores, one, stderr, err := py("one")
 	if err != nil || len(scores) != 1 || scores[0] != 1 {
 		t.Fatalf("one: %v %v\n%s", scores, err, stderr)
 	}
@@ -85,10 +86,6 @@ func TestRewardPy(t *testing.T) {
 		t.Fatalf("the rollout's context is not the stripped answer: %s", body)
 	}
 
-	_, one, _, err := py("one")
-	if err != nil {
-		t.Fatal(err)
-	}
 	h.peak.Store(0)
 	h.gate.Store(newBarrier(32)) // every run waits until all 32 are under way
 	scores, all, stderr, err := py("many")
@@ -113,13 +110,23 @@ func TestRewardPy(t *testing.T) {
 	// A runner that never reports: camproxy's 504 becomes the error score, with the reason.
 	// (How long reward.py took is not asserted: camproxy's message names the 1 s it
 	// was given, and a reward.py that hung would meet go test's -timeout.)
+	// Both wait out the same 1 s, at once.
 	h.mute.Store(true)
+	raised := make(chan error, 1)
+	go func() {
+		_, _, stderr, err := py("one", "CAMPROXY_ROLLOUT_TIMEOUT_S=1", "CAMPROXY_REWARD_ON_ERROR=raise")
+		if err == nil || !strings.Contains(stderr, "RolloutError: HTTP 504") {
+			raised <- fmt.Errorf("ON_ERROR=raise: %v\n%s", err, stderr)
+			return
+		}
+		raised <- nil
+	}()
 	scores, _, stderr, err = py("one", "CAMPROXY_ROLLOUT_TIMEOUT_S=1")
 	if err != nil || len(scores) != 1 || scores[0] != 0 || !strings.Contains(stderr, "HTTP 504") || !strings.Contains(stderr, "no reward posted to /v1/feedback within 1s") {
 		t.Fatalf("mute runner: %v %v\n%s", scores, err, stderr)
 	}
-	if _, _, stderr, err = py("one", "CAMPROXY_ROLLOUT_TIMEOUT_S=1", "CAMPROXY_REWARD_ON_ERROR=raise"); err == nil || !strings.Contains(stderr, "RolloutError: HTTP 504") {
-		t.Fatalf("ON_ERROR=raise: %v\n%s", err, stderr)
+	if err := testkit.Await(t, raised, "the ON_ERROR=raise run"); err != nil {
+		t.Fatal(err)
 	}
 	// camproxy unreachable: named, not a hang.
 	if scores, _, stderr, err = py("one", "CAMPROXY_ROLLOUT_URL=http://127.0.0.1:1"); err != nil || scores[0] != 0 || !strings.Contains(stderr, "http://127.0.0.1:1 unreachable") {

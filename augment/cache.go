@@ -48,6 +48,8 @@ const (
 type CacheOptions struct {
 	LocalEntries int           // in-process entries; 0 disables the local tier
 	TTL          time.Duration // of local and Redis entries; 0 = no expiry
+	// Cooldown is how long the cache stays local-only after a Redis failure; 0 = 5 s.
+	Cooldown time.Duration
 }
 
 // Source says where Get's value came from.
@@ -105,6 +107,9 @@ func NewCache(o CacheOptions, rdb redis.UniversalClient, log *slog.Logger) *Cach
 		// Delete the lock only if it is still ours: after lockTTL another process
 		// may hold it.
 		unlock: redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`),
+	}
+	if o.Cooldown > 0 {
+		c.cooldown = o.Cooldown
 	}
 	if o.LocalEntries > 0 {
 		c.local = expirable.NewLRU[string, string](o.LocalEntries, nil, o.TTL)

@@ -23,9 +23,14 @@ import (
 // copy decoded for the record stays under replay.max_answer_bytes (the default here):
 // the heap an open stream holds is measured, and bounded by the cap plus 1 MiB of
 // buffers. Once the streams end, each step holds at most the cap, says how many bytes
-// it lacks, and its episode advanced.
+// it lacks, and its episode advanced. M is 4 MiB, four times the cap: a stream that
+// kept its whole answer, or twice the cap, would break the bound just as 8 MiB did, at
+// half the bytes relayed (each costs CPU under -race).
 func TestHardeningAnswerCap(t *testing.T) {
-	const streams, perStream = 8, 8 << 20
+	const streams, perStream = 8, 4 << 20
+	if perStream < 4*protocol.DefaultMaxAnswer {
+		t.Fatalf("each stream must relay at least 4× the cap %d", protocol.DefaultMaxAnswer)
+	}
 	delta := []byte(`data: {"choices":[{"index":0,"delta":{"content":"` + string(bytes.Repeat([]byte("lorem ipsum "), 85)) + `"}}]}` + "\n\n")
 	deltas := perStream / len(delta)
 	tail := []byte(`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":7}}` + "\n\ndata: [DONE]\n\n")

@@ -18,11 +18,12 @@ import (
 // TestDemoLineMatchesReport runs the demo and checks its last line against
 // report.New over the buffer it wrote: the same arms, episodes, means, lift and
 // interval (to the 6 significant digits the JSON keeps), and one version per
-// version the learner recorded.
+// version the learner recorded. Six rounds: the first promotion comes after round 2
+// (3 under -race with four demos at once), and every round costs 40 episodes.
 func TestDemoLineMatchesReport(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "demo")
 	var out, errOut bytes.Buffer
-	if err := run(context.Background(), []string{"-dir", dir, "-rounds", "10"}, &out, &errOut); err != nil {
+	if err := run(context.Background(), []string{"-dir", dir, "-rounds", "6"}, &out, &errOut); err != nil {
 		t.Fatalf("%v\n%s", err, errOut.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -121,7 +122,7 @@ func TestDemoLineMatchesReport(t *testing.T) {
 	}
 	// The learner improved on the seed: the champion beats the baseline.
 	if *line.Lift <= 0 || line.Champion.Arm == demo.ChampionArm {
-		t.Fatalf("no lift after 10 rounds: %s", last)
+		t.Fatalf("no lift after 6 rounds: %s", last)
 	}
 }
 

@@ -18,9 +18,11 @@ const env = process.env;
 
 const calls = [];
 const capturingFetch = async (url, init) => {
+  const body = typeof init.body === "string" ? init.body : new TextDecoder().decode(init.body);
   const res = await fetch(url, init);
   calls.push({
     path: new URL(url).pathname,
+    body,
     status: res.status,
     context: res.headers.get("x-cam-context"),
     episode: res.headers.get("x-cam-episode-id"),
@@ -63,4 +65,4 @@ for (const text of [env.CAMPROXY_TASK || "Is flight UA12 on time?", env.CAMPROXY
   answers.push(typeof last.content === "string" ? last.content : JSON.stringify(last.content));
 }
 
-console.log(JSON.stringify({ answers, toolCalls, calls }));
+console.log(JSON.stringify({ answers, toolCalls, calls, sent: calls.map((c) => c.body) }));

@@ -65,7 +65,7 @@ func serveChild() int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := app.New(cfg, app.Options{Logger: log, StoreCooldown: 300 * time.Millisecond})
+	a, err := app.New(cfg, app.Options{Logger: log, RedisCooldown: 300 * time.Millisecond})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -110,11 +110,16 @@ func startFleet(t *testing.T, redisURL string) *fleet {
 	t.Cleanup(f.cam.Close)
 	f.cam.SetDelay(100 * time.Millisecond) // concurrent first turns overlap
 	f.cam.SetContext(func(task string) string { return fmt.Sprintf("Guidance #%d for: %s", f.seq.Add(1), task) })
+	t.Cleanup(f.stop)
 	for i := range 3 {
 		dir := t.TempDir()
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		// GORACE: a race binary sleeps a second at exit to catch late race reports; a
+		// camproxy process has none left to make once it has shut down. (The caller's
+		// own GORACE options are kept.)
 		cmd.Env = append(os.Environ(), childEnv+"=1", "FLEET_UPSTREAM="+f.up.URL, "FLEET_CAM="+f.cam.URL,
-			"FLEET_REDIS="+redisURL, "FLEET_DIR="+dir, "FLEET_EXPERIMENT="+f.exp)
+			"FLEET_REDIS="+redisURL, "FLEET_DIR="+dir, "FLEET_EXPERIMENT="+f.exp,
+			"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 		cmd.Stderr = &testkit.SyncBuffer{}
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
@@ -124,13 +129,7 @@ func startFleet(t *testing.T, redisURL string) *fleet {
 			t.Fatal(err)
 		}
 		p := &proc{cmd: cmd}
-		t.Cleanup(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			_ = cmd.Wait()
-			if t.Failed() {
-				t.Logf("camproxy %d stderr:\n%s", i, cmd.Stderr.(*testkit.SyncBuffer).String())
-			}
-		})
+		f.procs = append(f.procs, p)
 		line, err := bufio.NewReader(stdout).ReadString('\n')
 		if err != nil {
 			t.Fatalf("camproxy %d did not start: %v\n%s", i, err, cmd.Stderr.(*testkit.SyncBuffer).String())
@@ -141,9 +140,25 @@ func startFleet(t *testing.T, redisURL string) *fleet {
 		}
 		go func() { _, _ = io.Copy(io.Discard, stdout) }()
 		p.base, p.admin = "http://"+data, "http://"+admin
-		f.procs = append(f.procs, p)
 	}
 	return f
+}
+
+// stop shuts the processes down together and fails the test if one did not exit
+// cleanly: a failed shutdown exits 1, a data race 66.
+func (f *fleet) stop() {
+	for _, p := range f.procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for i, p := range f.procs {
+		err := p.cmd.Wait()
+		if err != nil {
+			f.t.Errorf("camproxy %d: %v", i, err)
+		}
+		if f.t.Failed() {
+			f.t.Logf("camproxy %d stderr:\n%s", i, p.cmd.Stderr.(*testkit.SyncBuffer).String())
+		}
+	}
 }
 
 // run is one agent run: a conversation whose turns any process may serve.
@@ -367,6 +382,7 @@ func (f *fleet) outage(prefix string, done func() bool) (seen map[string]string,
 // answering, /readyz says degraded naming the part while it is on its fallback,
 // then every process is ready again and the same checks pass.
 func TestFleetOnCluster(t *testing.T) {
+	t.Parallel() // with TestFleetOnSentinel: each waits on its own Redis processes
 	c := testkit.StartRedisCluster(t)
 	rdb := c.Client()
 	defer rdb.Close()
@@ -400,6 +416,7 @@ func faultRow(t *testing.T, what string, seen map[string]string, calls int, afte
 // TestFleetOnSentinel: the same fleet on a Sentinel setup (a master, its replica,
 // three sentinels); the master is killed and the sentinels promote the replica.
 func TestFleetOnSentinel(t *testing.T) {
+	t.Parallel()
 	s := testkit.StartRedisSentinel(t)
 	rdb := testkit.RedisURLClient(t, s.URL())
 	ctx := t.Context()

@@ -229,53 +229,85 @@ type RedisSentinel struct {
 }
 
 // NewRedisSentinel starts the five processes under dir and returns once every
-// sentinel knows the replica and the other two sentinels. Close it when done.
+// sentinel is connected to the master, its replica (in sync) and the other two
+// sentinels. Close it when done.
 func NewRedisSentinel(dir string) (*RedisSentinel, error) {
 	s := &RedisSentinel{Master: "camproxy"}
-	start := func(name string, setup func(*RedisServer)) (*RedisServer, error) {
+	alloc := func(name string) (*RedisServer, error) {
 		d := filepath.Join(dir, name)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
-		r, err := newRedisServer(d, false)
-		if err != nil {
-			return nil, err
-		}
-		setup(r)
-		return r, r.Run()
+		return newRedisServer(d, false)
 	}
-	m, err := start("master", func(*RedisServer) {})
+	m, err := alloc("master")
 	if err != nil {
+		return nil, err
+	}
+	// No diskless-sync delay: the master syncs its replica at once, not 5 s later in
+	// case more replicas come.
+	m.Args = []string{"--repl-diskless-sync-delay", "0"}
+	if err := m.Run(); err != nil {
 		return nil, err
 	}
 	s.Servers = append(s.Servers, m)
 	host, port, _ := strings.Cut(m.Addr, ":")
-	rep, err := start("replica", func(r *RedisServer) { r.Args = []string{"--replicaof", host, port} })
+	rep, err := alloc("replica")
 	if err != nil {
 		s.Close()
 		return nil, err
 	}
+	rep.Args = []string{"--replicaof", host, port, "--repl-diskless-sync-delay", "0"} // it may be promoted
+	if err := rep.Run(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.Servers = append(s.Servers, rep)
-	for i := range 3 {
-		sn, err := start("sentinel"+strconv.Itoa(i), func(r *RedisServer) {
-			r.Conf = fmt.Sprintf("sentinel monitor %s %s %s 2\nsentinel down-after-milliseconds %s 1000\n"+
-				"sentinel failover-timeout %s 5000\nsentinel parallel-syncs %s 1\n", s.Master, host, port, s.Master, s.Master, s.Master)
-			r.Args = []string{"--sentinel"}
-		})
-		if err != nil {
+	// Each sentinel's config names the replica and the other sentinels, as Sentinel
+	// writes them into its own config once it has found them: otherwise each would
+	// take seconds to learn them (the master's INFO, then hello messages every 2 s).
+	sentinels := make([]*RedisServer, 3)
+	for i := range sentinels {
+		if sentinels[i], err = alloc("sentinel" + strconv.Itoa(i)); err != nil {
 			s.Close()
 			return nil, err
 		}
-		s.Sentinels = append(s.Sentinels, sn)
+	}
+	id := func(r *RedisServer) string { return fmt.Sprintf("%040x", r.port) }
+	rhost, rport, _ := strings.Cut(rep.Addr, ":")
+	for _, sn := range sentinels {
+		conf := fmt.Sprintf("sentinel myid %s\nsentinel monitor %s %s %s 2\nsentinel down-after-milliseconds %s 1000\n"+
+			"sentinel failover-timeout %s 5000\nsentinel parallel-syncs %s 1\nsentinel known-replica %s %s %s\n",
+			id(sn), s.Master, host, port, s.Master, s.Master, s.Master, s.Master, rhost, rport)
+		for _, other := range sentinels {
+			if other != sn {
+				ohost, oport, _ := strings.Cut(other.Addr, ":")
+				conf += fmt.Sprintf("sentinel known-sentinel %s %s %s %s\n", s.Master, ohost, oport, id(other))
+			}
+		}
+		sn.Conf, sn.Args = conf, []string{"--sentinel"}
+	}
+	// Started together: a sentinel that finds another one not listening yet retries
+	// only a second later.
+	errs := make([]error, len(sentinels))
+	var wg sync.WaitGroup
+	for i, sn := range sentinels {
+		wg.Go(func() { errs[i] = sn.Run() })
+	}
+	wg.Wait()
+	s.Sentinels = sentinels
+	if err := errors.Join(errs...); err != nil {
+		s.Close()
+		return nil, err
 	}
 	ctx := context.Background()
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		if s.settled(ctx) {
 			return s, nil
 		}
 	}
 	s.Close()
-	return nil, errors.New("the sentinels did not discover the replica and each other")
+	return nil, errors.New("the sentinels did not reach the master, the replica in sync and each other")
 }
 
 // StartRedisSentinel is NewRedisSentinel for one test (see StartRedisCluster).
@@ -287,13 +319,17 @@ func StartRedisSentinel(t testing.TB) *RedisSentinel {
 	return s
 }
 
-// settled: every sentinel sees one replica and two other sentinels.
+// settled: every sentinel is connected to the master and to its one replica, which
+// is in sync, and knows the other two sentinels (the links between sentinels come
+// up within a second, long before a test kills a master and they vote).
 func (s *RedisSentinel) settled(ctx context.Context) bool {
 	for _, sn := range s.Sentinels {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: sn.Addr})
 		m, err := sc.Master(ctx, s.Master).Result()
+		reps, rerr := sc.Replicas(ctx, s.Master).Result()
 		_ = sc.Close()
-		if err != nil || m["num-slaves"] != "1" || m["num-other-sentinels"] != "2" {
+		if err != nil || rerr != nil || m["flags"] != "master" || m["num-other-sentinels"] != "2" || len(reps) != 1 ||
+			reps[0]["flags"] != "slave" || reps[0]["master-link-status"] != "ok" {
 			return false
 		}
 	}

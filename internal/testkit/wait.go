@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -104,4 +105,18 @@ func MetricLines(t testing.TB, admin, name string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// Concurrently runs f on each case as a subtest named name(case), all at once, and
+// returns when every one has ended. It is for cases that wait (on a timeout, a
+// breaker's open window, a failover, a child process) rather than compute: t.Parallel
+// would run them -parallel (GOMAXPROCS by default) at a time, and the waits add up.
+// A case that needs the CPU belongs in t.Parallel.
+func Concurrently[C any](t *testing.T, cases []C, name func(C) string, f func(*testing.T, C)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, c := range cases {
+		wg.Go(func() { t.Run(name(c), func(t *testing.T) { f(t, c) }) })
+	}
+	wg.Wait()
 }
