@@ -26,7 +26,9 @@ func TestMain(m *testing.M) {
 		return
 	}
 	quickChildExit()
-	os.Exit(m.Run())
+	code := m.Run()
+	removeAirline()
+	os.Exit(code)
 }
 
 // quickChildExit stops the children this binary starts (itself as camproxy or as a
