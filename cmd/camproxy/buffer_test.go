@@ -52,7 +52,7 @@ func statsEpisodes(t *testing.T, args ...string) int {
 
 // TestSelectionFlags: --since, --until, --arm, --task select on every reading
 // command the same episodes a filter of the whole export finds. It reads the sample
-// of the real data: each case is two reads, and the selections split 40 runs as
+// of the real data: each case is two reads, and the selections split 20 runs as
 // they split 200.
 func TestSelectionFlags(t *testing.T) {
 	uri := airlineSample(t)
@@ -129,7 +129,7 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // TestExportPartitioned: --partition-by writes Hive-partitioned Parquet that
 // replay import reads back whole, refuses a destination that is not empty, and
-// names every problem of its flags. The sample of the real data makes ten task
+// names every problem of its flags. The sample of the real data makes five task
 // partitions.
 func TestExportPartitioned(t *testing.T) {
 	uri := airlineSample(t)

@@ -40,11 +40,11 @@ var airline struct {
 
 // airlineSampleTasks is how many of the 50 tasks the sample buffer keeps, with all
 // four runs of each.
-const airlineSampleTasks = 10
+const airlineSampleTasks = 5
 
 // importAirline imports the real file (flags after the positional FILE, as users
 // type them), then writes the sample: the import's own lines of the episodes of
-// tasks 0-9, in a segment named as the import's.
+// the first airlineSampleTasks tasks, in a segment named as the import's.
 func importAirline() error {
 	root, err := os.MkdirTemp("", "camproxy-airline-")
 	if err != nil {
@@ -108,9 +108,10 @@ func airlineBuffer(t *testing.T, sample bool) string {
 // (3054 events), shared read-only.
 func importedAirline(t *testing.T) string { return airlineBuffer(t, false) }
 
-// airlineSample is the 40 runs of the first 10 tasks of importedAirline, their lines
-// as imported (runs a second apart, four trials 50 s apart), shared read-only: for a
-// test about what a command does with a buffer rather than about the real numbers.
+// airlineSample is the 20 runs of the first 5 tasks of importedAirline, their lines
+// as imported (runs a second apart, a task's four trials 50 s apart), shared
+// read-only: for a test about what a command does with a buffer rather than about
+// the real numbers.
 func airlineSample(t *testing.T) string { return airlineBuffer(t, true) }
 
 // airlineCopy is a private copy of importedAirline, for a test that writes into it.
