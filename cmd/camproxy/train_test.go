@@ -170,15 +170,15 @@ func TestTrainReflectUsage(t *testing.T) {
 	}
 }
 
-// TestTrainReflectAirline runs reflect on the real data; the plan it should follow
-// is read once (a read of it is a second of CPU under -race).
+// TestTrainReflectAirline runs reflect on the real data. A read of it is a second
+// of CPU under -race, so the plan to check against is read once, and the runs
+// that check a model's wire (Bedrock, custom prompts) read the sample.
 func TestTrainReflectAirline(t *testing.T) {
 	uri := importedAirline(t)
-	jobs := planJobs(t, uri)
-	keys := keySet(jobs)
+	keys := keySet(planJobs(t, uri))
 	t.Run("dry-run", func(t *testing.T) { checkDryRun(t, uri) })
 	t.Run("openai", func(t *testing.T) { checkReflectOpenAI(t, uri, keys) })
-	t.Run("bedrock", func(t *testing.T) { checkReflectBedrock(t, uri, keySet(jobs[:min(26, len(jobs))])) })
+	t.Run("bedrock", func(t *testing.T) { checkReflectBedrock(t, airlineSample(t)) })
 	t.Run("sigkill", func(t *testing.T) { checkReflectSIGKILL(t, uri, keys) })
 }
 
@@ -273,7 +273,7 @@ func checkReflectOpenAI(t *testing.T, uri string, keys map[string]bool) {
 	usr := filepath.Join(dir, "user.md")
 	os.WriteFile(usr, []byte("Task: {{task}}\nRuns:\n{{runs}}\nTurns: {{max_steps}}\n"), 0o644)
 	out2 := filepath.Join(dir, "custom.jsonl")
-	_, stderr, code = runCLI(t, "train", "reflect", "--from", uri, "--out", out2, "--model", "openai/reflector-1", "--base-url", up.URL+"/v1",
+	_, stderr, code = runCLI(t, "train", "reflect", "--from", airlineSample(t), "--out", out2, "--model", "openai/reflector-1", "--base-url", up.URL+"/v1",
 		"--system-prompt", sys, "--user-prompt", usr, "--limit", "2", "--progress", "off", "--max-steps", "5")
 	if code != 0 {
 		t.Fatalf("custom prompts: exit %d: %s", code, stderr)
@@ -289,7 +289,8 @@ func checkReflectOpenAI(t *testing.T, uri string, keys map[string]bool) {
 	}
 }
 
-func checkReflectBedrock(t *testing.T, uri string, first26 map[string]bool) {
+// checkReflectBedrock runs reflect's first 3 jobs of uri on Bedrock.
+func checkReflectBedrock(t *testing.T, uri string) {
 	const ak, sk = "AKIDTRAINREFLECT", "train/reflect+secret"
 	t.Setenv("AWS_ACCESS_KEY_ID", ak)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", sk)
@@ -315,12 +316,12 @@ func checkReflectBedrock(t *testing.T, uri string, first26 map[string]bool) {
 	out := filepath.Join(t.TempDir(), "guidance.jsonl")
 	const id = "us.anthropic.claude-3-5-sonnet-20241022-v2:0"
 	stdout, stderr, code := runCLI(t, "train", "reflect", "--from", uri, "--out", out, "--model", "bedrock/"+id,
-		"--base-url", br.URL, "--region", "eu-west-3", "--limit", "26", "--progress", "off")
+		"--base-url", br.URL, "--region", "eu-west-3", "--limit", "3", "--progress", "off")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	lines := readGuidance(t, out)
-	checkNoDupNoGap(t, lines, first26)
+	checkNoDupNoGap(t, lines, keySet(planJobs(t, uri)[:3]))
 	for _, g := range lines {
 		if g.Model != "bedrock/"+id || !strings.Contains(g.Guidance, "     3  reward: ") {
 			t.Fatalf("line %+v", g)
