@@ -51,14 +51,17 @@ func statsEpisodes(t *testing.T, args ...string) int {
 }
 
 // TestSelectionFlags: --since, --until, --arm, --task select on every reading
-// command the same episodes a filter of the whole export finds.
+// command the same episodes a filter of the whole export finds. It reads the sample
+// of the real data: each case is two reads, and the selections split 20 runs as
+// they split 200.
 func TestSelectionFlags(t *testing.T) {
-	uri := importedAirline(t)
+	uri := airlineSample(t)
 	all := exportedRows(t, uri)
-	if len(all) < 100 {
-		t.Fatalf("%d episodes imported", len(all))
+	if len(all) != 4*airlineSampleTasks {
+		t.Fatalf("%d episodes in the sample, want %d", len(all), 4*airlineSampleTasks)
 	}
-	// Imported runs start a second apart from 2024-01-01T00:00:00Z.
+	// Imported runs start a second apart from 2024-01-01T00:00:00Z, a task's trials
+	// 50 s apart.
 	cut := all[0].StartedAt
 	for _, r := range all {
 		if r.StartedAt.Before(cut) {
@@ -126,9 +129,10 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // TestExportPartitioned: --partition-by writes Hive-partitioned Parquet that
 // replay import reads back whole, refuses a destination that is not empty, and
-// names every problem of its flags.
+// names every problem of its flags. The sample of the real data makes five task
+// partitions.
 func TestExportPartitioned(t *testing.T) {
-	uri := importedAirline(t)
+	uri := airlineSample(t)
 	all := exportedRows(t, uri)
 	dir := filepath.Join(t.TempDir(), "lake")
 	out, errOut, code := runCLI(t, "replay", "export", "--from", uri, "--partition-by", "arm,task_id", "--out", dir)

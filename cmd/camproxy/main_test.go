@@ -25,7 +25,21 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	os.Exit(m.Run())
+	quickChildExit()
+	code := m.Run()
+	removeAirline()
+	os.Exit(code)
+}
+
+// quickChildExit stops the children this binary starts (itself as camproxy or as a
+// stand-in tool) from idling a second when they exit: a -race binary sleeps
+// GORACE's atexit_sleep_ms (1000 by default) before exiting, and the package starts
+// dozens of them. Their race reports are written when found, before that sleep,
+// and still fail the child with exit code 66. A value the caller set stays.
+func quickChildExit() {
+	if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
+		os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
+	}
 }
 
 func freeAddr(t *testing.T) string {

@@ -6,12 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/tidwall/gjson"
 )
 
 const tauAirline = "../../../shared/data/tau-bench/gpt-4o-airline.json"
@@ -25,32 +28,121 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 	return stdout.String(), stderr.String(), code
 }
 
-// importedAirline imports the real tau-bench file into a fresh directory and
-// returns its file:// URI.
-func importedAirline(t *testing.T) string {
+// airline is the real tau-bench file imported once for the package run: an import
+// and every read of it are seconds of CPU under -race, and most tests only read it.
+// TestMain removes the directories.
+var airline struct {
+	once              sync.Once
+	root              string // holds both buffers
+	full, sample, seg string // the buffers' directories; the import's segment file name
+	err               error
+}
+
+// airlineSampleTasks is how many of the 50 tasks the sample buffer keeps, with all
+// four runs of each.
+const airlineSampleTasks = 5
+
+// importAirline imports the real file (flags after the positional FILE, as users
+// type them), then writes the sample: the import's own lines of the episodes of
+// the first airlineSampleTasks tasks, in a segment named as the import's.
+func importAirline() error {
+	root, err := os.MkdirTemp("", "camproxy-airline-")
+	if err != nil {
+		return err
+	}
+	airline.root = root
+	airline.full, airline.sample = filepath.Join(root, "full"), filepath.Join(root, "sample")
+	uri := "file://" + filepath.ToSlash(airline.full)
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), []string{"replay", "import", "--format", "tau-bench", tauAirline, "--to", uri}, &out, &errOut, func(string) (string, bool) { return "", false })
+	if code := exitCode(err, &errOut); code != 0 {
+		return fmt.Errorf("import exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "imported 200 episodes (3054 events) into "+uri) {
+		return fmt.Errorf("import summary %q", out.String())
+	}
+	segs, err := filepath.Glob(filepath.Join(airline.full, "*.jsonl"))
+	if err != nil || len(segs) != 1 {
+		return fmt.Errorf("the import wrote segments %v (%v), want one", segs, err)
+	}
+	data, err := os.ReadFile(segs[0])
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for i := range airlineSampleTasks {
+		keep[fmt.Sprintf("tau-airline-%d", i)] = true
+	}
+	var sample []byte
+	for line := range bytes.Lines(data) {
+		ep := gjson.GetBytes(line, "episode_id").String() // tau-airline-TASK-TRIAL
+		if i := strings.LastIndexByte(ep, '-'); i > 0 && keep[ep[:i]] {
+			sample = append(sample, line...)
+		}
+	}
+	airline.seg = filepath.Base(segs[0])
+	if err := os.Mkdir(airline.sample, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(airline.sample, airline.seg), sample, 0o644)
+}
+
+// airlineBuffer is the file:// URI of the shared import (full) or of its sample. The
+// buffer is shared: a test must not write into it (airlineCopy).
+func airlineBuffer(t *testing.T, sample bool) string {
 	t.Helper()
 	if _, err := os.Stat(tauAirline); err != nil {
 		t.Skipf("tau-bench data not available (%v): see shared/data/README.md", err)
 	}
-	uri := "file://" + filepath.ToSlash(t.TempDir())
-	// Flags after the positional FILE, as users type them.
-	out, errOut, code := runCLI(t, "replay", "import", "--format", "tau-bench", tauAirline, "--to", uri)
-	if code != 0 {
-		t.Fatalf("import exit %d: %s", code, errOut)
+	airline.once.Do(func() { airline.err = importAirline() })
+	if airline.err != nil {
+		t.Fatalf("importing %s: %v", tauAirline, airline.err)
 	}
-	if !strings.Contains(out, "imported 200 episodes (3054 events) into "+uri) {
-		t.Fatalf("import summary %q", out)
+	if sample {
+		return "file://" + filepath.ToSlash(airline.sample)
 	}
-	return uri
+	return "file://" + filepath.ToSlash(airline.full)
 }
 
-// TestReplayAirline imports the real data once (slow under -race) and runs the
-// commands that read it; the re-import goes last because it adds duplicates.
+// importedAirline is the real tau-bench file imported: all 200 runs of its 50 tasks
+// (3054 events), shared read-only.
+func importedAirline(t *testing.T) string { return airlineBuffer(t, false) }
+
+// airlineSample is the 20 runs of the first 5 tasks of importedAirline, their lines
+// as imported (runs a second apart, a task's four trials 50 s apart), shared
+// read-only: for a test about what a command does with a buffer rather than about
+// the real numbers.
+func airlineSample(t *testing.T) string { return airlineBuffer(t, true) }
+
+// airlineCopy is a private copy of importedAirline, for a test that writes into it.
+func airlineCopy(t *testing.T) string {
+	t.Helper()
+	importedAirline(t)
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(airline.full, airline.seg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, airline.seg), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return "file://" + filepath.ToSlash(dir)
+}
+
+// removeAirline removes the shared buffers after the package's tests.
+func removeAirline() {
+	if airline.root != "" {
+		os.RemoveAll(airline.root)
+	}
+}
+
+// TestReplayAirline runs the commands that read the real data on the shared import,
+// and the re-import, which adds duplicates, on a copy.
 func TestReplayAirline(t *testing.T) {
 	uri := importedAirline(t)
 	t.Run("stats", func(t *testing.T) { checkStats(t, uri) })
 	t.Run("export", func(t *testing.T) { checkExport(t, uri) })
-	t.Run("reimport", func(t *testing.T) { checkReimport(t, uri) })
+	t.Run("reimport", func(t *testing.T) { checkReimport(t, airlineCopy(t)) })
 }
 
 type statsJSON struct {
