@@ -185,7 +185,7 @@ func callProxy(ctx context.Context, hc *http.Client, base string, n int, stream 
 // upstream sees that connection closed, and the 20 calls that follow at once all
 // answer 200 with their own answers, none of them sent on the bad connection.
 func TestHardeningBadAnswerNeverPooled(t *testing.T) {
-	const firstByte, idle = 2 * time.Second, time.Second
+	const firstByte, idle = 3 * time.Second, time.Second
 	write := func(raw string) func(net.Conn, *hygieneUpstream) {
 		return func(conn net.Conn, hu *hygieneUpstream) { _, _ = io.WriteString(conn, raw) }
 	}
