@@ -30,7 +30,7 @@ func TestChainsRemembered(t *testing.T) {
 			if round == 2 {
 				v.Slots = nil // read without a memo: computed every time
 			}
-			strict, loose := Chains(v)
+			strict, loose := Chains(v, "")
 			if !reflect.DeepEqual(strict, Chain(v.Messages)) {
 				t.Fatalf("round %d, %.60s: Chains strict %x, Chain %x", round, b, strict, Chain(v.Messages))
 			}
@@ -40,6 +40,19 @@ func TestChainsRemembered(t *testing.T) {
 			}
 			if !reflect.DeepEqual(loose, wantLoose) {
 				t.Fatalf("round %d, %.60s: Chains loose %x, LooseChain %x", round, b, loose, wantLoose)
+			}
+			// A declared task gives the same history other hashes, at every message.
+			ts, tl := Chains(v, "tau-airline-47")
+			if len(ts) != len(strict) || len(tl) != len(loose) {
+				t.Fatalf("round %d, %.60s: task chains %d/%d long, want %d/%d", round, b, len(ts), len(tl), len(strict), len(loose))
+			}
+			for i := range ts {
+				if ts[i] == strict[i] {
+					t.Fatalf("round %d, %.60s: message %d hashes alike with and without a task", round, b, i)
+				}
+			}
+			if o, _ := Chains(v, "tau-airline-49"); len(o) > 0 && o[len(o)-1] == ts[len(ts)-1] {
+				t.Fatalf("round %d, %.60s: two tasks hash one history alike", round, b)
 			}
 			for i := range v.Messages {
 				if i < len(v.Slots) && round > 0 {

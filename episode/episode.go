@@ -80,24 +80,38 @@ func NewID() string {
 // message's digest depends on it alone, so a message resent on every call is
 // canonicalised once (Chains, protocol.Slot) and a conversation of n messages costs
 // n folds of two words once its earlier messages are known.
-func Chain(msgs []protocol.Message) []uint64 { return chain(msgs, nil, false) }
+func Chain(msgs []protocol.Message) []uint64 { return chain(0, msgs, nil, false) }
 
 // LooseChain is Chain with the text of system and developer messages left out (only
 // their role and place count): the chain under which a conversation resumed with
 // another system prompt finds its episode. A call is stitched by Chain's tips first,
 // and by LooseChain's only when none of those is known (see canonicalText).
-func LooseChain(msgs []protocol.Message) []uint64 { return chain(msgs, nil, true) }
+func LooseChain(msgs []protocol.Message) []uint64 { return chain(0, msgs, nil, true) }
 
 // Chains returns Chain(v.Messages) and, when they hold a system or developer message,
 // LooseChain(v.Messages) (nil otherwise: it would be Chain). Each message's digest is
 // remembered in its slot (v.Slots), so the messages a call resends, which the adapter
 // read from the memo, are not canonicalised again.
-func Chains(v *protocol.View) (strict, loose []uint64) {
-	strict = chain(v.Messages, v.Slots, false)
+//
+// task, when not empty, is the task the call declares (X-CAM-Task-Id): it seeds both
+// chains, so the tips of a declared task are its own and two runs of different tasks
+// that open alike (the same policy, the same first user message and answer) never
+// trade episodes. Without it the chains are Chain's and LooseChain's.
+func Chains(v *protocol.View, task string) (strict, loose []uint64) {
+	seed := taskSeed(task)
+	strict = chain(seed, v.Messages, v.Slots, false)
 	if HasSystem(v.Messages) {
-		loose = chain(v.Messages, v.Slots, true)
+		loose = chain(seed, v.Messages, v.Slots, true)
 	}
 	return strict, loose
+}
+
+// taskSeed is the hash a declared task's chains start from (0, Chain's, without one).
+func taskSeed(task string) uint64 {
+	if task == "" {
+		return 0
+	}
+	return xxhash.Sum64String("task\x00" + task)
 }
 
 // HasSystem reports whether msgs hold a system or developer message: without one,
@@ -114,9 +128,8 @@ func HasSystem(msgs []protocol.Message) bool {
 // chain folds the digests of msgs; slots, when not nil, remember the strict digests.
 // In the loose chain a system message's digest is its role's alone (cheap, never
 // remembered); every other message's is the strict one.
-func chain(msgs []protocol.Message, slots []*protocol.Slot, loose bool) []uint64 {
+func chain(h uint64, msgs []protocol.Message, slots []*protocol.Slot, loose bool) []uint64 {
 	out := make([]uint64, len(msgs))
-	var h uint64
 	var d xxhash.Digest
 	for i := range msgs {
 		m := &msgs[i]

@@ -141,11 +141,16 @@ func (s *Server) fail(fc *fasthttp.RequestCtx, rt *route, e *Error) {
 // its messages), or a new one's id and task.
 func (c *call) episode(fc *fasthttp.RequestCtx) *Error {
 	req := c.req
-	c.chain, c.loose = episode.Chains(req)
 	id := string(fc.Request.Header.Peek(hdrEpisode))
 	if id != "" && !episode.ValidID(id) {
 		return badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrEpisode, len(id))
 	}
+	taskID := string(fc.Request.Header.Peek(hdrTask))
+	if taskID != "" && !episode.ValidID(taskID) {
+		return badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrTask, len(taskID))
+	}
+	// A declared task scopes stitching: runs of two tasks that open alike stay apart.
+	c.chain, c.loose = episode.Chains(req, taskID)
 	if ep, from, tip, ok := c.s.findEpisode(id, req, c.chain, c.loose); ok {
 		c.ep, c.newFrom, c.index, c.claimed = ep, from, ep.Turns, tip
 		c.source = "none"
@@ -156,10 +161,6 @@ func (c *call) episode(fc *fasthttp.RequestCtx) *Error {
 	}
 	if id == "" {
 		id = episode.NewID()
-	}
-	taskID := string(fc.Request.Header.Peek(hdrTask))
-	if taskID != "" && !episode.ValidID(taskID) {
-		return badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrTask, len(taskID))
 	}
 	if taskID == "" {
 		taskID = episode.TaskID(req.Task)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -221,7 +222,8 @@ func newStitchProxy(t *testing.T, store string) *stitchProxy {
 
 // stitchCall is one call of the agent: the episode and context source it was answered
 // with, and the turn recorded.
-func stitchCall(t *testing.T, p *stitchProxy, pr *stitchProto, body, kind string) (ep, source string, turn *Turn) {
+// header holds extra header name, value pairs.
+func stitchCall(t *testing.T, p *stitchProxy, pr *stitchProto, body, kind string, header ...string) (ep, source string, turn *Turn) {
 	t.Helper()
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -230,6 +232,9 @@ func stitchCall(t *testing.T, p *stitchProxy, pr *stitchProto, body, kind string
 	req.SetRequestURI("http://camproxy.test" + pr.path)
 	req.Header.SetContentType("application/json")
 	req.Header.Set("X-Test-Answer", kind)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	req.SetBodyString(strings.ReplaceAll(body, "a.md.", "a.md. "+p.run))
 	if err := p.client.Do(req, resp); err != nil || resp.StatusCode() != 200 {
 		t.Fatalf("%s call: %v (status %d: %s)", pr.name, err, resp.StatusCode(), resp.Body())
@@ -338,4 +343,40 @@ func testStitchParallelRuns(t *testing.T, p *stitchProxy) {
 			}
 		})
 	}
+}
+
+// TestStitchDeclaredTasks: runs of two tasks (X-CAM-Task-Id) that open alike — the
+// same system prompt, user message and answer, as two tau-bench airline tasks do —
+// each continue their own episode, whichever sends its next call first: by the chain
+// tip of a whole answer and by the sketch of a cut one (the same tool-call id, so only
+// the task tells them apart).
+func TestStitchDeclaredTasks(t *testing.T) {
+	forStores(t, func(t *testing.T, p *stitchProxy) {
+		for _, pr := range []*stitchProto{&chatStitch, &anthropicStitch} {
+			for _, kind := range []string{"short", "tool:call_same"} {
+				for _, bFirst := range []bool{false, true} {
+					t.Run(fmt.Sprintf("%s/%s/b-first=%v", pr.name, kind, bFirst), func(t *testing.T) {
+						run := episode.NewID() // this case's tasks: no tip of another case matches
+						taskA, taskB := "task-a-"+run, "task-b-"+run
+						a, _, _ := stitchCall(t, p, pr, pr.task, kind, hdrTask, taskA)
+						b, _, _ := stitchCall(t, p, pr, pr.task, kind, hdrTask, taskB)
+						if a == b {
+							t.Fatal("two first turns share an episode")
+						}
+						var a2, b2 string
+						if bFirst {
+							b2, _, _ = stitchCall(t, p, pr, pr.next(kind), "short", hdrTask, taskB)
+							a2, _, _ = stitchCall(t, p, pr, pr.next(kind), "short", hdrTask, taskA)
+						} else {
+							a2, _, _ = stitchCall(t, p, pr, pr.next(kind), "short", hdrTask, taskA)
+							b2, _, _ = stitchCall(t, p, pr, pr.next(kind), "short", hdrTask, taskB)
+						}
+						if a2 != a || b2 != b {
+							t.Fatalf("turn 2 of task a in %q (its turn 1 in %q), of task b in %q (%q)", a2, a, b2, b)
+						}
+					})
+				}
+			}
+		}
+	})
 }
