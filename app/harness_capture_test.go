@@ -103,6 +103,7 @@ func TestCaptureHarness(t *testing.T) {
 	t.Run("codex", captureCodex)
 	t.Run("claude-code", captureClaudeCode)
 	t.Run("frameworks", captureFrameworks)
+	t.Run("side-calls", captureSideCalls)
 }
 
 // captureFrameworks: the first two model calls (the task, then the turn with the tool
