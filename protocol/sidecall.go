@@ -1,0 +1,204 @@
+package protocol
+
+import (
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// A side call is an agent's auxiliary request, not a turn of its task: a session
+// title, a compaction summary, a quota probe. The harness sends it beside the agent's
+// turns, usually without tools, quoting the user's request inside an instruction of
+// its own. The proxy relays it unaugmented and opens no episode for it; the rules
+// below recognise it from the parsed view and the body, read-only.
+
+// Tools conditions of a SideCallRule.
+const (
+	ToolsAny  = ""     // tools or not
+	ToolsNone = "none" // the call offers the model no tool
+	ToolsSome = "some" // the call offers at least one tool
+)
+
+// SideCallRule recognises one kind of side call. Every condition set must hold; a
+// rule sets at least one of Model, Match and MaxTokens.
+type SideCallRule struct {
+	// Reason names the kind of call ("title", "compact", "probe"…): the metric's
+	// label and the X-CAM-Side-Call header.
+	Reason string
+	// Model is a glob (path.Match: * ? [ ]) on the model name, case-insensitive.
+	Model string
+	// Tools is ToolsAny, ToolsNone or ToolsSome.
+	Tools string
+	// Match is searched in the call's instruction texts: each system and developer
+	// message, and the last message when it is the user's (see sideTexts).
+	Match *regexp.Regexp
+	// MaxTokens > 0: the call asks for at most this many output tokens.
+	MaxTokens int64
+	// Quote, when set, finds the user's request the call quotes (its first capture
+	// group) in the same texts: the proxy looks the session up by it.
+	Quote *regexp.Regexp
+	// Source says where the rule comes from ("side_calls.rules[0]", or the built-in
+	// signature's name), for logs and task explain.
+	Source string
+}
+
+// SideCall is what a rule recognised.
+type SideCall struct {
+	Reason string
+	Rule   string // the rule's Source
+	// Quoted is the user's request the call quotes, "" when the rule has no Quote or
+	// it matched nothing.
+	Quoted string
+}
+
+// BuiltinSideCalls are the signatures of the side calls the harnesses of the
+// compatibility suite send, each taken from their captures
+// (protocol/testdata/harness/*/side-*.json). Claude Code sends its title and
+// compaction calls to the model of the session, not a small one: they are told by
+// their instructions, not by the model.
+func BuiltinSideCalls() []SideCallRule {
+	return []SideCallRule{
+		{Source: "builtin: claude-code title", Reason: "title", Tools: ToolsNone,
+			Match: regexp.MustCompile(`Generate a concise, sentence-case title \(3-7 words\)`),
+			Quote: regexp.MustCompile(`(?s)^<session>\s*(.*?)\s*</session>`)},
+		{Source: "builtin: claude-code compact", Reason: "compact",
+			Match: regexp.MustCompile(`(?s)CRITICAL: Respond with TEXT ONLY\. Do NOT call any tools\..*Your task is to create a detailed summary of the conversation so far`)},
+		{Source: "builtin: codex title", Reason: "title",
+			Match: regexp.MustCompile(`^Generate a concise, single-line task title of at most \d+ characters`),
+			Quote: regexp.MustCompile(`(?s)\nUser prompt:\n(.*\S)\s*$`)},
+		{Source: "builtin: codex compact", Reason: "compact",
+			Match: regexp.MustCompile(`^You are performing a CONTEXT CHECKPOINT COMPACTION\. Create a handoff summary`)},
+		// A one-token call is a probe (Claude Code's quota check and model
+		// validation send max_tokens 1, no tools): it cannot be a turn of a task.
+		{Source: "builtin: probe", Reason: "probe", Tools: ToolsNone, MaxTokens: 1},
+	}
+}
+
+// String describes the rule as configured.
+func (r *SideCallRule) String() string {
+	var parts []string
+	if r.Model != "" {
+		parts = append(parts, "model "+strconv.Quote(r.Model))
+	}
+	if r.Tools != ToolsAny {
+		parts = append(parts, "tools "+r.Tools)
+	}
+	if r.Match != nil {
+		parts = append(parts, "match "+strconv.Quote(r.Match.String()))
+	}
+	if r.MaxTokens > 0 {
+		parts = append(parts, "max_tokens <= "+strconv.FormatInt(r.MaxTokens, 10))
+	}
+	return r.Reason + ": " + strings.Join(parts, ", ")
+}
+
+// MatchSideCall reports the first rule that recognises the call as a side call. v is
+// the parsed view of body; both are only read.
+func MatchSideCall(rules []SideCallRule, v *View, body []byte) (SideCall, bool) {
+	if len(rules) == 0 {
+		return SideCall{}, false
+	}
+	texts := sideTexts(v.Messages)
+	tools := -1 // unknown until a rule asks
+	for i := range rules {
+		r := &rules[i]
+		if r.Model != "" {
+			if ok, _ := path.Match(strings.ToLower(r.Model), strings.ToLower(v.Model)); !ok {
+				continue
+			}
+		}
+		if r.Tools != ToolsAny {
+			if tools < 0 {
+				tools = 0
+				if offersTools(body) {
+					tools = 1
+				}
+			}
+			if (r.Tools == ToolsNone) != (tools == 0) {
+				continue
+			}
+		}
+		if r.MaxTokens > 0 {
+			if n, ok := maxTokens(body); !ok || n > r.MaxTokens {
+				continue
+			}
+		}
+		if r.Match != nil && !anyMatch(r.Match, texts) {
+			continue
+		}
+		sc := SideCall{Reason: r.Reason, Rule: r.Source}
+		if r.Quote != nil {
+			for _, t := range texts {
+				if task, _, ok := RegexTask(r.Quote, t); ok {
+					sc.Quoted = strings.Clone(task)
+					break
+				}
+			}
+		}
+		return sc, true
+	}
+	return SideCall{}, false
+}
+
+func anyMatch(re *regexp.Regexp, texts []string) bool {
+	for _, t := range texts {
+		if re.MatchString(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// sideTexts are the texts a side call states its instruction in: the system and
+// developer messages, and the last message of the call when it is the user's. An
+// agent's turn that merely quotes an instruction in a tool's output or an earlier
+// message is not read.
+func sideTexts(msgs []Message) []string {
+	var out []string
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Role == "system" || m.Role == "developer" || i == len(msgs)-1 && m.Role == "user" {
+			out = appendTexts(out, m)
+		}
+	}
+	return out
+}
+
+// appendTexts adds a message's text: its content (text parts joined with "\n"), or
+// with media parts each text part on its own.
+func appendTexts(out []string, m *Message) []string {
+	if len(m.Parts) == 0 {
+		if m.Content != "" {
+			out = append(out, m.Content)
+		}
+		return out
+	}
+	for _, p := range m.Parts {
+		if p.Type == PartText && p.Text != "" {
+			out = append(out, p.Text)
+		}
+	}
+	return out
+}
+
+// offersTools reports whether the body offers the model a tool, in any wire API:
+// tools (OpenAI chat and Responses, Anthropic), Bedrock's toolConfig.tools, or the
+// Responses input item additional_tools (Codex's code mode offers its tools there
+// and leaves tools empty).
+func offersTools(body []byte) bool {
+	r := gjson.GetManyBytes(body, "tools", "toolConfig.tools", `input.#(type=="additional_tools")`)
+	return len(r[0].Array()) > 0 || len(r[1].Array()) > 0 || r[2].Exists()
+}
+
+// maxTokens is the output-token cap the call asks for, whatever its wire API calls it.
+func maxTokens(body []byte) (int64, bool) {
+	for _, k := range []string{"max_tokens", "max_output_tokens", "max_completion_tokens", "inferenceConfig.maxTokens"} {
+		if v := gjson.GetBytes(body, k); v.Type == gjson.Number {
+			return v.Int(), true
+		}
+	}
+	return 0, false
+}
