@@ -38,6 +38,10 @@ func (a *App) buildRuntimeWith(cfg *config.Config, reuse map[string]proxy.Contex
 	if err != nil {
 		return nil, fmt.Errorf("task.rules: %w", err)
 	}
+	side, err := cfg.SideCalls.Compile()
+	if err != nil {
+		return nil, fmt.Errorf("side_calls: %w", err)
+	}
 	var learnt map[string]proxy.ContextSource
 	if a.learner != nil {
 		cfg, learnt = a.learner.shape(cfg) // the learner's arms, adaptive allocation on
@@ -57,7 +61,7 @@ func (a *App) buildRuntimeWith(cfg *config.Config, reuse map[string]proxy.Contex
 	if err != nil {
 		return nil, err
 	}
-	run := &runtime{rt: &proxy.Runtime{TaskRules: rules, ArmPlacement: armPlace, Policy: policy, Augmenters: sources,
+	run := &runtime{rt: &proxy.Runtime{TaskRules: rules, SideCalls: side, ArmPlacement: armPlace, Policy: policy, Augmenters: sources,
 		Placement: proxy.Placement{Mode: protocol.Placement(cfg.Placement.Mode), Template: cfg.Placement.Template}}}
 	if ad := cfg.Experiment.Adaptive; ad.Enabled {
 		run.period = ad.UpdatePeriod

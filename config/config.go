@@ -16,6 +16,7 @@ type Config struct {
 	Server     Server               `yaml:"server"`
 	Upstreams  Upstreams            `yaml:"upstreams"`
 	Task       Task                 `yaml:"task"`
+	SideCalls  SideCalls            `yaml:"side_calls"`
 	Placement  Placement            `yaml:"placement"`
 	Augmenters map[string]Augmenter `yaml:"augmenters"`
 	Experiment Experiment           `yaml:"experiment"`
@@ -157,6 +158,27 @@ type TaskRule struct {
 	Skip             []string `yaml:"skip"`               // texts matching one of these are not read
 	Strip            []string `yaml:"strip"`              // matches of these are removed from texts
 	Envelopes        *bool    `yaml:"envelopes"`          // remove the built-in envelopes (default true)
+}
+
+// SideCalls recognises an agent's auxiliary calls — a session title, a compaction
+// summary, a probe — which are relayed unaugmented, make no augmenter call and open
+// no episode (protocol.SideCallRule).
+type SideCalls struct {
+	// Builtin keeps the built-in signatures of the suite's harnesses (Claude Code's
+	// and Codex's title and compaction calls, one-token probes).
+	Builtin bool           `yaml:"builtin"`
+	Rules   []SideCallRule `yaml:"rules"` // looked at after the built-in ones
+}
+
+// SideCallRule is one kind of side call: every condition given must hold, and at
+// least one of model, match and max_tokens is given.
+type SideCallRule struct {
+	Reason    string `yaml:"reason"`     // the metric label and X-CAM-Side-Call value (default "custom")
+	Model     string `yaml:"model"`      // a glob on the model name, case-insensitive ("*haiku*")
+	Tools     string `yaml:"tools"`      // any (default) | none | some
+	Match     string `yaml:"match"`      // a regex searched in the system/developer messages and the last user message
+	MaxTokens int64  `yaml:"max_tokens"` // the call asks for at most this many output tokens
+	Quote     string `yaml:"quote"`      // a regex whose capture group is the user's request the call quotes
 }
 
 // Placement says where spliced context goes and how it is rendered.
@@ -305,6 +327,7 @@ func Default() *Config {
 			Bedrock:   Bedrock{Region: "us-east-1", FirstByteTimeout: 10 * time.Minute, IdleTimeout: 5 * time.Minute},
 		},
 		Task:       Task{Rules: []TaskRule{{FirstUserMessage: true}}},
+		SideCalls:  SideCalls{Builtin: true},
 		Placement:  Placement{Mode: "append_to_task", Template: "\n\n" + ContextPlaceholder},
 		Augmenters: map[string]Augmenter{},
 		Experiment: Experiment{

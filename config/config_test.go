@@ -91,7 +91,9 @@ func fullConfig() *Config {
 				FirstByteTimeout: 6 * time.Minute, IdleTimeout: 2 * time.Minute},
 			Bedrock: Bedrock{Region: "eu-west-1", Endpoint: "https://bedrock.example.com", FirstByteTimeout: 10 * time.Minute, IdleTimeout: 5 * time.Minute},
 		},
-		Task:      Task{Rules: []TaskRule{{Regex: `(?s)\nTask: (.+)$`}, {FirstUserMessage: true}}},
+		Task: Task{Rules: []TaskRule{{Regex: `(?s)\nTask: (.+)$`}, {FirstUserMessage: true}}},
+		SideCalls: SideCalls{Builtin: true, Rules: []SideCallRule{{Reason: "title", Model: "*haiku*", Tools: "none",
+			Match: "(?i)generate a .*title", Quote: `conversation: "(.*)"`}}},
 		Placement: Placement{Mode: "system", Template: "\n\nGuidance:\n{{context}}"},
 		Augmenters: map[string]Augmenter{
 			"cam": {
@@ -765,5 +767,50 @@ func TestDefaultsAreLoopback(t *testing.T) {
 		if IsLoopback(addr) != want {
 			t.Errorf("IsLoopback(%q) = %v", addr, !want)
 		}
+	}
+}
+
+// TestSideCallsValidate: every problem of every side-call rule is reported, each
+// naming its key; a good rule compiles after the built-in signatures.
+func TestSideCallsValidate(t *testing.T) {
+	c := Default()
+	c.SideCalls.Rules = []SideCallRule{
+		{Tools: "none"},                            // no condition but tools
+		{Model: "[", Tools: "maybe"},               // bad glob, bad tools
+		{Match: "(", Quote: "x", Reason: "Title!"}, // bad regex, quote without group, bad label
+		{MaxTokens: -1},
+		{Model: "*haiku*", Tools: "none", Match: "title"}, // good
+	}
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate accepted bad side-call rules")
+	}
+	for _, want := range []string{
+		"side_calls.rules[0]: set at least one of model, match and max_tokens",
+		"side_calls.rules[1].model: is not a glob",
+		"side_calls.rules[1].tools: must be any, none or some",
+		"side_calls.rules[2].match: does not compile",
+		"side_calls.rules[2].quote: must have exactly one capture group",
+		"side_calls.rules[2].reason: must be 1-64 characters",
+		"side_calls.rules[3].max_tokens: must be positive",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing problem %q in:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "side_calls.rules[4]") {
+		t.Errorf("the good rule was reported: %v", err)
+	}
+	c.SideCalls.Rules = c.SideCalls.Rules[4:]
+	rules, err := c.SideCalls.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rules); n < 2 || rules[n-1].Source != "side_calls.rules[0]" || rules[n-1].Reason != "custom" || rules[0].Source == "side_calls.rules[0]" {
+		t.Errorf("compiled rules: %+v", rules)
+	}
+	c.SideCalls.Builtin = false
+	if rules, _ := c.SideCalls.Compile(); len(rules) != 1 {
+		t.Errorf("builtin: false still has %d rules", len(rules))
 	}
 }

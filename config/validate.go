@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -61,6 +62,7 @@ func (c *Config) validate() []error {
 	c.Server.check(&p)
 	c.Upstreams.check(&p)
 	c.Task.compile(&p)
+	c.SideCalls.compile(&p)
 	c.Placement.check(&p, "placement")
 	c.checkAugmenters(&p)
 	c.Experiment.check(&p, c.Augmenters)
@@ -148,6 +150,87 @@ func (u Upstream) check(p *problems, key string) {
 	checkHTTPURL(p, key+".base_url", u.BaseURL)
 	checkPositive(p, key+".first_byte_timeout", u.FirstByteTimeout)
 	checkPositive(p, key+".idle_timeout", u.IdleTimeout)
+}
+
+// Compile turns side_calls into the protocol's rules, the built-in ones first. Its
+// error is errors.Join of a *FieldError per problem.
+func (sc SideCalls) Compile() ([]protocol.SideCallRule, error) {
+	var p problems
+	rules := sc.compile(&p)
+	if len(p) > 0 {
+		return nil, errors.Join(p...)
+	}
+	return rules, nil
+}
+
+func (sc SideCalls) compile(p *problems) []protocol.SideCallRule {
+	var rules []protocol.SideCallRule
+	if sc.Builtin {
+		rules = protocol.BuiltinSideCalls()
+	}
+	for i, r := range sc.Rules {
+		key := fmt.Sprintf("side_calls.rules[%d]", i)
+		n0 := len(*p)
+		rule := protocol.SideCallRule{Source: key, Reason: r.Reason, Model: r.Model, MaxTokens: r.MaxTokens}
+		if rule.Reason == "" {
+			rule.Reason = "custom"
+		} else if !validLabel(r.Reason) {
+			p.add(key+".reason", "must be 1-64 characters of a-z 0-9 _ - (a metric label), got %q", r.Reason)
+		}
+		if r.Model == "" && r.Match == "" && r.MaxTokens == 0 {
+			p.add(key, "set at least one of model, match and max_tokens (tools alone would take every call without tools)")
+		}
+		if r.Model != "" {
+			if _, err := path.Match(r.Model, ""); err != nil {
+				p.add(key+".model", "is not a glob: %v", err)
+			}
+		}
+		switch r.Tools {
+		case "", "any":
+			rule.Tools = protocol.ToolsAny
+		case protocol.ToolsNone, protocol.ToolsSome:
+			rule.Tools = r.Tools
+		default:
+			p.add(key+".tools", "must be any, none or some, got %q", r.Tools)
+		}
+		if r.MaxTokens < 0 {
+			p.add(key+".max_tokens", "must be positive (or 0: any), got %d", r.MaxTokens)
+		}
+		if r.Match != "" {
+			re, err := regexp.Compile(r.Match)
+			if err != nil {
+				p.add(key+".match", "does not compile: %v", err)
+			}
+			rule.Match = re
+		}
+		if r.Quote != "" {
+			re, err := regexp.Compile(r.Quote)
+			switch {
+			case err != nil:
+				p.add(key+".quote", "does not compile: %v", err)
+			case re.NumSubexp() != 1:
+				p.add(key+".quote", "must have exactly one capture group (the quoted request), has %d", re.NumSubexp())
+			}
+			rule.Quote = re
+		}
+		if len(*p) == n0 {
+			rules = append(rules, rule)
+		}
+	}
+	return rules
+}
+
+// validLabel reports whether s may be a side call's reason: a short metric label.
+func validLabel(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Compile turns the task rules into protocol rules. Its error is errors.Join of

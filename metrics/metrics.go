@@ -21,6 +21,7 @@ type Metrics struct {
 	ArmWeight       *prometheus.GaugeVec     // arm: current traffic share
 	BreakerState    *prometheus.GaugeVec     // augmenter; 0 closed, 1 half-open, 2 open
 	Episodes        *prometheus.CounterVec   // arm
+	SideCalls       *prometheus.CounterVec   // reason: an agent's auxiliary calls relayed unaugmented
 	Rewards         *prometheus.CounterVec   // arm
 	RewardSum       *prometheus.GaugeVec     // arm; a gauge: rewards may be negative, and a replaced reward moves it back
 	ReplayEvents    *prometheus.CounterVec   // type, sink, result
@@ -57,6 +58,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Circuit breaker state per augmenter: 0 closed, 1 half-open, 2 open."}, []string{"augmenter"}),
 		Episodes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "episodes_total",
 			Help: "Episodes started, by arm."}, []string{"arm"}),
+		SideCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "side_calls_total",
+			Help: "Side calls (an agent's title, compaction or probe calls) relayed unaugmented, by reason."}, []string{"reason"}),
 		Rewards: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "rewards_total",
 			Help: "Episodes rewarded, by arm (a replaced reward is not counted again)."}, []string{"arm"}),
 		RewardSum: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "reward_sum",
@@ -78,7 +81,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Rollouts waiting for a slot: all rollouts.max_in_flight are taken."}),
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamTTFB, m.Context, m.AugmentDuration, m.ContextDuration, m.ArmWeight, m.BreakerState,
-		m.Episodes, m.Rewards, m.RewardSum, m.ReplayEvents, m.ReplayQueue, m.ReplaySpooled, m.Tokens, m.Dependencies,
+		m.Episodes, m.SideCalls, m.Rewards, m.RewardSum, m.ReplayEvents, m.ReplayQueue, m.ReplaySpooled, m.Tokens, m.Dependencies,
 		m.RolloutsInFlight, m.RolloutsQueued)
 	return m
 }

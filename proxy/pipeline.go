@@ -29,6 +29,8 @@ const (
 	hdrOverride = "X-CAM-Arm-Override"
 	hdrSkip     = "X-CAM-Skip"
 	hdrContext  = "X-CAM-Context"
+	// hdrSideCall names the kind of a side call camproxy relayed unaugmented.
+	hdrSideCall = "X-CAM-Side-Call"
 )
 
 // storeTimeout bounds each episode-store call on the request path; a slow store is
@@ -47,7 +49,7 @@ func (s *Server) storeCtx() (context.Context, context.CancelFunc) {
 func noCancel() {}
 
 // serveAugmented is the pipeline of DESIGN.md, one named step per line: parse the
-// call, find or start its episode, assign a new episode's arm and context, splice the
+// call, relay a side call as it came (sideCall), find or start its episode, assign a new episode's arm and context, splice the
 // context in, forward and relay the answer; record runs when the answer has ended
 // (call.done, called by the relay).
 func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
@@ -60,6 +62,9 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 		return
 	default:
 		s.fail(fc, rt, e)
+		return
+	}
+	if s.sideCall(fc, rt, c) {
 		return
 	}
 	if e := c.episode(fc); e != nil {
@@ -214,6 +219,7 @@ func (c *call) open() {
 	}
 	c.isNew, c.index = created, c.ep.Turns
 	if created {
+		c.s.sessions.set(c.ep.TaskID, c.ep.ID)
 		c.s.m.Episodes.WithLabelValues(c.ep.Arm).Inc()
 		c.s.stats.episodeStarted(c.ep.Arm)
 	}

@@ -65,7 +65,8 @@ type Options struct {
 // placements, the experiment and the augmenters. A call reads it once, at its start.
 type Runtime struct {
 	TaskRules    []protocol.TaskRule
-	Placement    Placement // default placement
+	SideCalls    []protocol.SideCallRule // recognise an agent's auxiliary calls (side_calls)
+	Placement    Placement               // default placement
 	ArmPlacement map[string]Placement
 	Policy       *policies.Policy
 	Augmenters   map[string]ContextSource
@@ -94,7 +95,8 @@ type Server struct {
 	cache    ContextCache
 	episodes episode.Store
 	rec      Recorder
-	stats    stats // episodes and context decisions by arm, for the dashboard
+	stats    stats        // episodes and context decisions by arm, for the dashboard
+	sessions sessionIndex // task id → latest episode, for side calls (sidecall.go)
 	maxBody  int
 	// maxAnswer bounds each answer's decoded copy, the one recorded (Options.MaxAnswerBytes).
 	maxAnswer int
