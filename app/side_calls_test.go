@@ -11,6 +11,7 @@ import (
 
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/internal/testkit"
+	"github.com/camproxy/camproxy/replay"
 )
 
 // TestSideCallsThroughProxy: Claude Code's captured side calls (its session title
@@ -75,9 +76,7 @@ func TestSideCallsThroughProxy(t *testing.T) {
 	}
 	buf, _ := recordedBuffer(t, e)
 	if len(buf.Episodes) != 2 || buf.Episodes[0].ID != session || buf.Episodes[0].Steps != 1 {
-		for _, ep := range buf.Episodes {
-			t.Logf("episode %s task %q steps %d", ep.ID, ep.Task, ep.Steps)
-		}
+		logEpisodes(t, buf)
 		t.Errorf("%d episodes; want the session with its one turn and the haiku turn's", len(buf.Episodes))
 	}
 }
@@ -110,9 +109,15 @@ func TestClaudeCodeSideCalls(t *testing.T) {
 	}
 	buf, _ := recordedBuffer(t, e)
 	if len(buf.Episodes) != 1 || buf.Episodes[0].Task != task || buf.Episodes[0].Steps != 2 {
-		for _, ep := range buf.Episodes {
-			t.Logf("episode %s task %q steps %d", ep.ID, ep.Task, ep.Steps)
-		}
+		logEpisodes(t, buf)
 		t.Fatalf("%d episodes, want one of two turns", len(buf.Episodes))
+	}
+}
+
+// logEpisodes lists the recorded episodes, to tell a failed count.
+func logEpisodes(t *testing.T, buf *replay.Buffer) {
+	t.Helper()
+	for _, ep := range buf.Episodes {
+		t.Logf("episode %s task %q steps %d", ep.ID, ep.Task, ep.Steps)
 	}
 }

@@ -75,30 +75,35 @@ func TestGoldenMessages(t *testing.T) {
 	}
 }
 
-// normalise parses a captured body with the adapter of its wire API: the Responses
-// API has "input", Anthropic's Messages API a top-level "system" (Claude Code) or
-// typed tool blocks; the rest is chat completions.
+// normalise parses a captured body with the adapter of its wire API (parseView) and
+// returns its messages.
 func normalise(client string, body []byte) ([]protocol.Message, error) {
-	root := gjson.ParseBytes(body)
-	switch {
-	case root.Get("input").Exists() && !root.Get("messages").Exists():
-		r, err := responses.Parse(body, protocol.DefaultTaskRules())
-		if err != nil {
-			return nil, err
-		}
-		return r.Messages, nil
-	case client == "claude-code" || root.Get("system").Exists():
-		r, err := anthropic.Parse(body, protocol.DefaultTaskRules())
-		if err != nil {
-			return nil, err
-		}
-		return r.Messages, nil
-	}
-	r, err := openai.Parse(body, protocol.DefaultTaskRules())
+	v, err := parseView(client, body)
 	if err != nil {
 		return nil, err
 	}
-	return r.Messages, nil
+	return v.Messages, nil
+}
+
+// parseView parses a captured body with the adapter of its wire API: the Responses
+// API has "input", Anthropic's Messages API a top-level "system" (Claude Code) or
+// typed tool blocks; the rest is chat completions.
+func parseView(client string, body []byte) (*protocol.View, error) {
+	root := gjson.ParseBytes(body)
+	var r protocol.Request
+	var err error
+	switch {
+	case root.Get("input").Exists() && !root.Get("messages").Exists():
+		r, err = responses.Parse(body, protocol.DefaultTaskRules())
+	case client == "claude-code" || root.Get("system").Exists():
+		r, err = anthropic.Parse(body, protocol.DefaultTaskRules())
+	default:
+		r, err = openai.Parse(body, protocol.DefaultTaskRules())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.Parsed(), nil
 }
 
 // firstDiff shows the first line where got and want differ.

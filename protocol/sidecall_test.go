@@ -11,35 +11,15 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/protocol"
-	"github.com/camproxy/camproxy/protocol/anthropic"
 	"github.com/camproxy/camproxy/protocol/openai"
-	"github.com/camproxy/camproxy/protocol/responses"
 )
 
-// parseView parses a captured body with the adapter of its wire API (as normalise).
-func parseView(t testing.TB, client string, body []byte) *protocol.View {
+// view is parseView failing the test on a body that does not parse.
+func view(t testing.TB, client string, body []byte) *protocol.View {
 	t.Helper()
-	root := gjson.ParseBytes(body)
-	var v *protocol.View
-	switch {
-	case root.Get("input").Exists() && !root.Get("messages").Exists():
-		r, err := responses.Parse(body, protocol.DefaultTaskRules())
-		if err != nil {
-			t.Fatal(err)
-		}
-		v = r.Parsed()
-	case client == "claude-code" || root.Get("system").Exists():
-		r, err := anthropic.Parse(body, protocol.DefaultTaskRules())
-		if err != nil {
-			t.Fatal(err)
-		}
-		v = r.Parsed()
-	default:
-		r, err := openai.Parse(body, protocol.DefaultTaskRules())
-		if err != nil {
-			t.Fatal(err)
-		}
-		v = r.Parsed()
+	v, err := parseView(client, body)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return v
 }
@@ -60,7 +40,7 @@ func TestSideCallsCaptured(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			v := parseView(t, filepath.Dir(c.file), body)
+			v := view(t, filepath.Dir(c.file), body)
 			sc, ok := protocol.MatchSideCall(protocol.BuiltinSideCalls(), v, body)
 			if !ok || sc.Reason != c.reason || sc.Quoted != c.quoted {
 				t.Fatalf("MatchSideCall = %+v, %v; want reason %q quoting %q", sc, ok, c.reason, c.quoted)
@@ -92,7 +72,7 @@ func TestSideCallsNoFalsePositive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v := parseView(t, filepath.Base(filepath.Dir(file)), body)
+		v := view(t, filepath.Base(filepath.Dir(file)), body)
 		if sc, ok := protocol.MatchSideCall(rules, v, body); ok {
 			t.Errorf("%s: an agent turn taken for a side call: %+v", file, sc)
 		}
@@ -112,7 +92,7 @@ func TestSideCallsNoFalsePositive(t *testing.T) {
 		first := r.Traj[:2] // the policy and the user's first message
 		for _, tools := range []string{``, `,"tools":[{"type":"function","function":{"name":"get_user_details","parameters":{}}}]`} {
 			body := []byte(`{"model":"gpt-4o","max_tokens":1024,"messages":[` + string(first[0]) + `,` + string(first[1]) + `]` + tools + `}`)
-			v := parseView(t, "tau-bench", body)
+			v := view(t, "tau-bench", body)
 			if sc, ok := protocol.MatchSideCall(rules, v, body); ok {
 				t.Errorf("tau-bench run %d: an agent turn taken for a side call: %+v", i, sc)
 			}
@@ -156,7 +136,7 @@ func TestSideCallRuleForm(t *testing.T) {
 		{"no rules", nil, title, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			v := parseView(t, "anthropic", c.body)
+			v := view(t, "anthropic", c.body)
 			sc, ok := protocol.MatchSideCall(c.rules, v, c.body)
 			if ok != c.want || sc.Quoted != c.quoted {
 				t.Fatalf("MatchSideCall = %+v, %v; want %v quoting %q", sc, ok, c.want, c.quoted)
