@@ -119,6 +119,57 @@ func TestApplyPatchTurnsOneEpisode(t *testing.T) {
 	}
 }
 
+// TestCodexDefaultModelTurnsOneEpisode replays Codex's default model's exec round trip
+// (captured from the real client set up the documented way: each call carries a
+// configuration_update item after the prompt) through camproxy: one episode of two
+// turns, one CAM call, the context once in each call, the task the prompt, and the
+// second step recorded with only what is new in it, the exec output.
+func TestCodexDefaultModelTurnsOneEpisode(t *testing.T) {
+	first, err1 := os.ReadFile("../protocol/testdata/harness/codex/default-exec-1.json")
+	second, err2 := os.ReadFile("../protocol/testdata/harness/codex/default-exec-2.json")
+	if err1 != nil || err2 != nil {
+		t.Fatalf("captures: %v %v", err1, err2)
+	}
+	const task = "Count the files with exec."
+	e := newEnv(t, nil)
+	e.up.Configure(func(u *testkit.Upstream) { u.RespondTo = codexScript })
+	e.postPath("/v1/responses", first)
+	e.postPath("/v1/responses", second)
+	for i, r := range modelCalls(e.up.Requests(), "/v1/responses") {
+		if n := strings.Count(string(r), jsonText(guidance(task))); n != 1 {
+			t.Errorf("call %d: the context appears %d times", i, n)
+		}
+	}
+	if n := e.cam.Calls(); n != 1 {
+		t.Errorf("CAM calls %d, want 1", n)
+	}
+	buf, steps := recordedBuffer(t, e)
+	if len(buf.Episodes) != 1 {
+		t.Fatalf("%d episodes, want the two calls in one", len(buf.Episodes))
+	}
+	if ep := buf.Episodes[0]; ep.Task != task || ep.Steps != 2 {
+		t.Errorf("episode: task %q, %d steps", ep.Task, ep.Steps)
+	}
+	if len(steps) != 2 {
+		t.Fatalf("%d steps", len(steps))
+	}
+	if m := steps[1].Messages; len(m) != 1 || m[0].Role != "tool" || m[0].ToolCallID != "call_exec_1" {
+		t.Errorf("second step's messages %+v, want only the exec output", m)
+	}
+	if strings.Contains(string(mustMarshal(t, steps)), "configuration_update") {
+		t.Error("a configuration_update item is recorded as conversation")
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func asList(v any) []any {
 	l, _ := v.([]any)
 	return l
