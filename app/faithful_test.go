@@ -135,30 +135,40 @@ func TestCodexDefaultModelTurnsOneEpisode(t *testing.T) {
 	e.up.Configure(func(u *testkit.Upstream) { u.RespondTo = codexScript })
 	e.postPath("/v1/responses", first)
 	e.postPath("/v1/responses", second)
-	for i, r := range modelCalls(e.up.Requests(), "/v1/responses") {
-		if n := strings.Count(string(r), jsonText(guidance(task))); n != 1 {
-			t.Errorf("call %d: the context appears %d times", i, n)
-		}
-	}
-	if n := e.cam.Calls(); n != 1 {
-		t.Errorf("CAM calls %d, want 1", n)
-	}
-	buf, steps := recordedBuffer(t, e)
-	if len(buf.Episodes) != 1 {
-		t.Fatalf("%d episodes, want the two calls in one", len(buf.Episodes))
-	}
-	if ep := buf.Episodes[0]; ep.Task != task || ep.Steps != 2 {
-		t.Errorf("episode: task %q, %d steps", ep.Task, ep.Steps)
-	}
-	if len(steps) != 2 {
-		t.Fatalf("%d steps", len(steps))
-	}
+	steps := checkOneEpisode(t, e, task, 2)
 	if m := steps[1].Messages; len(m) != 1 || m[0].Role != "tool" || m[0].ToolCallID != "call_exec_1" {
 		t.Errorf("second step's messages %+v, want only the exec output", m)
 	}
 	if strings.Contains(string(mustMarshal(t, steps)), "configuration_update") {
 		t.Error("a configuration_update item is recorded as conversation")
 	}
+}
+
+// checkOneEpisode checks that the Responses calls camproxy forwarded for one session
+// of task carry its context once each, that the CAM was asked once, and that the
+// session was recorded as one episode of task with n steps and that context; it
+// returns the steps.
+func checkOneEpisode(t *testing.T, e *env, task string, n int) []*replay.StepEvent {
+	t.Helper()
+	for i, r := range modelCalls(e.up.Requests(), "/v1/responses") {
+		if c := strings.Count(string(r), jsonText(guidance(task))); c != 1 {
+			t.Errorf("call %d: the context appears %d times", i, c)
+		}
+	}
+	if c := e.cam.Calls(); c != 1 {
+		t.Errorf("CAM calls %d, want 1", c)
+	}
+	buf, steps := recordedBuffer(t, e)
+	if len(buf.Episodes) != 1 {
+		for _, ep := range buf.Episodes {
+			t.Logf("episode %s task %q steps %d", ep.ID, ep.Task, ep.Steps)
+		}
+		t.Fatalf("%d episodes, want the session in one", len(buf.Episodes))
+	}
+	if ep := buf.Episodes[0]; ep.Task != task || ep.Steps != n || ep.Context != guidance(task) || len(steps) != n {
+		t.Fatalf("episode: task %q, %d steps (%d recorded), context %q; want %q, %d steps", ep.Task, ep.Steps, len(steps), ep.Context, task, n)
+	}
+	return steps
 }
 
 func mustMarshal(t *testing.T, v any) []byte {
