@@ -63,6 +63,27 @@ enabled = false
 `
 }
 
+// codexDocumentedTOML points Codex at baseURL the way its docs tell a user to:
+// openai_base_url and the built-in provider, nothing else about the endpoint (the
+// update check and analytics are off so that nothing leaves loopback).
+func codexDocumentedTOML(baseURL string) string {
+	return `openai_base_url = "` + baseURL + `"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+`
+}
+
+// documentedSetup replaces the custom provider of c's config.toml with the documented
+// setup (codexDocumentedTOML).
+func (c *codexCLI) documentedSetup(t *testing.T, baseURL string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(c.home, "config.toml"), []byte(codexDocumentedTOML(baseURL)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func newCodexCLI(t *testing.T, baseURL string) *codexCLI {
 	t.Helper()
 	c := &codexCLI{bin: nodeModule(t, "@openai/codex/bin/codex.js")}
@@ -166,16 +187,20 @@ const codingAgentExec = "text(\"two files: AGENTS.md, README.md\")\n"
 // for an edit (when the request offers the tool), text otherwise, and text once a
 // tool's output is in.
 func codexScript(body gjson.Result, conv []gjson.Result) testkit.Reply {
-	if n := len(conv); n > 0 {
-		switch conv[n-1].Get("type").String() {
-		case "custom_tool_call_output", "function_call_output":
-			return testkit.Reply{Content: "Added NOTES.md with the rate limits."}
+	// The last item of the conversation proper: on its default model Codex follows the
+	// prompt (and a tool's output) with a configuration_update item, which is no turn.
+	var lastItem gjson.Result
+	for i := len(conv) - 1; i >= 0; i-- {
+		if conv[i].Get("type").String() != "configuration_update" {
+			lastItem = conv[i]
+			break
 		}
 	}
-	last := ""
-	if n := len(conv); n > 0 {
-		last = conv[n-1].Get("content.0.text").String()
+	switch lastItem.Get("type").String() {
+	case "custom_tool_call_output", "function_call_output":
+		return testkit.Reply{Content: "Added NOTES.md with the rate limits."}
 	}
+	last := lastItem.Get("content.0.text").String()
 	hasPatch := false
 	for _, tl := range body.Get("tools").Array() {
 		if tl.Get("type").String() == "custom" && tl.Get("name").String() == "apply_patch" {

@@ -94,6 +94,42 @@ func TestCodexCLI(t *testing.T) {
 	}
 }
 
+// TestCodexCLIDefaultModel: Codex on its default model set up the documented way
+// (openai_base_url only), which follows each prompt with a configuration_update item:
+// the exec round trip (two calls) and `codex exec resume --last` with a follow-up are
+// one episode of three steps, with one CAM call and the same context in every call.
+func TestCodexCLIDefaultModel(t *testing.T) {
+	e := newEnv(t, nil)
+	e.up.Configure(func(u *testkit.Upstream) { u.RespondTo = codexScript })
+	c := newCodexCLI(t, e.base+"/v1")
+	c.documentedSetup(t, e.base+"/v1")
+	const task, followup = "Count the files with exec.", "Now explain what AGENTS.md asks of contributors."
+	if out, _ := c.exec(t, nil, "-s", "read-only", task); !strings.Contains(out, "Added NOTES.md") {
+		t.Fatalf("codex answered %q", out)
+	}
+	if out, _ := c.exec(t, nil, "resume", "--last", followup); !strings.Contains(out, "AGENTS.md and README.md") {
+		t.Fatalf("codex resume answered %q", out)
+	}
+	reqs := modelCalls(e.up.Requests(), "/v1/responses")
+	if len(reqs) != 3 {
+		t.Fatalf("%d upstream calls, want 3 (the exec round trip, the follow-up)", len(reqs))
+	}
+	for i, r := range reqs {
+		if !strings.Contains(string(r), `"type":"configuration_update"`) {
+			t.Errorf("call %d carries no configuration_update: not the shape this test is about", i)
+		}
+	}
+	steps := checkOneEpisode(t, e, task, 3)
+	// Each step holds only what is new in its call: the exec output, then (the
+	// answer's echo aside) the follow-up.
+	if m := steps[1].Messages; len(m) != 1 || m[0].Role != "tool" {
+		t.Errorf("step 2's messages %+v, want the exec output alone", m)
+	}
+	if m := steps[2].Messages; len(m) != 1 || m[0].Role != "user" || m[0].Content != followup {
+		t.Errorf("step 3's messages %+v, want the follow-up alone", m)
+	}
+}
+
 // TestClaudeCode: a `claude -p` session with a Read tool turn, its `--continue`, and
 // the same prompt in a new session on another day (the same instant seen from UTC+14,
 // then UTC-11).

@@ -119,6 +119,67 @@ func TestApplyPatchTurnsOneEpisode(t *testing.T) {
 	}
 }
 
+// TestCodexDefaultModelTurnsOneEpisode replays Codex's default model's exec round trip
+// (captured from the real client set up the documented way: each call carries a
+// configuration_update item after the prompt) through camproxy: one episode of two
+// turns, one CAM call, the context once in each call, the task the prompt, and the
+// second step recorded with only what is new in it, the exec output.
+func TestCodexDefaultModelTurnsOneEpisode(t *testing.T) {
+	first, err1 := os.ReadFile("../protocol/testdata/harness/codex/default-exec-1.json")
+	second, err2 := os.ReadFile("../protocol/testdata/harness/codex/default-exec-2.json")
+	if err1 != nil || err2 != nil {
+		t.Fatalf("captures: %v %v", err1, err2)
+	}
+	const task = "Count the files with exec."
+	e := newEnv(t, nil)
+	e.up.Configure(func(u *testkit.Upstream) { u.RespondTo = codexScript })
+	e.postPath("/v1/responses", first)
+	e.postPath("/v1/responses", second)
+	steps := checkOneEpisode(t, e, task, 2)
+	if m := steps[1].Messages; len(m) != 1 || m[0].Role != "tool" || m[0].ToolCallID != "call_exec_1" {
+		t.Errorf("second step's messages %+v, want only the exec output", m)
+	}
+	if strings.Contains(string(mustMarshal(t, steps)), "configuration_update") {
+		t.Error("a configuration_update item is recorded as conversation")
+	}
+}
+
+// checkOneEpisode checks that the Responses calls camproxy forwarded for one session
+// of task carry its context once each, that the CAM was asked once, and that the
+// session was recorded as one episode of task with n steps and that context; it
+// returns the steps.
+func checkOneEpisode(t *testing.T, e *env, task string, n int) []*replay.StepEvent {
+	t.Helper()
+	for i, r := range modelCalls(e.up.Requests(), "/v1/responses") {
+		if c := strings.Count(string(r), jsonText(guidance(task))); c != 1 {
+			t.Errorf("call %d: the context appears %d times", i, c)
+		}
+	}
+	if c := e.cam.Calls(); c != 1 {
+		t.Errorf("CAM calls %d, want 1", c)
+	}
+	buf, steps := recordedBuffer(t, e)
+	if len(buf.Episodes) != 1 {
+		for _, ep := range buf.Episodes {
+			t.Logf("episode %s task %q steps %d", ep.ID, ep.Task, ep.Steps)
+		}
+		t.Fatalf("%d episodes, want the session in one", len(buf.Episodes))
+	}
+	if ep := buf.Episodes[0]; ep.Task != task || ep.Steps != n || ep.Context != guidance(task) || len(steps) != n {
+		t.Fatalf("episode: task %q, %d steps (%d recorded), context %q; want %q, %d steps", ep.Task, ep.Steps, len(steps), ep.Context, task, n)
+	}
+	return steps
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func asList(v any) []any {
 	l, _ := v.([]any)
 	return l

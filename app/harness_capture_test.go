@@ -101,6 +101,7 @@ func modelCalls(reqs []testkit.Captured, path string) [][]byte {
 
 func TestCaptureHarness(t *testing.T) {
 	t.Run("codex", captureCodex)
+	t.Run("codex-default", captureCodexDefault)
 	t.Run("claude-code", captureClaudeCode)
 	t.Run("frameworks", captureFrameworks)
 	t.Run("side-calls", captureSideCalls)
@@ -191,6 +192,35 @@ func captureCodex(t *testing.T) {
 	caps = append(caps, captured{"apply-patch-1.json", calls[0]}, captured{"apply-patch-2.json", calls[1]})
 	writeCaptures(t, "codex", caps)
 	logHarness(t, "codex", up.Requests())
+}
+
+// captureCodexDefault: Codex on its default model set up the documented way (only
+// openai_base_url: the built-in provider, which opens a Responses WebSocket first and
+// falls back to HTTP when the server has none): the code-mode exec round trip, then
+// `codex exec resume --last` with a second prompt in the same session. On this model
+// Codex puts a configuration_update item (the reasoning effort) after each prompt and
+// re-sends it in place on every later call: the items task identity and stitching
+// must see through. Its own subtest, so that -capture rewrites only these files.
+func captureCodexDefault(t *testing.T) {
+	up := testkit.NewUpstream()
+	defer up.Close()
+	up.Configure(func(u *testkit.Upstream) { u.RespondTo = codexScript })
+	c := newCodexCLI(t, up.URL+"/v1")
+	c.documentedSetup(t, up.URL+"/v1")
+	east := []string{"TZ=Pacific/Kiritimati"}
+	c.exec(t, east, "-s", "read-only", "Count the files with exec.")
+	calls := modelCalls(up.Requests(), "/v1/responses")
+	if len(calls) != 2 {
+		t.Fatalf("exec run: %d model calls, want 2", len(calls))
+	}
+	before := len(up.Requests())
+	c.exec(t, east, "resume", "--last", "Now explain what AGENTS.md asks of contributors.")
+	resumed := modelCalls(up.Requests()[before:], "/v1/responses")
+	if len(resumed) != 1 {
+		t.Fatalf("resume: %d model calls, want 1", len(resumed))
+	}
+	writeCaptures(t, "codex", []captured{{"default-exec-1.json", calls[0]}, {"default-exec-2.json", calls[1]}, {"default-resume.json", resumed[0]}})
+	logHarness(t, "codex-default", up.Requests())
 }
 
 // captureClaudeCode: Claude Code's `-p` run, the same prompt on a "different day",

@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -99,6 +100,9 @@ type Found struct {
 	// End is the offset in segs[Seg].Text (decoded, as sent) right after the task's
 	// last byte: appended context follows the task, and not an envelope after it.
 	End int
+	// Skipped says what the rule passed over before the task ("skipped setup
+	// preamble (working directory, date)"); "" when nothing.
+	Skipped string
 }
 
 // FindTask applies rules in order until one matches; ok is false when none does.
@@ -107,6 +111,9 @@ func FindTask(rules []TaskRule, body []byte, segs []Segment) (f Found, ok bool) 
 	for i := range rules {
 		if f, ok = rules[i].find(body, segs); ok {
 			f.Rule = fmt.Sprintf("task.rules[%d]: %s", i, rules[i].String())
+			if f.Skipped != "" {
+				f.Rule += "; " + f.Skipped
+			}
 			return f, true
 		}
 	}
@@ -127,9 +134,14 @@ func (r *TaskRule) find(body []byte, segs []Segment) (Found, bool) {
 			}
 		}
 	case r.FirstUserMessage:
-		return r.userMessage(segs, false)
+		// A leading setup preamble is not the task; when nothing follows it, it is
+		// read as any text.
+		if f, ok := r.userMessage(segs, false, !r.NoEnvelopes); ok {
+			return f, true
+		}
+		return r.userMessage(segs, false, false)
 	case r.LastUserMessage:
-		return r.userMessage(segs, true)
+		return r.userMessage(segs, true, false)
 	case r.JSONPath != "":
 		return r.jsonPath(body, segs)
 	}
@@ -149,10 +161,13 @@ func (r *TaskRule) read(text string) (*edited, bool) {
 }
 
 // userMessage takes the first user message that has text, or with last the last one
-// of the first turn. A message's texts are joined with "\n".
-func (r *TaskRule) userMessage(segs []Segment, last bool) (Found, bool) {
+// of the first turn. A message's texts are joined with "\n". With preambles, the
+// user texts before the first one read that are setup preambles (setupPreamble) are
+// passed over, and Found.Skipped names what they described.
+func (r *TaskRule) userMessage(segs []Segment, last, preambles bool) (Found, bool) {
 	var found Found
 	ok := false
+	var skipped []string
 	for i := 0; i < len(segs); {
 		j := i + 1
 		for j < len(segs) && segs[j].Msg == segs[i].Msg {
@@ -170,11 +185,25 @@ func (r *TaskRule) userMessage(segs []Segment, last bool) (Found, bool) {
 				if !read {
 					continue
 				}
+				if preambles {
+					if kinds, is := setupPreamble(e.text); is {
+						for _, kind := range kinds {
+							if !slices.Contains(skipped, kind) {
+								skipped = append(skipped, kind)
+							}
+						}
+						continue
+					}
+					preambles = false // only leading texts are passed over
+				}
 				text = append(text, e.text)
 				endSeg, end = k, e.origOffset(len(e.text))
 			}
 			if len(text) > 0 {
 				found, ok = Found{Task: strings.Join(text, "\n"), Seg: endSeg, End: end}, true
+				if len(skipped) > 0 {
+					found.Skipped = preambleNote(skipped)
+				}
 				if !last {
 					return found, true
 				}

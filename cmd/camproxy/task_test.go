@@ -314,3 +314,49 @@ func TestTaskExplainIsTheProxys(t *testing.T) {
 		t.Fatalf("claude --continue started episode %s, want %s continued", ep2, ep1)
 	}
 }
+
+// TestTaskExplainSetupPreamble: a harness that opens with its own environment text
+// (the Gemini CLI 0.61.0's first user message: a setup preamble part, then the
+// request part; captured in protocol/testdata/preamble and sent here over chat
+// completions, the path camproxy augments) has the request as its task, task explain
+// says the preamble was skipped and by which rule, and two requests in one folder are
+// two tasks. Qwen Code 0.24.4 (a Gemini CLI fork on chat completions, captured) wraps
+// the same preamble in a <system-reminder>: its task is its request too.
+func TestTaskExplainSetupPreamble(t *testing.T) {
+	b, err := os.ReadFile("../../protocol/testdata/preamble/gemini-cli-first.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := gjson.GetBytes(b, "contents.0.parts.#.text").Array()
+	if len(parts) != 2 {
+		t.Fatalf("capture: %d parts", len(parts))
+	}
+	chat := func(request string) string {
+		body, err := json.Marshal(map[string]any{"model": "gemini-2.5-pro", "stream": true, "messages": []any{
+			map[string]any{"role": "system", "content": gjson.GetBytes(b, "systemInstruction.parts.0.text").Str},
+			map[string]any{"role": "user", "content": []any{
+				map[string]any{"type": "text", "text": parts[0].Str}, map[string]any{"type": "text", "text": request}}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return writeBody(t, body)
+	}
+	const rule = "task.rules[0]: first_user_message; skipped setup preamble (working directory, date, OS, folder listing)"
+	first := explain(t, chat(parts[1].Str))
+	if first.Task != parts[1].Str || first.Rule != rule || first.Protocol != "openai" {
+		t.Fatalf("gemini cli's first request over chat completions: %+v", first)
+	}
+	second := explain(t, chat("Explain what GEMINI.md asks of contributors."))
+	if second.TaskID == first.TaskID || second.Rule != rule {
+		t.Fatalf("a second task in the same folder: %+v (first %s)", second, first.TaskID)
+	}
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"task", "explain", chat(parts[1].Str)}, &out, &errb, noEnv); err != nil || !strings.Contains(out.String(), "skipped setup preamble (working directory, date, OS, folder listing)") {
+		t.Fatalf("task explain's text does not say what it skipped: %v\n%s%s", err, out.String(), errb.String())
+	}
+	qwen := explain(t, "../../protocol/testdata/preamble/qwen-code-first.json")
+	if qwen.Task != "List the files in this repository." || qwen.Protocol != "openai" {
+		t.Fatalf("qwen code's first request: %+v", qwen)
+	}
+}

@@ -24,6 +24,8 @@ var seedBodies = []string{
 		`{"type":"reasoning","id":"rs","summary":[]},{"type":"custom_tool_call","call_id":"c","name":"apply_patch","input":"*** Begin"},` +
 		`{"type":"custom_tool_call_output","call_id":"c","output":"ok"},{"type":"web_search_call","id":"ws"},{"type":"x_output","call_id":"c2"},` +
 		`{"type":"computer_call_output","call_id":"c3","output":{"type":"computer_screenshot","file_id":"f"}}]}`,
+	`{"input":[{"role":"user","content":"Task: y"},{"type":"configuration_update","reasoning":{"effort":"low"}},` +
+		`{"type":"reasoning","id":"rs"},{"type":"configuration_update"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"compaction_trigger"}]}`,
 }
 
 // FuzzParse: Parse never panics; when it accepts a body, every placement inserts one

@@ -57,6 +57,30 @@ const (
 	typeComputerOutput = "computer_call_output"
 )
 
+// stateItems are the item types that carry configuration or state of the
+// conversation rather than conversation: they are in no message (so neither in the
+// stitching chain, nor in a recorded step, nor in the task text), and an assistant run
+// they sit in goes on past them. Each is here because a client sends it where a
+// message would split the history differently from one call to the next; an item
+// type not listed keeps its place (a message of its role, or the assistant run's raw
+// items), since most item types of the API are what happened (reasoning, tool calls,
+// compaction summaries that stand for the turns they replace) and the trajectory
+// must keep them.
+var stateItems = map[string]bool{
+	// The reasoning effort from here on (GPT-6 models). Codex 0.169.0 on its default
+	// model puts one after each prompt and re-sends it in place on every later call
+	// (protocol/testdata/harness/codex/default-*.json). As an assistant-side item it
+	// made the first call's history end in an assistant run that the next call's
+	// echoed answer then joined, so the second turn never continued the first.
+	"configuration_update": true,
+	// "Compacts the current context. Must be the final input item": a command to
+	// the server, which answers with a compaction item, never sent again itself.
+	// Codex 0.169.0 knows it (its item types, read from the binary). As the last item
+	// it would open an assistant run that the answer joins, giving that answer a
+	// history no later call has.
+	"compaction_trigger": true,
+}
+
 // clientSide reports whether an item type comes from the client rather than the
 // model: the output of a call (function_call_output, local_shell_call_output…) or an
 // answer to the model's request (mcp_approval_response). Such an item ends an
@@ -96,6 +120,7 @@ const (
 	opText                    // an assistant message's text and parts join the run
 	opCall                    // a function or custom call joins the run
 	opRaw                     // a model-side item joins the run verbatim
+	opNone                    // a state item (stateItems): no message, the run goes on
 )
 
 // effect is one item read: what it does to the messages and the texts task rules
@@ -133,6 +158,10 @@ func readEffect(v gjson.Result) *effect {
 	typ := it.typ.Str
 	if typ == "" && it.role.Exists() {
 		typ = typeMessage // an EasyInputMessage: {role, content}
+	}
+	if stateItems[typ] {
+		e.op = opNone
+		return e
 	}
 	switch typ {
 	case typeMessage:
@@ -192,6 +221,8 @@ func readEffect(v gjson.Result) *effect {
 // apply adds what one item does to the messages.
 func (a *assembler) apply(e *effect) {
 	switch {
+	case e.op == opNone:
+		return
 	case e.op == opMessage:
 		a.other(e.msg)
 	case !a.run:

@@ -16,7 +16,9 @@ import (
 
 // TestItemTypes: every input item type of the Responses API has a place in the
 // chat-shaped messages — as a message, a tool call, a tool message, or verbatim in
-// the raw list of the assistant run it sits in — and none is dropped.
+// the raw list of the assistant run it sits in — and none is dropped but the items
+// that carry configuration or state (stateItems), which are in no message and split
+// no assistant run.
 func TestItemTypes(t *testing.T) {
 	raw := func(s ...string) []protocol.RawJSON {
 		out := make([]protocol.RawJSON, len(s))
@@ -83,6 +85,11 @@ func TestItemTypes(t *testing.T) {
 				{Role: "developer", Raw: raw(`{"type":"additional_tools","id":"at_1","role":"developer","tools":[]}`)},
 				{Role: "user", Content: "go"},
 			}},
+		{"a configuration_update is in no message", `{"role":"user","content":"go"},{"type":"configuration_update","reasoning":{"effort":"low"}}`,
+			[]protocol.Message{{Role: "user", Content: "go"}}},
+		{"state items split no run", reasoning + `,{"type":"configuration_update","id":"cu_1","reasoning":{"effort":"high"}},` +
+			`{"role":"assistant","content":"Found it."},{"type":"compaction_trigger"}`,
+			[]protocol.Message{{Role: "assistant", Content: "Found it.", Raw: raw(reasoning)}}},
 		{"client-side items of other tools end the run", `{"type":"local_shell_call","id":"ls_1","call_id":"call_sh","action":{"type":"exec","command":["ls"]}},` +
 			shellOut + `,` + approval,
 			[]protocol.Message{
@@ -229,4 +236,57 @@ func decodeStream(t *testing.T, s string, finished bool) protocol.Message {
 		t.Fatalf("finished %v, want %v", d.Finished(), finished)
 	}
 	return d.Message()
+}
+
+// TestCodexConfigurationUpdateStitches: on its default model Codex puts a
+// configuration_update item after each prompt and sends it again, in place, on every
+// later call of the session (captures default-exec-1/-2 and default-resume). Such an
+// item carries configuration, not conversation: it is in no message, so each call
+// continues the previous one (its history up to the answer hashes to the previous
+// call's tip) and the task is the prompt.
+func TestCodexConfigurationUpdateStitches(t *testing.T) {
+	bodies := [][]byte{readCapture(t, "codex/default-exec-1.json"), readCapture(t, "codex/default-exec-2.json"), readCapture(t, "codex/default-resume.json")}
+	var reqs []*Request
+	for i, b := range bodies {
+		if !strings.Contains(string(b), `"type":"configuration_update"`) {
+			t.Fatalf("capture %d holds no configuration_update", i)
+		}
+		r, err := Parse(b, protocol.DefaultTaskRules())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range r.Messages {
+			for _, raw := range m.Raw {
+				if gjson.Get(string(raw), "type").Str == "configuration_update" {
+					t.Errorf("call %d: the configuration_update is in a %s message: %s", i, m.Role, raw)
+				}
+			}
+		}
+		reqs = append(reqs, r)
+	}
+	if reqs[0].Task != "Count the files with exec." || reqs[1].Task != reqs[0].Task {
+		t.Errorf("tasks %q, %q; want the prompt", reqs[0].Task, reqs[1].Task)
+	}
+	// The model's answers, as the fake sent them: the exec call, then a text.
+	call := gjson.Parse(customCallItem(t, bodies[1]))
+	answers := []protocol.Message{
+		{Role: "assistant", ToolCalls: []protocol.ToolCall{{ID: call.Get("call_id").Str, Type: "custom", Name: "exec", Arguments: call.Get("input").Str}}},
+		{Role: "assistant", Content: "Added NOTES.md with the rate limits."},
+	}
+	for i, ans := range answers {
+		prev, next := reqs[i].Messages, reqs[i+1].Messages
+		n := len(prev)
+		if len(next) <= n {
+			t.Fatalf("call %d: %d messages, call %d had %d", i+1, len(next), i, n)
+		}
+		if tip, chain := episode.Extend(episode.Chain(prev)[n-1], &ans), episode.Chain(next); tip != chain[n] {
+			t.Errorf("call %d does not continue call %d:\n answer %+v\n echo   %+v", i+1, i, ans, next[n])
+		}
+	}
+	if n := len(reqs[0].Messages); len(reqs[1].Messages) != n+2 || reqs[1].Messages[n+1].Role != "tool" || reqs[1].Messages[n+1].ToolCallID != "call_exec_1" {
+		t.Errorf("call 1 after call 0's %d messages: %+v; want the answer, then the exec output alone", n, reqs[1].Messages[n:])
+	}
+	if last := reqs[2].Messages[len(reqs[2].Messages)-1]; last.Role != "user" || last.Content != "Now explain what AGENTS.md asks of contributors." {
+		t.Errorf("the resumed session ends with %+v, want the new prompt", last)
+	}
 }

@@ -12,7 +12,9 @@
 // assistant message with its texts joined by "\n" and its calls in order, so that the
 // answer of one turn (the response's output items) and the same items sent back as
 // input on the next turn hash alike for stitching. function_call_output items become
-// messages of role "tool".
+// messages of role "tool". Items that carry configuration or state rather than
+// conversation (configuration_update, compaction_trigger: stateItems) are in no
+// message and split no run.
 //
 // Nothing here re-marshals a body: reading goes through gjson, which reports the raw
 // byte offset of every value, and writing is a single insertion at such an offset
