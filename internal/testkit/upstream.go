@@ -74,8 +74,8 @@ type Upstream struct {
 	RefuseUpgrade int
 
 	mu                sync.Mutex
-	upgrades          int            // WebSocket upgrades asked for, refused ones included
-	sockets           []*socketState // accepted sockets, in order
+	upgrades          int                          // WebSocket upgrades asked for, refused ones included
+	sockets           []*socketState               // accepted sockets, in order
 	stored            map[string][]json.RawMessage // response id → its conversation, output included
 	responseSeq       int
 	chatSeq           int // numbers each chat completion's id, unique as OpenAI's are
