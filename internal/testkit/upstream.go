@@ -24,6 +24,7 @@ type Reply struct {
 	ToolCalls []ToolCall
 	Status    int    // non-2xx: answer an OpenAI error with this status
 	ErrorMsg  string // message of that error
+	ErrorCode string // its code (OpenAI's error.code), e.g. websocket_connection_limit_reached; "" = null
 	Header    http.Header
 }
 

@@ -59,14 +59,21 @@ func (u *Upstream) Sockets() []SocketLog {
 	return out
 }
 
+// DropSockets closes every open socket with a close frame, as an upstream does to
+// a socket past its time limit or idle too long.
+func (u *Upstream) DropSockets() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, s := range u.sockets {
+		_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "connection limit reached"), time.Now().Add(time.Second))
+		_ = s.conn.NetConn().Close()
+	}
+}
+
 // Close closes the open sockets (an httptest server does not track hijacked
 // connections), then the server.
 func (u *Upstream) Close() {
-	u.mu.Lock()
-	for _, s := range u.sockets {
-		_ = s.conn.NetConn().Close()
-	}
-	u.mu.Unlock()
+	u.DropSockets()
 	u.Server.Close()
 }
 
@@ -181,7 +188,11 @@ func (u *Upstream) socketTurn(s *socketState, msg []byte) bool {
 	case t.notFound != "":
 		return fail(http.StatusBadRequest, notFoundError(t.notFound))
 	case t.rep.Status >= 300:
-		return fail(t.rep.Status, map[string]any{"message": t.rep.ErrorMsg, "type": "invalid_request_error", "param": nil, "code": nil})
+		var code any
+		if t.rep.ErrorCode != "" {
+			code = t.rep.ErrorCode
+		}
+		return fail(t.rep.Status, map[string]any{"message": t.rep.ErrorMsg, "type": "invalid_request_error", "param": nil, "code": code})
 	}
 	for i, e := range responseEvents(t.req, t.seq, t.rep) {
 		if beforeChunk != nil {
