@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -392,5 +393,68 @@ func TestCreateMessage(t *testing.T) {
 	}
 	if _, err := createMessage([]byte(`["x"]`)); err == nil {
 		t.Error("an array body made a message")
+	}
+}
+
+// A turn whose request carries the session's socket (wsSessionKey) runs the whole
+// pipeline over it: the spliced body goes upstream as the socket's response.create,
+// no HTTP call is made, and the turn is recorded with the answer decoded from the
+// relayed events.
+func TestSocketThroughPipeline(t *testing.T) {
+	fake := testkit.NewUpstream()
+	defer fake.Close()
+	var up *Upstream
+	p := newInmemProxy(t, nil, false, func(o *Options, _ *fasthttp.Server) { up = o.Upstreams["openai"] })
+	base, err := url.Parse(fake.URL + "/v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.Base = base
+	up.own.Store(nil) // the in-memory dialer was for the old base: dial the fake
+	ws, err := up.openSocket(context.Background(), upgradeHeader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.close()
+
+	var req fasthttp.Request
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI("/v1/responses")
+	req.Header.SetContentType("application/json")
+	req.Header.Set("Authorization", "Bearer sk-agent")
+	req.SetBodyString(firstTurn)
+	// The session's turn runs on a request context of its own, on a connection whose
+	// deadlines work (the agent's socket, for the session).
+	agent, peer := net.Pipe()
+	defer agent.Close()
+	defer peer.Close()
+	var fc fasthttp.RequestCtx
+	fc.Init2(agent, nil, true)
+	req.CopyTo(&fc.Request)
+	fc.SetUserValue(wsSessionKey, ws)
+	p.srv.handle(&fc)
+	if fc.Response.StatusCode() != 200 || !fc.Response.IsBodyStream() {
+		t.Fatalf("status %d, stream %v: %s", fc.Response.StatusCode(), fc.Response.IsBodyStream(), fc.Response.Body())
+	}
+	bs := fc.Response.BodyStream()
+	got, err := io.ReadAll(bs)
+	_ = bs.(interface{ CloseWithError(error) error }).CloseWithError(err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := <-p.rec.turns
+	if turn.Status != 200 || len(turn.Response.ToolCalls) != 1 || turn.Response.ToolCalls[0].Name != "shell" {
+		t.Fatalf("recorded status %d, answer %+v", turn.Status, turn.Response)
+	}
+	if !bytes.HasPrefix(got, []byte("event: response.created\n")) {
+		t.Fatalf("relayed %q", got)
+	}
+	socks := fake.Sockets()
+	if len(socks) != 1 || len(socks[0].Messages) != 1 || !bytes.Contains(socks[0].Messages[0], []byte(camContext)) ||
+		!bytes.HasPrefix(socks[0].Messages[0], []byte(`{"type":"response.create",`)) || gjson.GetBytes(socks[0].Messages[0], "stream").Exists() {
+		t.Fatalf("the socket carried %q", socks)
+	}
+	if n := len(fake.Requests()); n != 0 {
+		t.Fatalf("%d HTTP calls reached the upstream", n)
 	}
 }
