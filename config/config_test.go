@@ -332,6 +332,10 @@ func TestBadConfig(t *testing.T) {
 		{"upstream no host", "upstreams: {openai: {base_url: 'http://'}}", "upstreams.openai.base_url", "host"},
 		{"upstream timeout", "upstreams: {openai: {first_byte_timeout: 0s}}", "upstreams.openai.first_byte_timeout", ""},
 		{"bedrock timeout", "upstreams: {bedrock: {idle_timeout: 0s}}", "upstreams.bedrock.idle_timeout", "must be > 0"},
+		{"websocket mode", "upstreams: {openai: {websocket: sometimes}}", "upstreams.openai.websocket", "auto, true or false"},
+		{"websocket empty", "upstreams: {openai: {websocket: ''}}", "upstreams.openai.websocket", "auto, true or false"},
+		{"websocket on anthropic", "upstreams: {anthropic: {websocket: auto}}", "upstreams.anthropic.websocket", "no WebSocket mode"},
+		{"websocket list", "upstreams: {openai: {websocket: [true]}}", "upstreams.openai.websocket", "string"},
 		{"bedrock endpoint", "upstreams: {bedrock: {endpoint: 'bedrock'}}", "upstreams.bedrock.endpoint", ""},
 		{"no rules", "task: {rules: []}", "task.rules", "at least one"},
 		{"rule both", "task: {rules: [{regex: '(x)', first_user_message: true}]}", "task.rules[0]", "exactly one"},
@@ -764,6 +768,27 @@ func TestDefaultsAreLoopback(t *testing.T) {
 		"[::ffff:127.0.0.1]:1": true, ":1": false, "0.0.0.0:1": false, "[::]:1": false, "10.0.0.1:1": false, "example.com:1": false, "nonsense": false} {
 		if IsLoopback(addr) != want {
 			t.Errorf("IsLoopback(%q) = %v", addr, !want)
+		}
+	}
+}
+
+// upstreams.openai.websocket takes auto (the default) and YAML's true and false,
+// bare or quoted.
+func TestWebSocketMode(t *testing.T) {
+	for doc, want := range map[string]string{
+		"":                                       "auto",
+		"upstreams: {openai: {websocket: true}}": "true",
+		"upstreams: {openai: {websocket: false}}":   "false",
+		"upstreams: {openai: {websocket: 'false'}}": "false",
+		"upstreams: {openai: {websocket: auto}}":    "auto",
+		"upstreams: {anthropic: {api_key: k}}":      "auto",
+	} {
+		cfg, err := Parse([]byte(doc), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatalf("%q: %v", doc, err)
+		}
+		if got := cfg.Upstreams.OpenAI.WebSocket; got != want {
+			t.Errorf("%q: websocket %q, want %q", doc, got, want)
 		}
 	}
 }
