@@ -593,18 +593,21 @@ func (x *wsExchange) release(bool) {
 }
 
 // createMessage is the response.create message of a POST /v1/responses body: the
-// same fields without "stream" (a socket always streams), "type" first.
+// same fields without "stream" (a socket always streams), "type" first. A key given
+// twice is dropped each time: no later copy may override the message's own.
 func createMessage(body []byte) ([]byte, error) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, errors.New("a response.create needs a JSON object body")
 	}
-	out, err := sjson.DeleteBytes(trimmed, "stream")
-	if err != nil {
-		return nil, fmt.Errorf("dropping stream: %w", err)
-	}
-	if gjson.GetBytes(out, "type").Exists() {
-		return sjson.SetBytes(out, "type", "response.create")
+	out := trimmed
+	for _, key := range [...]string{"stream", "type"} {
+		for gjson.GetBytes(out, key).Exists() {
+			var err error
+			if out, err = sjson.DeleteBytes(out, key); err != nil {
+				return nil, fmt.Errorf("dropping %s: %w", key, err)
+			}
+		}
 	}
 	rest := bytes.TrimLeft(out[1:], " \t\r\n")
 	msg := make([]byte, 0, len(out)+len(`{"type":"response.create",`))
