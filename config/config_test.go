@@ -86,7 +86,7 @@ func fullConfig() *Config {
 		},
 		Upstreams: Upstreams{
 			OpenAI: Upstream{BaseURL: "https://openai.example.com", APIKey: "sk-openai",
-				FirstByteTimeout: 5 * time.Minute, IdleTimeout: time.Minute},
+				FirstByteTimeout: 5 * time.Minute, IdleTimeout: time.Minute, WebSocket: "false"},
 			Anthropic: Upstream{BaseURL: "https://anthropic.example.com", APIKey: "sk-ant",
 				FirstByteTimeout: 6 * time.Minute, IdleTimeout: 2 * time.Minute},
 			Bedrock: Bedrock{Region: "eu-west-1", Endpoint: "https://bedrock.example.com", FirstByteTimeout: 10 * time.Minute, IdleTimeout: 5 * time.Minute},
@@ -333,7 +333,6 @@ func TestBadConfig(t *testing.T) {
 		{"upstream timeout", "upstreams: {openai: {first_byte_timeout: 0s}}", "upstreams.openai.first_byte_timeout", ""},
 		{"bedrock timeout", "upstreams: {bedrock: {idle_timeout: 0s}}", "upstreams.bedrock.idle_timeout", "must be > 0"},
 		{"websocket mode", "upstreams: {openai: {websocket: sometimes}}", "upstreams.openai.websocket", "auto, true or false"},
-		{"websocket empty", "upstreams: {openai: {websocket: ''}}", "upstreams.openai.websocket", "auto, true or false"},
 		{"websocket on anthropic", "upstreams: {anthropic: {websocket: auto}}", "upstreams.anthropic.websocket", "no WebSocket mode"},
 		{"websocket list", "upstreams: {openai: {websocket: [true]}}", "upstreams.openai.websocket", "string"},
 		{"bedrock endpoint", "upstreams: {bedrock: {endpoint: 'bedrock'}}", "upstreams.bedrock.endpoint", ""},

@@ -138,7 +138,7 @@ func (u Upstreams) check(p *problems) {
 	u.OpenAI.check(p, "upstreams.openai")
 	u.Anthropic.check(p, "upstreams.anthropic")
 	switch u.OpenAI.WebSocket {
-	case "auto", "true", "false":
+	case "auto", "true", "false", "": // "": a config built in code; auto
 	default:
 		p.add("upstreams.openai.websocket", "must be auto, true or false, got %q", u.OpenAI.WebSocket)
 	}
