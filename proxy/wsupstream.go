@@ -362,10 +362,12 @@ func limitReached(ev []byte) bool {
 }
 
 // restClosed says whether err is what a socket the upstream closed while it rested
-// gives: a close frame, an EOF or a reset, or the connection limit.
+// gives: a close frame (or, when the reader answered it while the turn wrote, the
+// library's "close sent"), an EOF or a reset, or the connection limit.
 func restClosed(err error) bool {
 	var ce *websocket.CloseError
-	return errors.As(err, &ce) || idleClosed(err) || errors.Is(err, errConnLimit) || errors.Is(err, net.ErrClosed)
+	return errors.As(err, &ce) || errors.Is(err, websocket.ErrCloseSent) || idleClosed(err) ||
+		errors.Is(err, errConnLimit) || errors.Is(err, net.ErrClosed)
 }
 
 // finish ends a turn: the socket is kept for the next when keep, else closed (it

@@ -70,26 +70,23 @@ func readTurn(x exchange, call *upCall, idle time.Duration) ([]byte, *responses.
 	}
 }
 
-const firstTurn = `{"model":"gpt-5-codex","stream":true,"store":false,"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"list the files"}]}],"tools":[{"type":"function","name":"shell","parameters":{"type":"object"}}]}`
-
-// A session's turns go on one upstream socket: each response.create is the body
-// with "stream" dropped and "type" first, the answer relayed as the very SSE the
-// fake streams over HTTP (the decoder reads the tool call), and a continuation
-// carrying only the new item and previous_response_id is answered from the state the
-// upstream keeps on the socket (store: false: no other socket could).
-func TestSocketTurns(t *testing.T) {
-	fake := testkit.NewUpstream()
-	defer fake.Close()
-	up, _ := socketUpstream(t, fake, WSAuto)
-	ctx := context.Background()
-	ws, err := up.openSocket(ctx, upgradeHeader())
+// openSession opens a session's socket (under auto, dialled now), closed when the
+// test ends.
+func openSession(t *testing.T, up *Upstream) wsTurner {
+	t.Helper()
+	ws, err := up.openSocket(context.Background(), upgradeHeader())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.close()
+	t.Cleanup(ws.close)
+	return ws
+}
 
+// wholeTurn runs a turn that must succeed, read to its end as the relay reads it.
+func wholeTurn(t *testing.T, ws wsTurner, up *Upstream, body string) ([]byte, *responses.StreamDecoder) {
+	t.Helper()
 	call := &upCall{}
-	x, err := ws.turn(ctx, call, []byte(firstTurn))
+	x, err := ws.turn(context.Background(), call, []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +98,22 @@ func TestSocketTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return got, dec
+}
+
+const firstTurn = `{"model":"gpt-5-codex","stream":true,"store":false,"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"list the files"}]}],"tools":[{"type":"function","name":"shell","parameters":{"type":"object"}}]}`
+
+// A session's turns go on one upstream socket: each response.create is the body
+// with "stream" dropped and "type" first, the answer relayed as the very SSE the
+// fake streams over HTTP (the decoder reads the tool call), and a continuation
+// carrying only the new item and previous_response_id is answered from the state the
+// upstream keeps on the socket (store: false: no other socket could).
+func TestSocketTurns(t *testing.T) {
+	fake := testkit.NewUpstream()
+	defer fake.Close()
+	up, _ := socketUpstream(t, fake, WSAuto)
+	ws := openSession(t, up)
+	got, dec := wholeTurn(t, ws, up, firstTurn)
 	socks := fake.Sockets()
 	if len(socks) != 1 || len(socks[0].Messages) != 1 {
 		t.Fatalf("sockets: %+v", socks)
@@ -125,15 +138,7 @@ func TestSocketTurns(t *testing.T) {
 	}
 
 	next := `{"model":"gpt-5-codex","stream":true,"store":false,"previous_response_id":"resp_0001","input":[{"type":"function_call_output","call_id":"call_1","output":"a.go\nb.go"}]}`
-	call = &upCall{}
-	if x, err = ws.turn(ctx, call, []byte(next)); err != nil {
-		t.Fatal(err)
-	}
-	_, dec, err = readTurn(x, call, up.IdleTimeout)
-	x.release(err == nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, dec = wholeTurn(t, ws, up, next)
 	// DefaultResponsesReply counts the conversation the upstream holds: the user's
 	// message, its function call and the output sent now.
 	if got := dec.Message().Content; got != "Done after 3 items." {
@@ -153,23 +158,9 @@ func TestSocketErrorEvent(t *testing.T) {
 		return testkit.Reply{Status: 429, ErrorMsg: "Rate limit reached"}
 	}
 	up, _ := socketUpstream(t, fake, WSAuto)
-	ctx := context.Background()
-	ws, err := up.openSocket(ctx, upgradeHeader())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.close()
+	ws := openSession(t, up)
 	for range 2 {
-		call := &upCall{}
-		x, err := ws.turn(ctx, call, []byte(firstTurn))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, _, err := readTurn(x, call, up.IdleTimeout)
-		x.release(err == nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, _ := wholeTurn(t, ws, up, firstTurn)
 		if !strings.HasPrefix(string(got), "event: error\ndata: {") || strings.Count(string(got), "\n\n") != 1 ||
 			!strings.Contains(string(got), `"status":429`) || !strings.Contains(string(got), "Rate limit reached") {
 			t.Fatalf("turn relayed %q", got)
@@ -221,15 +212,10 @@ func TestSocketFailedTurnRedials(t *testing.T) {
 			if tc.act != nil {
 				up.IdleTimeout = time.Minute // only the cancel may end it
 			}
-			ctx := context.Background()
-			ws, err := up.openSocket(ctx, upgradeHeader())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ws.close()
+			ws := openSession(t, up)
 			fake.Configure(tc.script)
 			call := &upCall{}
-			x, turnErr := ws.turn(ctx, call, []byte(firstTurn))
+			x, turnErr := ws.turn(context.Background(), call, []byte(firstTurn))
 			var readErr error
 			if turnErr == nil {
 				if tc.act != nil {
@@ -247,15 +233,8 @@ func TestSocketFailedTurnRedials(t *testing.T) {
 
 			fake.Configure(func(u *testkit.Upstream) { u.Delay, u.HangAfter = 0, 0 })
 			up.FirstByteTimeout, up.IdleTimeout = 5*time.Second, 5*time.Second
-			call = &upCall{}
-			x, err = ws.turn(ctx, call, []byte(firstTurn))
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, dec, err := readTurn(x, call, up.IdleTimeout)
-			x.release(err == nil)
-			if err != nil || !dec.Finished() {
-				t.Fatalf("next turn: %v, finished %v", err, dec.Finished())
+			if _, dec := wholeTurn(t, ws, up, firstTurn); !dec.Finished() {
+				t.Fatal("the next turn's answer did not finish")
 			}
 			if n := fake.UpgradeAttempts(); n != 2 {
 				t.Fatalf("%d upgrades, want 2: the next turn redials", n)
@@ -349,25 +328,13 @@ func TestSocketClosedWhileResting(t *testing.T) {
 				return testkit.DefaultResponsesReply(body, conv)
 			}
 			up, _ := socketUpstream(t, fake, WSAuto)
-			ctx := context.Background()
-			ws, err := up.openSocket(ctx, upgradeHeader())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ws.close()
+			ws := openSession(t, up)
 			for i := range 2 {
 				if i == 1 {
 					tc.rest(fake, &limit)
 				}
-				call := &upCall{}
-				x, err := ws.turn(ctx, call, []byte(firstTurn))
-				if err != nil {
-					t.Fatalf("turn %d: %v", i, err)
-				}
-				got, dec, err := readTurn(x, call, up.IdleTimeout)
-				x.release(err == nil)
-				if err != nil || !dec.Finished() || bytes.Contains(got, []byte("event: error")) {
-					t.Fatalf("turn %d: %v\n%s", i, err, got)
+				if got, dec := wholeTurn(t, ws, up, firstTurn); !dec.Finished() || bytes.Contains(got, []byte("event: error")) {
+					t.Fatalf("turn %d:\n%s", i, got)
 				}
 			}
 			if n := fake.UpgradeAttempts(); n != 2 {
@@ -411,11 +378,7 @@ func TestSocketThroughPipeline(t *testing.T) {
 	}
 	up.Base = base
 	up.own.Store(nil) // the in-memory dialer was for the old base: dial the fake
-	ws, err := up.openSocket(context.Background(), upgradeHeader())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.close()
+	ws := openSession(t, up)
 
 	var req fasthttp.Request
 	req.Header.SetMethod(fasthttp.MethodPost)
