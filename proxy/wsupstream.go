@@ -85,6 +85,11 @@ type wsTurner interface {
 	close()
 }
 
+// upgradeHeaders is implemented by a wsTurner whose socket is open: the headers of
+// the upstream's 101 (request id, x-codex-turn-state, openai-model …), for the
+// session to answer the agent's own upgrade with.
+type upgradeHeaders interface{ upgradeHeader() http.Header }
+
 // userKey is the type of camproxy's fasthttp user-value keys.
 type userKey string
 
@@ -200,8 +205,9 @@ type wsUpstream struct {
 	hdr http.Header
 
 	mu     sync.Mutex
-	sock   *wsSocket // nil: the next turn dials
-	busy   bool      // a turn is in flight
+	sock   *wsSocket   // nil: the next turn dials
+	head   http.Header // the last upgrade's answer (its 101) headers
+	busy   bool        // a turn is in flight
 	closed bool
 }
 
@@ -243,6 +249,9 @@ func (w *wsUpstream) dial(ctx context.Context, call *upCall) (*wsSocket, error) 
 		err = errUpstreamCancelled
 	}
 	if err == nil {
+		w.mu.Lock()
+		w.head = resp.Header
+		w.mu.Unlock()
 		return newWSSocket(conn), nil
 	}
 	if resp == nil {
@@ -403,6 +412,12 @@ func (w *wsUpstream) send(ctx context.Context, msg []byte) error {
 		return fmt.Errorf("passing a client event upstream: %w", err)
 	}
 	return nil
+}
+
+func (w *wsUpstream) upgradeHeader() http.Header {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.head
 }
 
 func (w *wsUpstream) close() {

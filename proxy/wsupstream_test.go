@@ -113,6 +113,9 @@ func TestSocketTurns(t *testing.T) {
 	defer fake.Close()
 	up, _ := socketUpstream(t, fake, WSAuto)
 	ws := openSession(t, up)
+	if h := ws.(upgradeHeaders).upgradeHeader(); h.Get("X-Request-Id") != "req_ws_1" {
+		t.Fatalf("the upstream's 101 headers: %v", h)
+	}
 	got, dec := wholeTurn(t, ws, up, firstTurn)
 	socks := fake.Sockets()
 	if len(socks) != 1 || len(socks[0].Messages) != 1 {
