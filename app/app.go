@@ -231,6 +231,10 @@ func buildUpstreams(cfg *config.Config) (map[string]*proxy.Upstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("upstreams.anthropic.base_url: %w", err)
 	}
+	openaiWS, err := proxy.ParseWSMode(u.OpenAI.WebSocket)
+	if err != nil {
+		return nil, fmt.Errorf("upstreams.openai.websocket: %w", err)
+	}
 	var openaiAuth, anthropicAuth proxy.Auth
 	if u.OpenAI.APIKey != "" {
 		openaiAuth = proxy.BearerKey(u.OpenAI.APIKey)
@@ -259,7 +263,7 @@ func buildUpstreams(cfg *config.Config) (map[string]*proxy.Upstream, error) {
 	sig := &proxy.SigV4{Credentials: creds, Region: u.Bedrock.Region, Endpoint: u.Bedrock.Endpoint != "", Signer: v4.NewSigner()}
 	return map[string]*proxy.Upstream{
 		"openai": {Name: "openai", Base: openaiBase, Auth: openaiAuth, FirstByteTimeout: u.OpenAI.FirstByteTimeout, IdleTimeout: u.OpenAI.IdleTimeout,
-			Transport: proxy.NewTransport(u.OpenAI.FirstByteTimeout)},
+			WebSocket: openaiWS, Transport: proxy.NewTransport(u.OpenAI.FirstByteTimeout)},
 		"anthropic": {Name: "anthropic", Base: anthropicBase, Auth: anthropicAuth, FirstByteTimeout: u.Anthropic.FirstByteTimeout, IdleTimeout: u.Anthropic.IdleTimeout,
 			Transport: proxy.NewTransport(u.Anthropic.FirstByteTimeout)},
 		"bedrock": {Name: "bedrock", Base: bedrockBase, Auth: sig, FirstByteTimeout: u.Bedrock.FirstByteTimeout, IdleTimeout: u.Bedrock.IdleTimeout,

@@ -132,6 +132,10 @@ type Upstream struct {
 	APIKey           string        `yaml:"api_key"`            // "" = pass the client's auth through
 	FirstByteTimeout time.Duration `yaml:"first_byte_timeout"` // wait for response headers
 	IdleTimeout      time.Duration `yaml:"idle_timeout"`       // max gap between two body reads of a stream
+	// WebSocket (OpenAI only): whether agents' WebSocket sessions get a socket of
+	// their own to the upstream: auto (try the upgrade; a refusal sends sessions
+	// over HTTP for a while), true (always; a refusal fails the turn) or false (never).
+	WebSocket string `yaml:"websocket"`
 }
 
 // Bedrock is the AWS Bedrock upstream.
@@ -322,7 +326,7 @@ func Default() *Config {
 			IdleTimeout:   90 * time.Second,
 		},
 		Upstreams: Upstreams{
-			OpenAI:    defaultUpstream("https://api.openai.com"),
+			OpenAI:    defaultOpenAI(),
 			Anthropic: defaultUpstream("https://api.anthropic.com"),
 			Bedrock:   Bedrock{Region: "us-east-1", FirstByteTimeout: 10 * time.Minute, IdleTimeout: 5 * time.Minute},
 		},
@@ -352,6 +356,12 @@ func Default() *Config {
 			BatchSize: 8, Prune: 3, MaxEntries: 100, MaxTurns: 12, GuidanceTasks: 5, CheckEvery: 5 * time.Second, LeaseTTL: 30 * time.Second,
 			StepTimeout: 10 * time.Minute},
 	}
+}
+
+func defaultOpenAI() Upstream {
+	u := defaultUpstream("https://api.openai.com")
+	u.WebSocket = "auto"
+	return u
 }
 
 func defaultUpstream(baseURL string) Upstream {

@@ -86,7 +86,7 @@ func fullConfig() *Config {
 		},
 		Upstreams: Upstreams{
 			OpenAI: Upstream{BaseURL: "https://openai.example.com", APIKey: "sk-openai",
-				FirstByteTimeout: 5 * time.Minute, IdleTimeout: time.Minute},
+				FirstByteTimeout: 5 * time.Minute, IdleTimeout: time.Minute, WebSocket: "false"},
 			Anthropic: Upstream{BaseURL: "https://anthropic.example.com", APIKey: "sk-ant",
 				FirstByteTimeout: 6 * time.Minute, IdleTimeout: 2 * time.Minute},
 			Bedrock: Bedrock{Region: "eu-west-1", Endpoint: "https://bedrock.example.com", FirstByteTimeout: 10 * time.Minute, IdleTimeout: 5 * time.Minute},
@@ -334,6 +334,9 @@ func TestBadConfig(t *testing.T) {
 		{"upstream no host", "upstreams: {openai: {base_url: 'http://'}}", "upstreams.openai.base_url", "host"},
 		{"upstream timeout", "upstreams: {openai: {first_byte_timeout: 0s}}", "upstreams.openai.first_byte_timeout", ""},
 		{"bedrock timeout", "upstreams: {bedrock: {idle_timeout: 0s}}", "upstreams.bedrock.idle_timeout", "must be > 0"},
+		{"websocket mode", "upstreams: {openai: {websocket: sometimes}}", "upstreams.openai.websocket", "auto, true or false"},
+		{"websocket on anthropic", "upstreams: {anthropic: {websocket: auto}}", "upstreams.anthropic.websocket", "no WebSocket mode"},
+		{"websocket list", "upstreams: {openai: {websocket: [true]}}", "upstreams.openai.websocket", "string"},
 		{"bedrock endpoint", "upstreams: {bedrock: {endpoint: 'bedrock'}}", "upstreams.bedrock.endpoint", ""},
 		{"no rules", "task: {rules: []}", "task.rules", "at least one"},
 		{"rule both", "task: {rules: [{regex: '(x)', first_user_message: true}]}", "task.rules[0]", "exactly one"},
@@ -812,5 +815,26 @@ func TestSideCallsValidate(t *testing.T) {
 	c.SideCalls.Builtin = false
 	if rules, _ := c.SideCalls.Compile(); len(rules) != 1 {
 		t.Errorf("builtin: false still has %d rules", len(rules))
+	}
+}
+
+// upstreams.openai.websocket takes auto (the default) and YAML's true and false,
+// bare or quoted.
+func TestWebSocketMode(t *testing.T) {
+	for doc, want := range map[string]string{
+		"":                                       "auto",
+		"upstreams: {openai: {websocket: true}}": "true",
+		"upstreams: {openai: {websocket: false}}":   "false",
+		"upstreams: {openai: {websocket: 'false'}}": "false",
+		"upstreams: {openai: {websocket: auto}}":    "auto",
+		"upstreams: {anthropic: {api_key: k}}":      "auto",
+	} {
+		cfg, err := Parse([]byte(doc), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatalf("%q: %v", doc, err)
+		}
+		if got := cfg.Upstreams.OpenAI.WebSocket; got != want {
+			t.Errorf("%q: websocket %q, want %q", doc, got, want)
+		}
 	}
 }

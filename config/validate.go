@@ -139,6 +139,14 @@ func (s Server) check(p *problems) {
 func (u Upstreams) check(p *problems) {
 	u.OpenAI.check(p, "upstreams.openai")
 	u.Anthropic.check(p, "upstreams.anthropic")
+	switch u.OpenAI.WebSocket {
+	case "auto", "true", "false", "": // "": a config built in code; auto
+	default:
+		p.add("upstreams.openai.websocket", "must be auto, true or false, got %q", u.OpenAI.WebSocket)
+	}
+	if u.Anthropic.WebSocket != "" {
+		p.add("upstreams.anthropic.websocket", "the Anthropic API has no WebSocket mode: remove the key")
+	}
 	checkPositive(p, "upstreams.bedrock.first_byte_timeout", u.Bedrock.FirstByteTimeout)
 	checkPositive(p, "upstreams.bedrock.idle_timeout", u.Bedrock.IdleTimeout)
 	if u.Bedrock.Endpoint != "" {

@@ -28,6 +28,12 @@ type Upstream struct {
 	Transport        http.RoundTripper
 	FirstByteTimeout time.Duration
 	IdleTimeout      time.Duration
+	// WebSocket says whether agents' WebSocket sessions get a socket of their own to
+	// this upstream (see wsupstream.go).
+	WebSocket WSMode
+
+	wsRefused atomic.Int64     // under WSAuto: unix nanoseconds until which the upstream is taken for HTTP-only
+	now       func() time.Time // the refusal cache's clock; nil = time.Now
 
 	client *http.Client // the net/http path; nil on the fasthttp path
 
@@ -309,6 +315,9 @@ func copyHeaders(dst, src *fasthttp.ResponseHeader) {
 // net/http. The call's deadline — first_byte_timeout from now — covers connecting,
 // TLS, writing the request and reading the head. A failure is an *Error.
 func (u *Upstream) roundTrip(ctx context.Context, call *upCall, fc *fasthttp.RequestCtx, body []byte, identity bool) (exchange, error) {
+	if ws := upstreamSocket(fc); ws != nil {
+		return ws.turn(ctx, call, body)
+	}
 	if u.client == nil {
 		if u.FirstByteTimeout > 0 {
 			call.setDeadline(time.Now().Add(u.FirstByteTimeout))

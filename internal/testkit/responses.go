@@ -45,47 +45,94 @@ func (u *Upstream) StoredResponse(id string) ([]json.RawMessage, bool) {
 	return append([]json.RawMessage(nil), c...), ok
 }
 
-func (u *Upstream) responses(w http.ResponseWriter, r *http.Request, body []byte) {
-	req := gjson.ParseBytes(body)
-	prev := req.Get("previous_response_id").String()
-	u.mu.Lock()
-	var conv []json.RawMessage
+// responseTurn is one Responses call as the fake answers it, whichever transport
+// carried it (POST /v1/responses or a response.create on a socket).
+type responseTurn struct {
+	req      gjson.Result
+	seq      int
+	rep      Reply
+	conv     []json.RawMessage // the previous response's conversation, then this call's input
+	notFound string            // previous_response_id that names no known response
+}
+
+// prepareResponse reads a call and scripts its answer. prev, if set, is looked up
+// first for previous_response_id (a socket's own state), then the stored responses.
+func (u *Upstream) prepareResponse(body []byte, prev func(id string) ([]json.RawMessage, bool)) responseTurn {
+	t := responseTurn{req: gjson.ParseBytes(body)}
+	id := t.req.Get("previous_response_id").String()
 	known := true
-	if prev != "" {
+	if id != "" && prev != nil {
 		var c []json.RawMessage
-		c, known = u.stored[prev]
-		conv = append(conv, c...)
+		if c, known = prev(id); known {
+			t.conv = append(t.conv, c...)
+		}
+	}
+	u.mu.Lock()
+	if id != "" && (prev == nil || !known) {
+		var c []json.RawMessage
+		c, known = u.stored[id]
+		t.conv = append(t.conv, c...)
 	}
 	u.responseSeq++
-	seq := u.responseSeq
+	t.seq = u.responseSeq
 	respondTo := u.RespondTo
 	u.mu.Unlock()
 	if !known {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": fmt.Sprintf("Previous response with id '%s' not found.", prev),
-			"type": "invalid_request_error", "param": "previous_response_id", "code": "previous_response_not_found"}})
-		_, _ = w.Write(b)
-		return
+		t.notFound = id
+		return t
 	}
-	switch in := req.Get("input"); {
+	switch in := t.req.Get("input"); {
 	case in.Type == gjson.String:
 		b, _ := json.Marshal(map[string]any{"role": "user", "content": in.Str})
-		conv = append(conv, b)
+		t.conv = append(t.conv, b)
 	case in.IsArray():
 		for _, it := range in.Array() {
-			conv = append(conv, json.RawMessage(it.Raw))
+			t.conv = append(t.conv, json.RawMessage(it.Raw))
 		}
 	}
-	items := make([]gjson.Result, len(conv))
-	for i, c := range conv {
+	items := make([]gjson.Result, len(t.conv))
+	for i, c := range t.conv {
 		items[i] = gjson.ParseBytes(c)
 	}
 	if respondTo == nil {
 		respondTo = DefaultResponsesReply
 	}
-	rep := respondTo(req, items)
-	w.Header().Set("X-Request-Id", fmt.Sprintf("req_resp_%d", seq))
+	t.rep = respondTo(t.req, items)
+	return t
+}
+
+// store keeps the answered conversation under the response's id (unless the call
+// said "store": false) and returns it.
+func (u *Upstream) store(t responseTurn, output []json.RawMessage) []json.RawMessage {
+	whole := append(append([]json.RawMessage(nil), t.conv...), output...)
+	if t.req.Get("store").Type != gjson.False {
+		u.mu.Lock()
+		if u.stored == nil {
+			u.stored = map[string][]json.RawMessage{}
+		}
+		u.stored[responseID(t.seq)] = whole
+		u.mu.Unlock()
+	}
+	return whole
+}
+
+// notFoundError is OpenAI's error for a previous_response_id it does not know.
+func notFoundError(id string) map[string]any {
+	return map[string]any{"message": fmt.Sprintf("Previous response with id '%s' not found.", id),
+		"type": "invalid_request_error", "param": "previous_response_id", "code": "previous_response_not_found"}
+}
+
+func (u *Upstream) responses(w http.ResponseWriter, r *http.Request, body []byte) {
+	t := u.prepareResponse(body, nil)
+	if t.notFound != "" {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		b, _ := json.Marshal(map[string]any{"error": notFoundError(t.notFound)})
+		_, _ = w.Write(b)
+		return
+	}
+	rep := t.rep
+	w.Header().Set("X-Request-Id", fmt.Sprintf("req_resp_%d", t.seq))
 	for k, vs := range rep.Header {
 		for _, v := range vs {
 			w.Header().Add(k, v)
@@ -95,23 +142,14 @@ func (u *Upstream) responses(w http.ResponseWriter, r *http.Request, body []byte
 		writeOpenAIError(w, rep.Status, rep.ErrorMsg)
 		return
 	}
-	id := responseID(seq)
-	output := responseOutput(seq, rep)
-	if req.Get("store").Type != gjson.False {
-		stored := append(append([]json.RawMessage(nil), conv...), output...)
-		u.mu.Lock()
-		if u.stored == nil {
-			u.stored = map[string][]json.RawMessage{}
-		}
-		u.stored[id] = stored
-		u.mu.Unlock()
-	}
-	if !req.Get("stream").Bool() {
+	output := responseOutput(t.seq, rep)
+	u.store(t, output)
+	if !t.req.Get("stream").Bool() {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(responseObject(id, req, "completed", output, len(body)/4))
+		_, _ = w.Write(responseObject(responseID(t.seq), t.req, "completed", output, len(body)/4))
 		return
 	}
-	u.writeSSE(w, r, responseFrames(req, seq, rep))
+	u.writeSSE(w, r, responseFrames(t.req, t.seq, rep))
 }
 
 // streamedPrompt is the input_tokens of a streamed answer's usage.
@@ -129,14 +167,20 @@ func ResponseStream(req gjson.Result, seq int, rep Reply) []byte {
 
 // responseFrames are the SSE frames of ResponseStream, one an event.
 func responseFrames(req gjson.Result, seq int, rep Reply) [][]byte {
-	id := responseID(seq)
-	final := responseObject(id, req, "completed", responseOutput(seq, rep), streamedPrompt)
-	events := ResponseEvents(id, req, seq, rep, final)
+	events := responseEvents(req, seq, rep)
 	frames := make([][]byte, len(events))
 	for i, e := range events {
 		frames[i] = []byte("event: " + e.Type + "\ndata: " + string(e.Data) + "\n\n")
 	}
 	return frames
+}
+
+// responseEvents are the events of the fake's seq-th response, rep, to req: what
+// both transports send, as SSE frames or as WebSocket messages.
+func responseEvents(req gjson.Result, seq int, rep Reply) []SSEEvent {
+	id := responseID(seq)
+	final := responseObject(id, req, "completed", responseOutput(seq, rep), streamedPrompt)
+	return ResponseEvents(id, req, seq, rep, final)
 }
 
 // responseOutput renders a reply as the output items of a response: the message (if

@@ -1,6 +1,7 @@
 // Package testkit holds the scripted model servers camproxy's tests and benchmarks
-// talk to: an OpenAI-compatible upstream that speaks real JSON and SSE (tool calls,
-// errors, slow and hanging answers) and a CAM. No model runs here; these are faithful fakes.
+// talk to: an OpenAI-compatible upstream that speaks real JSON, SSE and the
+// Responses WebSocket mode (tool calls, errors, slow and hanging answers) and a
+// CAM. No model runs here; these are faithful fakes.
 package testkit
 
 import (
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fasthttp/websocket"
 	"github.com/tidwall/gjson"
 )
 
@@ -22,6 +24,7 @@ type Reply struct {
 	ToolCalls []ToolCall
 	Status    int    // non-2xx: answer an OpenAI error with this status
 	ErrorMsg  string // message of that error
+	ErrorCode string // its code (OpenAI's error.code), e.g. websocket_connection_limit_reached; "" = null
 	Header    http.Header
 }
 
@@ -66,8 +69,14 @@ type Upstream struct {
 	// conversation (the stored items of previous_response_id's chain, then this call's
 	// input items); nil = DefaultResponsesReply.
 	RespondTo func(body gjson.Result, conversation []gjson.Result) Reply
+	// RefuseUpgrade, when non-zero, answers every WebSocket upgrade with this status
+	// (405, 404, 426 …), as an upstream without WebSocket mode does (vLLM: 405);
+	// zero serves /v1/responses' WebSocket mode, as OpenAI and xAI do.
+	RefuseUpgrade int
 
 	mu                sync.Mutex
+	upgrades          int                          // WebSocket upgrades asked for, refused ones included
+	sockets           []*socketState               // accepted sockets, in order
 	stored            map[string][]json.RawMessage // response id → its conversation, output included
 	responseSeq       int
 	chatSeq           int // numbers each chat completion's id, unique as OpenAI's are
@@ -90,6 +99,10 @@ func (u *Upstream) Configure(fn func(*Upstream)) {
 }
 
 func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
+	if websocket.IsWebSocketUpgrade(r) {
+		u.serveSocket(w, r) // logged apart: Requests holds the HTTP calls
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	u.add(Captured{Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body})
 	u.mu.Lock() // the script may change under Configure while calls arrive
