@@ -1,0 +1,323 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fasthttp/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/augment"
+	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/internal/testkit"
+	"github.com/camproxy/camproxy/metrics"
+	"github.com/camproxy/camproxy/policies"
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/replay"
+)
+
+// WebSocket mode, server side: a real WebSocket client (fasthttp/websocket's Dialer,
+// RFC 6455 frames on loopback TCP) against camproxy on loopback, in front of the
+// scripted OpenAI upstream (internal/testkit), which serves POST /v1/responses only —
+// the HTTP fallback — with store: false, so that a continuation it received as
+// previous_response_id and a few items would be refused (previous_response_not_found).
+
+// wsProxy is camproxy on a loopback listener with a testkit upstream.
+type wsProxy struct {
+	srv  *Server
+	url  string // ws://…/v1/responses
+	base string // http://…
+	up   *testkit.Upstream
+	rec  *turnSink
+	aug  *fixedAugmenter
+	m    *metrics.Metrics
+}
+
+func newWSProxy(t *testing.T, setup ...func(*Options, *Upstream)) *wsProxy {
+	t.Helper()
+	p := &wsProxy{up: testkit.NewUpstream(), rec: &turnSink{turns: make(chan *Turn, 64)}, aug: &fixedAugmenter{},
+		m: metrics.New(prometheus.NewRegistry())}
+	t.Cleanup(p.up.Close)
+	base, err := url.Parse(p.up.URL + "/v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &Upstream{Name: "openai", Base: base, FirstByteTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second}
+	pol, err := policies.New("ws", policies.StickyEpisode, true, []policies.Arm{{Name: "cam", Weight: 1, Augmenter: "cam"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	o := Options{
+		Logger: log, Metrics: p.m, Upstreams: map[string]*Upstream{"openai": up},
+		Runtime: &Runtime{
+			TaskRules: protocol.DefaultTaskRules(),
+			Placement: Placement{Mode: protocol.AppendToTask, Template: "\n\n{{context}}"},
+			Policy:    pol,
+			Augmenters: map[string]ContextSource{"cam": {Name: "cam", Version: func() string { return "v1" },
+				Timeout: 5 * time.Second, Augmenter: p.aug}},
+		},
+		Cache:     augment.NewCache(augment.CacheOptions{LocalEntries: 64}, nil, log),
+		Episodes:  episode.NewMemory(time.Hour, nil),
+		Recorders: []Recorder{p.rec}, MaxBodyBytes: 1 << 20, IdleTimeout: time.Minute,
+	}
+	for _, f := range setup {
+		f(&o, up)
+	}
+	p.srv = New(o)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.srv.Serve(ln) }()
+	p.base = "http://" + ln.Addr().String()
+	p.url = "ws://" + ln.Addr().String() + "/v1/responses"
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.srv.Shutdown(ctx)
+	})
+	return p
+}
+
+// dial opens a socket as an agent would: Authorization on the upgrade.
+func (p *wsProxy) dial(t *testing.T, hdr ...string) *websocket.Conn {
+	t.Helper()
+	h := http.Header{"Authorization": {"Bearer sk-test"}}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		h.Set(hdr[i], hdr[i+1])
+	}
+	ws, resp, err := websocket.DefaultDialer.Dial(p.url, h)
+	if err != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		t.Fatalf("dial: %v (status %d)", err, status)
+	}
+	t.Cleanup(func() { _ = ws.Close() })
+	return ws
+}
+
+// readTurn reads events until one that ends a response, and returns them all.
+func readTurn(t *testing.T, ws *websocket.Conn) []gjson.Result {
+	t.Helper()
+	var evs []gjson.Result
+	_ = ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for {
+		mt, msg, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatalf("read after %d events: %v", len(evs), err)
+		}
+		if mt != websocket.TextMessage {
+			t.Fatalf("message type %d, want text", mt)
+		}
+		ev := gjson.ParseBytes(msg)
+		evs = append(evs, ev)
+		if terminalEvent(ev.Get("type").Str) {
+			return evs
+		}
+	}
+}
+
+func send(t *testing.T, ws *websocket.Conn, v any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.WriteMessage(websocket.TextMessage, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var wsTools = []any{map[string]any{"type": "function", "name": "lookup", "description": "Look a flight up.",
+	"parameters": map[string]any{"type": "object", "properties": map[string]any{"query": map[string]any{"type": "string"}}}}}
+
+const wsTask = "Change my flight to tomorrow: reservation ABC123."
+
+// firstCreate is a session's first response.create: instructions, the task, a tool.
+func firstCreate() map[string]any {
+	return map[string]any{"type": "response.create", "model": "gpt-5", "store": false, "instructions": "You are an airline agent.",
+		"input": []any{map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": wsTask}}}},
+		"tools": wsTools}
+}
+
+func last(evs []gjson.Result) gjson.Result { return evs[len(evs)-1] }
+
+func nextWSTurn(t *testing.T, p *wsProxy) *Turn {
+	t.Helper()
+	select {
+	case tr := <-p.rec.turns:
+		return tr
+	case <-time.After(10 * time.Second):
+		t.Fatal("no turn recorded")
+		return nil
+	}
+}
+
+// A session of three turns — the task, a tool result continuing the first response,
+// a follow-up continuing the second — each continuation sending only its new items
+// and previous_response_id, as WebSocket mode defines. The upstream keeps nothing
+// (store: false): each call reaches it whole, the continuation expanded from the
+// session's items, with the context spliced once and identically, one CAM call, one
+// episode, three turns recorded as websocket.
+func TestWebSocketSession(t *testing.T) {
+	p := newWSProxy(t)
+	ws := p.dial(t)
+
+	send(t, ws, firstCreate())
+	evs := readTurn(t, ws)
+	done := last(evs)
+	if done.Get("type").Str != "response.completed" {
+		t.Fatalf("turn 1 ended with %s", done.Raw)
+	}
+	if evs[0].Get("type").Str != "response.created" {
+		t.Fatalf("turn 1's first event is %s, want response.created", evs[0].Raw)
+	}
+	id1 := done.Get("response.id").Str
+	call := done.Get(`response.output.#(type=="function_call")`)
+	if call.Get("call_id").Str == "" {
+		t.Fatalf("turn 1 made no function call: %s", done.Raw)
+	}
+
+	send(t, ws, map[string]any{"type": "response.create", "model": "gpt-5", "store": false, "instructions": "You are an airline agent.",
+		"previous_response_id": id1, "tools": wsTools,
+		"input": []any{map[string]any{"type": "function_call_output", "call_id": call.Get("call_id").Str, "output": `{"status":"on time"}`}}})
+	done2 := last(readTurn(t, ws))
+	if done2.Get("type").Str != "response.completed" {
+		t.Fatalf("turn 2 ended with %s", done2.Raw)
+	}
+	send(t, ws, map[string]any{"type": "response.create", "model": "gpt-5", "store": false, "instructions": "You are an airline agent.",
+		"previous_response_id": done2.Get("response.id").Str, "tools": wsTools, "input": "Thanks. And the seat?"})
+	if done3 := last(readTurn(t, ws)); done3.Get("type").Str != "response.completed" {
+		t.Fatalf("turn 3 ended with %s", done3.Raw)
+	}
+
+	reqs := p.up.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("upstream saw %d calls, want 3", len(reqs))
+	}
+	var firstUser string
+	for i, r := range reqs {
+		b := gjson.ParseBytes(r.Body)
+		if r.Method != http.MethodPost || r.Path != "/v1/responses" {
+			t.Errorf("call %d: %s %s, want POST /v1/responses", i, r.Method, r.Path)
+		}
+		if !b.Get("stream").Bool() || b.Get("type").Exists() || b.Get("previous_response_id").Exists() {
+			t.Errorf("call %d: body %s: want stream true, no type, no previous_response_id", i, r.Body)
+		}
+		if got := r.Header.Get("Authorization"); got != "Bearer sk-test" {
+			t.Errorf("call %d: Authorization %q, want the upgrade's", i, got)
+		}
+		if r.Header.Get("Sec-Websocket-Key") != "" || r.Header.Get("Upgrade") != "" {
+			t.Errorf("call %d: the upgrade's own headers went upstream: %v", i, r.Header)
+		}
+		user := b.Get("input.0.content.0.text").Str
+		if i == 0 {
+			firstUser = user
+		}
+		if !strings.Contains(user, camContext) || user != firstUser {
+			t.Errorf("call %d: first user message %q, want the task with the context, identical every turn", i, user)
+		}
+	}
+	in2 := gjson.GetBytes(reqs[1].Body, "input").Array()
+	if len(in2) != 3 || in2[1].Get("type").Str != "function_call" || in2[2].Get("type").Str != "function_call_output" {
+		t.Errorf("call 2's input is not the whole conversation (task, call, output): %s", gjson.GetBytes(reqs[1].Body, "input").Raw)
+	}
+	in3 := gjson.GetBytes(reqs[2].Body, "input").Array()
+	if n := len(in3); n < 5 || in3[n-1].Get("content").Str != "Thanks. And the seat?" {
+		t.Errorf("call 3's input does not end the whole conversation with the follow-up: %s", gjson.GetBytes(reqs[2].Body, "input").Raw)
+	}
+	if n := p.aug.calls.Load(); n != 1 {
+		t.Errorf("CAM called %d times, want 1", n)
+	}
+	var epID string
+	for i := range 3 {
+		tr := nextWSTurn(t, p)
+		if i == 0 {
+			epID = tr.Episode.ID
+		}
+		if tr.Episode.ID != epID || tr.Index != i || tr.Transport != replay.TransportWebSocket || tr.Status != 200 || tr.Error != "" {
+			t.Errorf("turn %d recorded as episode %s index %d transport %q status %d error %q; want episode %s index %d websocket 200",
+				i, tr.Episode.ID, tr.Index, tr.Transport, tr.Status, tr.Error, epID, i)
+		}
+		if i == 1 && (len(tr.Messages) != 1 || tr.Messages[0].Role != "tool") {
+			t.Errorf("turn 2 recorded %d new messages (%v), want the tool result alone", len(tr.Messages), tr.Messages)
+		}
+	}
+	if got := testutil.ToFloat64(p.m.Turns.WithLabelValues("websocket")); got != 3 {
+		t.Errorf("turns_total{transport=websocket} = %v, want 3", got)
+	}
+	if got := testutil.ToFloat64(p.m.Sockets); got != 1 {
+		t.Errorf("websocket_sessions = %v, want 1", got)
+	}
+}
+
+// A continuation of a response the session does not know gets OpenAI's
+// previous_response_not_found error event, and the socket stays usable.
+func TestWebSocketUnknownPrevious(t *testing.T) {
+	p := newWSProxy(t)
+	ws := p.dial(t)
+	send(t, ws, map[string]any{"type": "response.create", "model": "gpt-5", "previous_response_id": "resp_elsewhere", "input": "hi"})
+	ev := last(readTurn(t, ws))
+	if ev.Get("type").Str != "error" || ev.Get("status").Int() != 400 || ev.Get("error.code").Str != "previous_response_not_found" ||
+		ev.Get("error.param").Str != "previous_response_id" {
+		t.Fatalf("got %s, want a 400 previous_response_not_found error event", ev.Raw)
+	}
+	if n := len(p.up.Requests()); n != 0 {
+		t.Fatalf("upstream saw %d calls", n)
+	}
+	send(t, ws, firstCreate())
+	if ev := last(readTurn(t, ws)); ev.Get("type").Str != "response.completed" {
+		t.Fatalf("the next turn ended with %s", ev.Raw)
+	}
+}
+
+// An upgrade to a route camproxy serves no WebSocket on is a 426 in the route's error
+// shape (the client falls back to HTTP at once); a plain GET /v1/responses is still
+// the 405 it was.
+func TestWebSocketUpgradeRequired(t *testing.T) {
+	p := newWSProxy(t)
+	for _, path := range []string{"/v1/chat/completions", "/v1/realtime", "/v1/models"} {
+		_, resp, err := websocket.DefaultDialer.Dial(strings.Replace(p.url, "/v1/responses", path, 1), nil)
+		if err == nil || resp == nil {
+			t.Fatalf("%s: upgraded (err %v)", path, err)
+		}
+		var body struct {
+			Error struct{ Message, Type string }
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUpgradeRequired || body.Error.Message == "" {
+			t.Errorf("%s: %d %+v, want 426 with an OpenAI error", path, resp.StatusCode, body)
+		}
+	}
+	resp, err := http.Get(p.base + "/v1/responses")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET /v1/responses without upgrade: %d, want 405", resp.StatusCode)
+	}
+}
+
+// errorsAs is errors.As for a close error.
+func closeCode(err error) int {
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return -1
+}
