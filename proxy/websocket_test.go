@@ -313,11 +313,209 @@ func TestWebSocketUpgradeRequired(t *testing.T) {
 	}
 }
 
-// errorsAs is errors.As for a close error.
+// closeCode is the code of the close frame err reports, -1 for none.
 func closeCode(err error) int {
 	var ce *websocket.CloseError
 	if errors.As(err, &ce) {
 		return ce.Code
 	}
 	return -1
+}
+
+// Faults as WebSocket mode defines them: each failed turn is an error event in
+// OpenAI's shape (never a silent close), and the socket takes the next turn.
+func TestWebSocketFaults(t *testing.T) {
+	cases := []struct {
+		name   string
+		setup  func(*Options, *Upstream)
+		script func(*testkit.Upstream)
+		hdr    []string
+		status int
+		typ    string // error.type
+		events int    // events relayed before the error event, at least
+	}{
+		{name: "upstream 500", status: 500, typ: "invalid_request_error",
+			script: func(u *testkit.Upstream) {
+				u.RespondTo = func(gjson.Result, []gjson.Result) testkit.Reply {
+					return testkit.Reply{Status: 500, ErrorMsg: "The server had an error while processing your request."}
+				}
+			}},
+		{name: "upstream 429", status: 429, typ: "invalid_request_error",
+			script: func(u *testkit.Upstream) {
+				u.RespondTo = func(gjson.Result, []gjson.Result) testkit.Reply {
+					return testkit.Reply{Status: 429, ErrorMsg: "Rate limit reached."}
+				}
+			}},
+		{name: "silent past first_byte_timeout", status: 504, typ: "upstream_timeout",
+			setup:  func(_ *Options, up *Upstream) { up.FirstByteTimeout = 200 * time.Millisecond },
+			script: func(u *testkit.Upstream) { u.Delay = 30 * time.Second }},
+		{name: "stall mid-turn past idle_timeout", status: 504, typ: "upstream_error", events: 2,
+			setup:  func(_ *Options, up *Upstream) { up.IdleTimeout = 200 * time.Millisecond },
+			script: func(u *testkit.Upstream) { u.HangAfter = 2 }},
+		{name: "stream cut mid-turn", status: 502, typ: "upstream_error", events: 2,
+			script: func(u *testkit.Upstream) { u.ResetAfter = 2 }},
+		{name: "camproxy refuses an unknown arm", status: 400, typ: "invalid_request_error", hdr: []string{hdrArm, "nope"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var setup []func(*Options, *Upstream)
+			if tc.setup != nil {
+				setup = append(setup, tc.setup)
+			}
+			p := newWSProxy(t, setup...)
+			if tc.script != nil {
+				p.up.Configure(tc.script)
+			}
+			ws := p.dial(t, tc.hdr...)
+			send(t, ws, firstCreate())
+			evs := readTurn(t, ws)
+			ev := last(evs)
+			if ev.Get("type").Str != "error" || int(ev.Get("status").Int()) != tc.status || ev.Get("error.type").Str != tc.typ ||
+				ev.Get("error.message").Str == "" {
+				t.Fatalf("got %s, want an error event of status %d, type %s", ev.Raw, tc.status, tc.typ)
+			}
+			if len(evs)-1 < tc.events {
+				t.Errorf("%d events before the error, want %d", len(evs)-1, tc.events)
+			}
+			// The socket goes on: the next turn is served.
+			p.up.Configure(func(u *testkit.Upstream) { u.RespondTo, u.Delay, u.HangAfter, u.ResetAfter = nil, 0, 0, 0 })
+			if tc.hdr == nil {
+				send(t, ws, firstCreate())
+				if ev := last(readTurn(t, ws)); ev.Get("type").Str != "response.completed" {
+					t.Fatalf("the turn after the fault ended with %s", ev.Raw)
+				}
+			}
+		})
+	}
+}
+
+// A client that closes its socket mid-turn cancels the upstream call: the upstream
+// sees its request end, and the turn is recorded as 499, not as an upstream error.
+func TestWebSocketClientGoneMidTurn(t *testing.T) {
+	p := newWSProxy(t)
+	p.up.Configure(func(u *testkit.Upstream) { u.Delay = 30 * time.Second })
+	ws := p.dial(t)
+	send(t, ws, firstCreate())
+	for len(p.up.Requests()) == 0 {
+		time.Sleep(5 * time.Millisecond) // the call reached the upstream
+	}
+	_ = ws.Close()
+	select {
+	case <-p.up.Cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream call was not cancelled")
+	}
+	tr := nextWSTurn(t, p)
+	if tr.Status != 499 || tr.Transport != replay.TransportWebSocket {
+		t.Errorf("turn recorded with status %d transport %q, want 499 websocket", tr.Status, tr.Transport)
+	}
+}
+
+// A message over server.max_body_bytes closes the socket with 1009 (Message Too Big).
+func TestWebSocketOversizedMessage(t *testing.T) {
+	p := newWSProxy(t, func(o *Options, _ *Upstream) { o.MaxBodyBytes = 4 << 10 })
+	ws := p.dial(t)
+	big := firstCreate()
+	big["input"] = strings.Repeat("x", 8<<10)
+	send(t, ws, big)
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, msg, err := ws.ReadMessage()
+	if code := closeCode(err); code != websocket.CloseMessageTooBig {
+		t.Fatalf("read %q, %v: want close 1009", msg, err)
+	}
+	if n := len(p.up.Requests()); n != 0 {
+		t.Errorf("upstream saw %d calls", n)
+	}
+}
+
+// A socket with no turn for server.idle_timeout is closed with 1000 and a reason.
+func TestWebSocketIdleClosed(t *testing.T) {
+	p := newWSProxy(t, func(o *Options, _ *Upstream) { o.IdleTimeout = 200 * time.Millisecond })
+	ws := p.dial(t)
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err := ws.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.CloseNormalClosure || ce.Text != reasonIdle {
+		t.Fatalf("read: %v, want close 1000 %q", err, reasonIdle)
+	}
+}
+
+// Shutdown mid-turn lets the turn finish — the client reads its response.completed —
+// and then closes the socket with 1001.
+func TestWebSocketShutdownMidTurn(t *testing.T) {
+	p := newWSProxy(t)
+	streaming, release := make(chan struct{}), make(chan struct{})
+	p.up.Configure(func(u *testkit.Upstream) {
+		u.BeforeChunk = func(i int) {
+			if i == 1 {
+				close(streaming)
+				<-release
+			}
+		}
+	})
+	ws := p.dial(t)
+	send(t, ws, firstCreate())
+	<-streaming
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		shut <- p.srv.Shutdown(ctx)
+	}()
+	for !p.srv.sockets.draining.Load() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release)
+	if ev := last(readTurn(t, ws)); ev.Get("type").Str != "response.completed" {
+		t.Fatalf("the turn in flight ended with %s", ev.Raw)
+	}
+	_, _, err := ws.ReadMessage()
+	if code := closeCode(err); code != websocket.CloseGoingAway {
+		t.Fatalf("after the turn: %v, want close 1001", err)
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if tr := nextWSTurn(t, p); tr.Status != 200 || tr.Error != "" {
+		t.Errorf("the drained turn was recorded with status %d error %q", tr.Status, tr.Error)
+	}
+}
+
+// One turn at a time: a response.create while one is streaming gets
+// response_already_in_flight, and the turn in flight goes on.
+func TestWebSocketOneTurnAtATime(t *testing.T) {
+	p := newWSProxy(t)
+	streaming, release := make(chan struct{}), make(chan struct{})
+	p.up.Configure(func(u *testkit.Upstream) {
+		u.BeforeChunk = func(i int) {
+			if i == 1 {
+				close(streaming)
+				<-release
+			}
+		}
+	})
+	ws := p.dial(t)
+	send(t, ws, firstCreate())
+	<-streaming
+	send(t, ws, firstCreate())
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		_, msg, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev := gjson.ParseBytes(msg); ev.Get("type").Str == "error" {
+			if ev.Get("error.code").Str != "response_already_in_flight" {
+				t.Fatalf("got %s", msg)
+			}
+			break
+		}
+	}
+	close(release)
+	if ev := last(readTurn(t, ws)); ev.Get("type").Str != "response.completed" {
+		t.Fatalf("the turn in flight ended with %s", ev.Raw)
+	}
+	if n := len(p.up.Requests()); n != 1 {
+		t.Errorf("upstream saw %d calls, want 1", n)
+	}
 }

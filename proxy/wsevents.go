@@ -225,7 +225,12 @@ func createBody(msg []byte, w *wsItems, expand bool, maxBody int) (createTurn, *
 		t.prev = p.Str
 	}
 	t.input = inputItems(root.Get("input"))
-	body, err := sjson.DeleteBytes(msg, "type")
+	// Every field rewritten is deleted wherever it appears: a repeated key read one
+	// way here and another upstream (the first, or the last) would be a differential.
+	body, err := deleteAll(msg, "type")
+	if err == nil {
+		body, err = deleteAll(body, "stream")
+	}
 	if err == nil {
 		body, err = sjson.SetBytes(body, "stream", true)
 	}
@@ -233,9 +238,7 @@ func createBody(msg []byte, w *wsItems, expand bool, maxBody int) (createTurn, *
 		return t, wsBadRequest("invalid_event", "", "the response.create event cannot be read: "+err.Error())
 	}
 	if expand {
-		if root.Get("stream_id").Exists() {
-			body, _ = sjson.DeleteBytes(body, "stream_id")
-		}
+		body, _ = deleteAll(body, "stream_id")
 		if t.prev != "" {
 			whole, ok := w.chain(nil, t.prev)
 			if !ok {
@@ -243,7 +246,8 @@ func createBody(msg []byte, w *wsItems, expand bool, maxBody int) (createTurn, *
 					"Previous response with id '"+t.prev+"' not found.")
 			}
 			whole = append(whole, t.input...)
-			body, _ = sjson.DeleteBytes(body, "previous_response_id")
+			body, _ = deleteAll(body, "previous_response_id")
+			body, _ = deleteAll(body, "input")
 			body, err = sjson.SetRawBytes(body, "input", joinItems(whole))
 			if err != nil {
 				return t, wsBadRequest("invalid_event", "input", "the response.create event's input cannot be expanded: "+err.Error())
@@ -256,4 +260,15 @@ func createBody(msg []byte, w *wsItems, expand bool, maxBody int) (createTurn, *
 	}
 	t.body = body
 	return t, nil
+}
+
+// deleteAll deletes every top-level key of body (sjson deletes the first only).
+func deleteAll(body []byte, key string) ([]byte, error) {
+	for gjson.GetBytes(body, key).Exists() {
+		var err error
+		if body, err = sjson.DeleteBytes(body, key); err != nil {
+			return body, err
+		}
+	}
+	return body, nil
 }
