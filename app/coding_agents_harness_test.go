@@ -63,7 +63,20 @@ enabled = false
 `
 }
 
+// codexBaseURLTOML is Codex set up as its docs tell a user to point it at another
+// endpoint: the built-in OpenAI provider's openai_base_url, and nothing else (Codex
+// then opens the Responses API's WebSocket first, as it does with OpenAI).
+func codexBaseURLTOML(baseURL string) string {
+	return `openai_base_url = "` + baseURL + `"` + "\n"
+}
+
 func newCodexCLI(t *testing.T, baseURL string) *codexCLI {
+	t.Helper()
+	return newCodexCLIWith(t, codexProviderTOML(baseURL))
+}
+
+// newCodexCLIWith is a Codex installation whose CODEX_HOME/config.toml is config.
+func newCodexCLIWith(t *testing.T, config string) *codexCLI {
 	t.Helper()
 	c := &codexCLI{bin: nodeModule(t, "@openai/codex/bin/codex.js")}
 	root := t.TempDir()
@@ -73,7 +86,7 @@ func newCodexCLI(t *testing.T, baseURL string) *codexCLI {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(c.home, "config.toml"), []byte(codexProviderTOML(baseURL)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(c.home, "config.toml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The repository's AGENTS.md: Codex sends it to the model with every task.

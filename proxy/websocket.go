@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net"
@@ -258,6 +260,10 @@ func (sess *wsSession) turn(msg []byte) {
 		sess.endTurn(wsErrorEvent(e))
 		return
 	}
+	if ct.warmup && sess.socket() == nil {
+		sess.warmup(ct)
+		return
+	}
 	fc := &fasthttp.RequestCtx{}
 	fc.Init2(&sess.conn, fasthttpLogger{s.log}, true)
 	sess.hdr.CopyTo(&fc.Request.Header)
@@ -398,6 +404,32 @@ func (sess *wsSession) relayBody(status int, body []byte, ct createTurn) {
 		return
 	}
 	sess.endTurn(answerErrorEvent(http.StatusBadGateway, []byte("the upstream answered a streamed call with a body that is no response")))
+}
+
+// warmup answers a response.create with "generate": false (Codex sends one first on
+// every socket, empty but for its settings) when the upstream serves no WebSocket
+// mode: over HTTP the field means nothing, and the upstream would answer it with a
+// whole generated turn the client never asked for. As OpenAI's WebSocket mode does,
+// it gets a response id with no output that later turns can continue from: the
+// session keeps its items, the next turn is expanded from them. No model runs, so no
+// pipeline: no episode, no CAM call, nothing recorded.
+func (sess *wsSession) warmup(ct createTurn) {
+	var rnd [12]byte
+	_, _ = rand.Read(rnd[:])
+	id := "resp_cam_" + hex.EncodeToString(rnd[:])
+	resp := []byte(`{"id":"","object":"response","created_at":0,"status":"in_progress","model":"","output":[]}`)
+	resp, _ = sjson.SetBytes(resp, "id", id)
+	resp, _ = sjson.SetBytes(resp, "created_at", time.Now().Unix())
+	resp, _ = sjson.SetBytes(resp, "model", ct.model)
+	created, _ := sjson.SetRawBytes([]byte(`{"type":"response.created","sequence_number":0}`), "response", resp)
+	if sess.send(created) != nil {
+		return
+	}
+	resp, _ = sjson.SetBytes(resp, "status", "completed")
+	resp, _ = sjson.SetRawBytes(resp, "usage", []byte(`{"input_tokens":0,"output_tokens":0,"total_tokens":0}`))
+	sess.items.add(id, ct.prev, ct.input, nil)
+	done, _ := sjson.SetRawBytes([]byte(`{"type":"response.completed","sequence_number":1}`), "response", resp)
+	sess.endTurn(done)
 }
 
 // keep stores a finished response's items for the continuations that follow it.

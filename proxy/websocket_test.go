@@ -519,3 +519,35 @@ func TestWebSocketOneTurnAtATime(t *testing.T) {
 		t.Errorf("upstream saw %d calls, want 1", n)
 	}
 }
+
+// A warm-up (response.create with "generate": false, as Codex opens every socket) is
+// answered by camproxy when the upstream serves no WebSocket mode: a response id and
+// no output, the upstream not called, nothing recorded; the turn continuing it goes
+// upstream whole, without previous_response_id.
+func TestWebSocketWarmup(t *testing.T) {
+	p := newWSProxy(t)
+	ws := p.dial(t)
+	send(t, ws, map[string]any{"type": "response.create", "model": "gpt-5", "store": false, "generate": false, "input": []any{}, "tools": wsTools})
+	evs := readTurn(t, ws)
+	done := last(evs)
+	if len(evs) != 2 || evs[0].Get("type").Str != "response.created" || done.Get("type").Str != "response.completed" ||
+		done.Get("response.id").Str == "" || len(done.Get("response.output").Array()) != 0 {
+		t.Fatalf("warm-up answered %v", evs)
+	}
+	if n := len(p.up.Requests()); n != 0 {
+		t.Fatalf("the warm-up reached the upstream (%d calls)", n)
+	}
+	turn := firstCreate()
+	turn["previous_response_id"] = done.Get("response.id").Str
+	send(t, ws, turn)
+	if ev := last(readTurn(t, ws)); ev.Get("type").Str != "response.completed" {
+		t.Fatalf("the turn after the warm-up ended with %s", ev.Raw)
+	}
+	reqs := p.up.Requests()
+	if len(reqs) != 1 || gjson.GetBytes(reqs[0].Body, "previous_response_id").Exists() || len(gjson.GetBytes(reqs[0].Body, "input").Array()) != 1 {
+		t.Fatalf("upstream calls %d, first %s", len(reqs), reqs[0].Body)
+	}
+	if tr := nextWSTurn(t, p); tr.Index != 0 || !tr.NewEpisode || p.aug.calls.Load() != 1 {
+		t.Fatalf("the first recorded turn is index %d new %v (CAM calls %d): the warm-up must not be a turn", tr.Index, tr.NewEpisode, p.aug.calls.Load())
+	}
+}

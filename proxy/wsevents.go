@@ -211,6 +211,9 @@ type createTurn struct {
 	body  []byte   // the POST /v1/responses body
 	prev  string   // the previous_response_id the client sent ("" for none)
 	input [][]byte // the items this turn adds to the conversation
+	// warmup: "generate": false, a request that prepares state and generates nothing.
+	warmup bool
+	model  string
 }
 
 // createBody turns a response.create event into the body of POST /v1/responses with
@@ -225,6 +228,8 @@ func createBody(msg []byte, w *wsItems, expand bool, maxBody int) (createTurn, *
 		t.prev = p.Str
 	}
 	t.input = inputItems(root.Get("input"))
+	t.warmup = root.Get("generate").Type == gjson.False
+	t.model = root.Get("model").Str
 	// Every field rewritten is deleted wherever it appears: a repeated key read one
 	// way here and another upstream (the first, or the last) would be a differential.
 	body, err := deleteAll(msg, "type")
