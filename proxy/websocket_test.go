@@ -4,25 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fasthttp/websocket"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/tidwall/gjson"
 
-	"github.com/camproxy/camproxy/augment"
-	"github.com/camproxy/camproxy/episode"
 	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/metrics"
-	"github.com/camproxy/camproxy/policies"
-	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/replay"
 )
 
@@ -45,32 +38,11 @@ type wsProxy struct {
 
 func newWSProxy(t *testing.T, setup ...func(*Options, *Upstream)) *wsProxy {
 	t.Helper()
-	p := &wsProxy{up: testkit.NewUpstream(), rec: &turnSink{turns: make(chan *Turn, 64)}, aug: &fixedAugmenter{},
-		m: metrics.New(prometheus.NewRegistry())}
+	p := &wsProxy{up: testkit.NewUpstream(), rec: &turnSink{turns: make(chan *Turn, 64)}, aug: &fixedAugmenter{}}
 	t.Cleanup(p.up.Close)
-	base, err := url.Parse(p.up.URL + "/v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := &Upstream{Name: "openai", Base: base, FirstByteTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second}
-	pol, err := policies.New("ws", policies.StickyEpisode, true, []policies.Arm{{Name: "cam", Weight: 1, Augmenter: "cam"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	o := Options{
-		Logger: log, Metrics: p.m, Upstreams: map[string]*Upstream{"openai": up},
-		Runtime: &Runtime{
-			TaskRules: protocol.DefaultTaskRules(),
-			Placement: Placement{Mode: protocol.AppendToTask, Template: "\n\n{{context}}"},
-			Policy:    pol,
-			Augmenters: map[string]ContextSource{"cam": {Name: "cam", Version: func() string { return "v1" },
-				Timeout: 5 * time.Second, Augmenter: p.aug}},
-		},
-		Cache:     augment.NewCache(augment.CacheOptions{LocalEntries: 64}, nil, log),
-		Episodes:  episode.NewMemory(time.Hour, nil),
-		Recorders: []Recorder{p.rec}, MaxBodyBytes: 1 << 20, IdleTimeout: time.Minute,
-	}
+	o := testOptions(t, p.up.URL+"/v1", p.aug, p.rec)
+	o.MaxBodyBytes, o.IdleTimeout, p.m = 1<<20, time.Minute, o.Metrics
+	up := o.Upstreams["openai"]
 	for _, f := range setup {
 		f(&o, up)
 	}
@@ -88,6 +60,21 @@ func newWSProxy(t *testing.T, setup ...func(*Options, *Upstream)) *wsProxy {
 		_ = p.srv.Shutdown(ctx)
 	})
 	return p
+}
+
+// holdStream makes the upstream stop before its second event: streaming is closed
+// when it got there, and it goes on once release is closed.
+func (p *wsProxy) holdStream() (streaming, release chan struct{}) {
+	streaming, release = make(chan struct{}), make(chan struct{})
+	p.up.Configure(func(u *testkit.Upstream) {
+		u.BeforeChunk = func(i int) {
+			if i == 1 {
+				close(streaming)
+				<-release
+			}
+		}
+	})
+	return streaming, release
 }
 
 // dial opens a socket as an agent would: Authorization on the upgrade.
@@ -444,15 +431,7 @@ func TestWebSocketIdleClosed(t *testing.T) {
 // and then closes the socket with 1001.
 func TestWebSocketShutdownMidTurn(t *testing.T) {
 	p := newWSProxy(t)
-	streaming, release := make(chan struct{}), make(chan struct{})
-	p.up.Configure(func(u *testkit.Upstream) {
-		u.BeforeChunk = func(i int) {
-			if i == 1 {
-				close(streaming)
-				<-release
-			}
-		}
-	})
+	streaming, release := p.holdStream()
 	ws := p.dial(t)
 	send(t, ws, firstCreate())
 	<-streaming
@@ -485,15 +464,7 @@ func TestWebSocketShutdownMidTurn(t *testing.T) {
 // response_already_in_flight, and the turn in flight goes on.
 func TestWebSocketOneTurnAtATime(t *testing.T) {
 	p := newWSProxy(t)
-	streaming, release := make(chan struct{}), make(chan struct{})
-	p.up.Configure(func(u *testkit.Upstream) {
-		u.BeforeChunk = func(i int) {
-			if i == 1 {
-				close(streaming)
-				<-release
-			}
-		}
-	})
+	streaming, release := p.holdStream()
 	ws := p.dial(t)
 	send(t, ws, firstCreate())
 	<-streaming
