@@ -75,16 +75,13 @@ enabled = false
 `
 }
 
-// documentedSetup replaces the custom provider of c's config.toml with the documented
-// setup (codexDocumentedTOML).
-func (c *codexCLI) documentedSetup(t *testing.T, baseURL string) {
+func newCodexCLI(t *testing.T, baseURL string) *codexCLI {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(c.home, "config.toml"), []byte(codexDocumentedTOML(baseURL)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return newCodexCLIWith(t, codexProviderTOML(baseURL))
 }
 
-func newCodexCLI(t *testing.T, baseURL string) *codexCLI {
+// newCodexCLIWith is a Codex installation whose CODEX_HOME/config.toml is config.
+func newCodexCLIWith(t *testing.T, config string) *codexCLI {
 	t.Helper()
 	c := &codexCLI{bin: nodeModule(t, "@openai/codex/bin/codex.js")}
 	root := t.TempDir()
@@ -94,7 +91,7 @@ func newCodexCLI(t *testing.T, baseURL string) *codexCLI {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(c.home, "config.toml"), []byte(codexProviderTOML(baseURL)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(c.home, "config.toml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The repository's AGENTS.md: Codex sends it to the model with every task.

@@ -101,8 +101,7 @@ func TestCodexCLI(t *testing.T) {
 func TestCodexCLIDefaultModel(t *testing.T) {
 	e := newEnv(t, nil)
 	e.up.Configure(func(u *testkit.Upstream) { u.RespondTo = codexScript })
-	c := newCodexCLI(t, e.base+"/v1")
-	c.documentedSetup(t, e.base+"/v1")
+	c := newCodexCLIWith(t, codexDocumentedTOML(e.base+"/v1"))
 	const task, followup = "Count the files with exec.", "Now explain what AGENTS.md asks of contributors."
 	if out, _ := c.exec(t, nil, "-s", "read-only", task); !strings.Contains(out, "Added NOTES.md") {
 		t.Fatalf("codex answered %q", out)

@@ -205,8 +205,7 @@ func captureCodexDefault(t *testing.T) {
 	up := testkit.NewUpstream()
 	defer up.Close()
 	up.Configure(func(u *testkit.Upstream) { u.RespondTo = codexScript })
-	c := newCodexCLI(t, up.URL+"/v1")
-	c.documentedSetup(t, up.URL+"/v1")
+	c := newCodexCLIWith(t, codexDocumentedTOML(up.URL+"/v1"))
 	east := []string{"TZ=Pacific/Kiritimati"}
 	c.exec(t, east, "-s", "read-only", "Count the files with exec.")
 	calls := modelCalls(up.Requests(), "/v1/responses")

@@ -32,6 +32,10 @@ type Metrics struct {
 	// RolloutsInFlight and RolloutsQueued are the rollouts (POST /v1/rollouts) holding
 	// one of rollouts.max_in_flight slots, and those waiting for one.
 	RolloutsInFlight, RolloutsQueued prometheus.Gauge
+	// Sockets are the open Responses WebSocket sessions; Turns the augmented calls
+	// by the transport they arrived on (http, websocket).
+	Sockets prometheus.Gauge
+	Turns   *prometheus.CounterVec // transport
 }
 
 // latencyBuckets spans 100µs to ~100s: gateway overhead up to long generations.
@@ -79,10 +83,14 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Rollouts holding one of rollouts.max_in_flight slots: their agent runs, or they wait for its reward."}),
 		RolloutsQueued: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "rollouts_queued",
 			Help: "Rollouts waiting for a slot: all rollouts.max_in_flight are taken."}),
+		Sockets: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "websocket_sessions",
+			Help: "Open Responses API WebSocket sessions (one socket, one session)."}),
+		Turns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "turns_total",
+			Help: "Augmented calls that ran the pipeline, by the transport they arrived on (http, websocket)."}, []string{"transport"}),
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamTTFB, m.Context, m.AugmentDuration, m.ContextDuration, m.ArmWeight, m.BreakerState,
 		m.Episodes, m.SideCalls, m.Rewards, m.RewardSum, m.ReplayEvents, m.ReplayQueue, m.ReplaySpooled, m.Tokens, m.Dependencies,
-		m.RolloutsInFlight, m.RolloutsQueued)
+		m.RolloutsInFlight, m.RolloutsQueued, m.Sockets, m.Turns)
 	return m
 }
 

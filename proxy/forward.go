@@ -357,6 +357,9 @@ func (r *relay) track(b []byte) {
 // when every chunk reached the client), which is either a read error of ours or a
 // client that went away.
 func (r *relay) CloseWithError(werr error) error {
+	if r.ex == nil {
+		return nil // closed already: a WebSocket turn closes it, then resets the response
+	}
 	r.stop()
 	if r.conn != nil && r.up.IdleTimeout > 0 {
 		_ = r.conn.SetWriteDeadline(time.Time{})

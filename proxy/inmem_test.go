@@ -74,29 +74,7 @@ func newInmemProxy(tb testing.TB, upstream fasthttp.RequestHandler, discard bool
 		rec: &turnSink{discard: discard, turns: make(chan *Turn, 16)}, aug: &fixedAugmenter{}}
 	upSrv := &fasthttp.Server{Handler: upstream, NoDefaultServerHeader: true}
 
-	base, err := url.Parse("http://127.0.0.1:1/v1")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	up := &Upstream{Name: "openai", Base: base, FirstByteTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second}
-	pol, err := policies.New("bench", policies.StickyEpisode, true, []policies.Arm{{Name: "cam", Weight: 1, Augmenter: "cam"}})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	o := Options{
-		Logger: log, Metrics: metrics.New(prometheus.NewRegistry()), Upstreams: map[string]*Upstream{"openai": up},
-		Runtime: &Runtime{
-			TaskRules: protocol.DefaultTaskRules(),
-			Placement: Placement{Mode: protocol.AppendToTask, Template: "\n\n{{context}}"},
-			Policy:    pol,
-			Augmenters: map[string]ContextSource{"cam": {Name: "cam", Version: func() string { return "v1" },
-				Timeout: 5 * time.Second, Augmenter: p.aug}},
-		},
-		Cache:     augment.NewCache(augment.CacheOptions{LocalEntries: 1024}, nil, log),
-		Episodes:  episode.NewMemory(time.Hour, nil),
-		Recorders: []Recorder{p.rec}, MaxBodyBytes: 32 << 20,
-	}
+	o := testOptions(tb, "http://127.0.0.1:1/v1", p.aug, p.rec)
 	for _, f := range setup {
 		f(&o, upSrv)
 	}
@@ -120,6 +98,37 @@ func newInmemProxy(tb testing.TB, upstream fasthttp.RequestHandler, discard bool
 		p.client.CloseIdleConnections()
 	})
 	return p
+}
+
+// testOptions are a data plane's options as app.New wires them, for tests: the
+// OpenAI upstream at base, a CAM arm answering with aug through a warm two-tier
+// cache, the in-memory episode store, turns recorded to rec.
+func testOptions(tb testing.TB, baseURL string, aug augment.Augmenter, rec Recorder) Options {
+	tb.Helper()
+	base, err := url.Parse(baseURL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	up := &Upstream{Name: "openai", Base: base, FirstByteTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second}
+	pol, err := policies.New("bench", policies.StickyEpisode, true, []policies.Arm{{Name: "cam", Weight: 1, Augmenter: "cam"}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	o := Options{
+		Logger: log, Metrics: metrics.New(prometheus.NewRegistry()), Upstreams: map[string]*Upstream{"openai": up},
+		Runtime: &Runtime{
+			TaskRules: protocol.DefaultTaskRules(),
+			Placement: Placement{Mode: protocol.AppendToTask, Template: "\n\n{{context}}"},
+			Policy:    pol,
+			Augmenters: map[string]ContextSource{"cam": {Name: "cam", Version: func() string { return "v1" },
+				Timeout: 5 * time.Second, Augmenter: aug}},
+		},
+		Cache:     augment.NewCache(augment.CacheOptions{LocalEntries: 1024}, nil, log),
+		Episodes:  episode.NewMemory(time.Hour, nil),
+		Recorders: []Recorder{rec}, MaxBodyBytes: 32 << 20,
+	}
+	return o
 }
 
 // do sends one chat call as an agent would and returns the answer's status.

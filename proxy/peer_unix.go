@@ -46,8 +46,12 @@ func peek(conn net.Conn) (closed, waiting, ok bool) {
 	return closed, waiting, err == nil
 }
 
-// peerClosed reports whether the client closed its side of conn.
+// peerClosed reports whether the client closed its side of conn. A WebSocket turn's
+// connection (sessConn) is asked first: its session knows.
 func peerClosed(conn net.Conn) bool {
+	if sc, ok := conn.(interface{ clientGone() bool }); ok {
+		return sc.clientGone()
+	}
 	closed, _, _ := peek(conn)
 	return closed
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/camproxy/camproxy/augment"
 	"github.com/camproxy/camproxy/episode"
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/tracing"
 )
 
@@ -130,7 +131,10 @@ func (s *Server) parse(fc *fasthttp.RequestCtx, rt *route) (*call, *Error) {
 		return nil, badRequest("%v", err)
 	}
 	req := r.Parsed()
-	c := &call{s: s, rt: rt, run: run, r: r, req: req, dec: r.Decoder(), start: start}
+	c := &call{s: s, rt: rt, run: run, r: r, req: req, dec: r.Decoder(), start: start, transport: replay.TransportHTTP}
+	if fc.UserValue(wsSessionKey) != nil {
+		c.transport = replay.TransportWebSocket
+	}
 	c.dec.Limit(s.maxAnswer) // the recorded copy only: the relay is not the decoder's
 	c.sctx, c.span = s.startSpan(fc, rt, req)
 	return c, nil
@@ -412,6 +416,7 @@ type call struct {
 	span trace.Span      // the call's span (a no-op with tracing off)
 
 	start     time.Time
+	transport string // replay.TransportHTTP or replay.TransportWebSocket
 	chain     []uint64
 	loose     []uint64 // episode.LooseChain of the messages; nil when they have no system message
 	ep        *episode.Episode
@@ -475,13 +480,14 @@ func (c *call) done(status int, err error, ttfb time.Duration) {
 	}
 	total := time.Since(c.start)
 	s.m.Requests.WithLabelValues(c.rt.name, c.ep.Arm, statusLabel(status)).Inc()
+	s.m.Turns.WithLabelValues(c.transport).Inc()
 	s.m.RequestDuration.WithLabelValues(c.rt.name, c.ep.Arm).Observe(total.Seconds())
 	if c.usage.InputTokens > 0 || c.usage.OutputTokens > 0 {
 		s.m.Tokens.WithLabelValues(c.ep.Arm, "input").Add(float64(c.usage.InputTokens))
 		s.m.Tokens.WithLabelValues(c.ep.Arm, "output").Add(float64(c.usage.OutputTokens))
 	}
 	t := &Turn{Episode: *c.ep, NewEpisode: c.isNew, Index: c.index, Messages: c.req.Messages[min(c.newFrom, len(c.req.Messages)):],
-		Response: c.answer, AnswerTruncated: c.dec.Truncated(), Usage: c.usage, Status: status, Augment: c.augment, TTFB: ttfb, Total: total, At: time.Now().UTC()}
+		Response: c.answer, AnswerTruncated: c.dec.Truncated(), Usage: c.usage, Status: status, Augment: c.augment, TTFB: ttfb, Total: total, At: time.Now().UTC(), Transport: c.transport}
 	switch {
 	case err != nil:
 		t.Error = err.Error()

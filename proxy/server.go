@@ -109,6 +109,10 @@ type Server struct {
 	bufs       sync.Pool
 	spliced    sync.Pool // *[]byte: spliced request bodies of at most maxPooledBody
 	tr         *tracing.Tracing
+	// sockets are the open WebSocket sessions (websocket.go), drained by Shutdown.
+	sockets wsSockets
+	// idle is server.idle_timeout: a keep-alive connection's, and an idle socket's.
+	idle time.Duration
 	// peerGone says whether a client left (peerClosed; tests of connections that are
 	// not sockets set their own).
 	peerGone func(net.Conn) bool
@@ -153,7 +157,7 @@ func New(o Options) *Server {
 		cache: o.Cache, episodes: o.Episodes, rec: rec, maxBody: o.MaxBodyBytes, maxAnswer: o.MaxAnswerBytes,
 		base: base, cancelBase: cancel,
 		bufs: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }},
-		tr:   o.Tracing,
+		tr:   o.Tracing, idle: o.IdleTimeout,
 	}
 	if s.tr == nil {
 		s.tr = tracing.Disabled()
@@ -205,7 +209,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if sl := s.sniff.Load(); sl != nil {
 		h2err = sl.shutdown(ctx) // GOAWAY first: h2 streams drain through fasthttp below
 	}
+	sockets := s.sockets.drain() // each socket closes (1001) once its turn in flight ended
 	err := s.srv.ShutdownWithContext(ctx)
+	select {
+	case <-sockets:
+	case <-ctx.Done():
+	}
 	s.cancelBase()
 	return errors.Join(err, h2err)
 }
@@ -219,6 +228,9 @@ func (s *Server) handle(fc *fasthttp.RequestCtx) {
 	if p := framingProblem(fc.Request.Header.RawHeaders()); p != "" {
 		writeError(fc, styleFor(fc), framingError(p))
 		fc.SetConnectionClose()
+		return
+	}
+	if len(fc.Request.Header.Peek("Upgrade")) > 0 && s.upgrade(fc) {
 		return
 	}
 	rt, augmented := s.lookup(fc)

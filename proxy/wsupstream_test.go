@@ -50,9 +50,9 @@ func upgradeHeader() *fasthttp.RequestHeader {
 	return &h
 }
 
-// readTurn reads a turn's exchange as the relay does (the idle deadline before each
+// readSocketTurn reads a turn's exchange as the relay does (the idle deadline before each
 // read) into the Responses stream decoder; it returns the bytes and how they ended.
-func readTurn(x exchange, call *upCall, idle time.Duration) ([]byte, *responses.StreamDecoder, error) {
+func readSocketTurn(x exchange, call *upCall, idle time.Duration) ([]byte, *responses.StreamDecoder, error) {
 	var out bytes.Buffer
 	dec := &responses.StreamDecoder{}
 	buf := make([]byte, 512) // smaller than a response.completed event: events span reads
@@ -93,7 +93,7 @@ func wholeTurn(t *testing.T, ws wsTurner, up *Upstream, body string) ([]byte, *r
 	if h := x.head(); h.StatusCode() != 200 || !isStreamType(h.ContentType()) {
 		t.Fatalf("head %d %q", h.StatusCode(), h.ContentType())
 	}
-	got, dec, err := readTurn(x, call, up.IdleTimeout)
+	got, dec, err := readSocketTurn(x, call, up.IdleTimeout)
 	x.release(err == nil)
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +224,7 @@ func TestSocketFailedTurnRedials(t *testing.T) {
 				if tc.act != nil {
 					go tc.act(call)
 				}
-				_, _, readErr = readTurn(x, call, up.IdleTimeout)
+				_, _, readErr = readSocketTurn(x, call, up.IdleTimeout)
 				x.release(false)
 			}
 			tc.want(t, turnErr, readErr, call)

@@ -62,6 +62,9 @@ type StepEvent struct {
 	Status               int            `json:"status"`
 	Error                string         `json:"error,omitempty"`
 	At                   time.Time      `json:"at"`
+	// Transport is "websocket" for a turn that arrived as a response.create on a
+	// Responses API socket; absent for HTTP.
+	Transport string `json:"transport,omitempty"`
 }
 
 // Timing is a step's latencies in milliseconds.

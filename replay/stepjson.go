@@ -62,7 +62,12 @@ func appendStep(b []byte, s *StepEvent) []byte {
 	}
 	b = append(b, `,"at":"`...)
 	b = s.At.AppendFormat(b, time.RFC3339Nano)
-	return append(b, `"}`...)
+	b = append(b, '"')
+	if s.Transport != "" {
+		b = append(b, `,"transport":`...)
+		b = protocol.AppendString(b, s.Transport)
+	}
+	return append(b, '}')
 }
 
 // appendFloat writes f as encoding/json does (NaN and infinities, which JSON cannot

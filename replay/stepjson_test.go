@@ -39,7 +39,7 @@ func TestAppendStepIsJSONMarshal(t *testing.T) {
 			Response: &resp, AnswerTruncatedBytes: 7340032, Usage: protocol.Usage{InputTokens: 4000, OutputTokens: 60},
 			Timing: Timing{Augment: 0.01, UpstreamTTFB: 1234.567, Total: 1e-7}, Status: 200, At: at},
 		{V: 1, Type: TypeStep, ID: "s2", EpisodeID: "ep", Messages: []protocol.Message{}, Status: 502,
-			Error: "upstream <down>", Timing: Timing{Total: 1e21}, At: at.UTC()},
+			Error: "upstream <down>", Timing: Timing{Total: 1e21}, At: at.UTC(), Transport: TransportWebSocket},
 		{V: 1, Type: TypeStep, ID: "s3", EpisodeID: "ep", Timing: Timing{Augment: 3e-9, Total: 123456789.125}},
 	}
 	for _, s := range steps {
@@ -53,7 +53,7 @@ func TestAppendStepIsJSONMarshal(t *testing.T) {
 		}
 		back := ev.(*StepEvent)
 		if back.ID != s.ID || len(back.Messages) != len(s.Messages) || back.Error != s.Error || !back.At.Equal(s.At) ||
-			back.AnswerTruncatedBytes != s.AnswerTruncatedBytes {
+			back.AnswerTruncatedBytes != s.AnswerTruncatedBytes || back.Transport != s.Transport {
 			t.Errorf("decoded %+v", back)
 		}
 		if s.Response != nil && !reflect.DeepEqual(back.Response.ToolCalls, s.Response.ToolCalls) {
@@ -74,7 +74,7 @@ func FuzzAppendStep(f *testing.F) {
 		}
 		s := &StepEvent{V: 1, Type: TypeStep, ID: id, EpisodeID: "ep", Turn: int(n % 1000),
 			Messages: []protocol.Message{{Role: role, Content: content, ToolCalls: []protocol.ToolCall{{ID: id, Type: "custom", Name: name, Arguments: args}}}},
-			Usage:    protocol.Usage{InputTokens: n}, Timing: Timing{Augment: a, Total: b}, Error: content, At: time.Unix(n%1e9, 0).UTC()}
+			Usage:    protocol.Usage{InputTokens: n}, Timing: Timing{Augment: a, Total: b}, Error: content, At: time.Unix(n%1e9, 0).UTC(), Transport: name}
 		if got, want := appendStep(nil, s), marshalStep(t, s); !bytes.Equal(got, want) {
 			t.Fatalf("\n got %s\nwant %s", got, want)
 		}

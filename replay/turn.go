@@ -24,7 +24,16 @@ type Turn struct {
 	TTFB            time.Duration
 	Total           time.Duration
 	At              time.Time
+	// Transport is how the call arrived: TransportHTTP or TransportWebSocket (a
+	// response.create on a Responses API socket); "" is HTTP.
+	Transport string
 }
+
+// Transports a turn arrives by.
+const (
+	TransportHTTP      = "http"
+	TransportWebSocket = "websocket"
+)
 
 // Record takes a finished turn: the episode event when the turn opened its episode,
 // then the step. Building the events is struct work on the caller's goroutine;
@@ -47,8 +56,17 @@ func (r *Recorder) Record(t *Turn) {
 	r.Add(&StepEvent{V: Version, Type: TypeStep, ID: NewEventID(), EpisodeID: ep.ID,
 		Turn: t.Index, Messages: msgs, Response: resp, AnswerTruncatedBytes: t.AnswerTruncated, Usage: t.Usage,
 		Timing: Timing{Augment: ms(t.Augment), UpstreamTTFB: ms(t.TTFB), Total: ms(t.Total)},
-		Status: t.Status, Error: t.Error, At: t.At})
+		Status: t.Status, Error: t.Error, At: t.At, Transport: stepTransport(t.Transport)})
 }
 
 // ms is d in milliseconds with microsecond precision, as steps record timings.
 func ms(d time.Duration) float64 { return float64(int64(d.Seconds()*1e6)) / 1e3 }
+
+// stepTransport is a step's transport field: absent for HTTP, the transport every
+// step had before WebSocket mode (readers of older files read them the same).
+func stepTransport(t string) string {
+	if t == TransportHTTP {
+		return ""
+	}
+	return t
+}
