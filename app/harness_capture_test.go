@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -204,7 +205,10 @@ func captureCodex(t *testing.T) {
 func captureCodexDefault(t *testing.T) {
 	up := testkit.NewUpstream()
 	defer up.Close()
-	up.Configure(func(u *testkit.Upstream) { u.RespondTo = codexScript })
+	up.Configure(func(u *testkit.Upstream) {
+		u.RespondTo = codexScript
+		u.RefuseUpgrade = http.StatusMethodNotAllowed // the captures are of HTTP bodies
+	})
 	c := newCodexCLIWith(t, codexDocumentedTOML(up.URL+"/v1"))
 	east := []string{"TZ=Pacific/Kiritimati"}
 	c.exec(t, east, "-s", "read-only", "Count the files with exec.")

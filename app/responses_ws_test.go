@@ -2,11 +2,13 @@ package app
 
 import (
 	"bytes"
+	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/replay"
 )
 
@@ -20,6 +22,7 @@ import (
 // call, one episode of four steps, each recorded as a websocket turn.
 func TestOpenAIResponsesWebSocket(t *testing.T) {
 	e := newEnv(t, nil)
+	e.up.Configure(func(u *testkit.Upstream) { u.RefuseUpgrade = http.StatusMethodNotAllowed })
 	out := gjson.ParseBytes(nodeScript(t, "openai-responses-ws.mjs", "CAMPROXY_BASE_URL="+e.base+"/v1",
 		"CAMPROXY_TASK="+frameworkTask, "CAMPROXY_FOLLOWUP="+frameworkFollowup, "OPENAI_API_KEY=sk-ws-client"))
 	if errs := out.Get("errors").Array(); len(errs) > 0 {
