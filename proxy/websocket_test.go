@@ -229,23 +229,7 @@ func TestWebSocketSession(t *testing.T) {
 	if n := len(in3); n < 5 || in3[n-1].Get("content").Str != "Thanks. And the seat?" {
 		t.Errorf("call 3's input does not end the whole conversation with the follow-up: %s", gjson.GetBytes(reqs[2].Body, "input").Raw)
 	}
-	if n := p.aug.calls.Load(); n != 1 {
-		t.Errorf("CAM called %d times, want 1", n)
-	}
-	var epID string
-	for i := range 3 {
-		tr := nextWSTurn(t, p)
-		if i == 0 {
-			epID = tr.Episode.ID
-		}
-		if tr.Episode.ID != epID || tr.Index != i || tr.Transport != replay.TransportWebSocket || tr.Status != 200 || tr.Error != "" {
-			t.Errorf("turn %d recorded as episode %s index %d transport %q status %d error %q; want episode %s index %d websocket 200",
-				i, tr.Episode.ID, tr.Index, tr.Transport, tr.Status, tr.Error, epID, i)
-		}
-		if i == 1 && (len(tr.Messages) != 1 || tr.Messages[0].Role != "tool") {
-			t.Errorf("turn 2 recorded %d new messages (%v), want the tool result alone", len(tr.Messages), tr.Messages)
-		}
-	}
+	checkSessionRecorded(t, p)
 	if got := testutil.ToFloat64(p.m.Turns.WithLabelValues("websocket")); got != 3 {
 		t.Errorf("turns_total{transport=websocket} = %v, want 3", got)
 	}
@@ -587,6 +571,14 @@ func TestWebSocketSessionUpstreamSocket(t *testing.T) {
 			t.Errorf("turn %d upstream: %s; want only the new items after %s, no context again", i+2, msgs[i+1], prev)
 		}
 	}
+	checkSessionRecorded(t, p)
+}
+
+// checkSessionRecorded checks what the three-turn session (task, tool result,
+// follow-up) left: one CAM call, and three websocket turns of one episode, the second
+// holding the tool result alone.
+func checkSessionRecorded(t *testing.T, p *wsProxy) {
+	t.Helper()
 	if n := p.aug.calls.Load(); n != 1 {
 		t.Errorf("CAM called %d times, want 1", n)
 	}
