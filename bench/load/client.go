@@ -52,10 +52,7 @@ func (t *target) call(body []byte, key []byte, stream bool, lockID string, due t
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI("http://" + t.addr + "/v1/chat/completions")
-	req.Header.SetContentType("application/json")
-	req.Header.Set("Authorization", "Bearer sk-bench")
+	setPost(req, t.addr, "/v1/chat/completions")
 	req.Header.SetBytesV(hdrReply, key)
 	if stream {
 		req.Header.Set(hdrStream, "1")
@@ -109,6 +106,14 @@ func (t *target) call(body []byte, key []byte, stream bool, lockID string, due t
 	}
 	r.total = time.Since(due)
 	return r
+}
+
+// setPost makes req an agent's JSON POST to path on addr, with its API key.
+func setPost(req *fasthttp.Request, addr, path string) {
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI("http://" + addr + path)
+	req.Header.SetContentType("application/json")
+	req.Header.Set("Authorization", "Bearer sk-bench")
 }
 
 // eventsEnded is how many SSE events end in p ("\n\n"), given the last byte read

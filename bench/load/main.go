@@ -11,9 +11,11 @@
 // 60th turn of an episode costs about what the first does, the replay recorder's rate
 // into the file sink, that the episode store empties once episodes idle out, and the
 // RSS of 10 000 idle streams (in child processes, see idle.go); it runs proxy's
-// whole-pipeline allocation benchmark (pipeline.go). It ends with issue 17's targets,
-// each with its value, bound and PASS/MISS (targets.go). -quick is a short run of
-// what those need.
+// whole-pipeline allocation benchmark (pipeline.go), and it times a Responses
+// session's turns over camproxy's WebSocket mode against the same turns over HTTP, on
+// an upstream serving WebSocket mode and on an HTTP-only one (websocket.go). It ends
+// with issue 17's targets, each with its value, bound and PASS/MISS (targets.go).
+// -quick is a short run of what those need.
 package main
 
 import (
@@ -56,6 +58,7 @@ type options struct {
 	recordSteps  int
 	lockStreams  int
 	pacedStreams int
+	wsSessions   int
 	benchTime    string
 	quick        bool
 	skip         map[string]bool
@@ -85,9 +88,10 @@ func main() {
 	flag.IntVar(&o.recordSteps, "record-steps", 100000, "step events for the recorder's file-sink rate")
 	flag.IntVar(&o.lockStreams, "lockstep-streams", 60, "streams per path in the lockstep check (no chunk held back)")
 	flag.IntVar(&o.pacedStreams, "paced-streams", 200, "streams per path in the paced no-coalescing check")
+	flag.IntVar(&o.wsSessions, "ws-sessions", 10, "Responses sessions per path (every turn of each, one session at a time) in the WebSocket row")
 	flag.StringVar(&o.benchTime, "bench-time", "1s", "-benchtime of the in-process pipeline benchmark (go test -bench BenchmarkPipeline ./proxy)")
 	flag.BoolVar(&o.quick, "quick", false, "a short run for development (about a minute): "+quickSummary())
-	flag.StringVar(&skip, "skip", "", "parts to skip, comma-separated: open, lockstep, paced, saturation, long, record, drain, pipeline, idle")
+	flag.StringVar(&skip, "skip", "", "parts to skip, comma-separated: open, lockstep, paced, saturation, long, websocket, record, drain, pipeline, idle")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "CPU profile of the in-process part of the run")
 	flag.StringVar(&o.memprofile, "memprofile", "", "allocation profile of the in-process part of the run")
@@ -142,6 +146,7 @@ type Results struct {
 	Paced      []PacedResult    `json:"paced,omitempty"`
 	Saturation []SatResult      `json:"saturation,omitempty"`
 	Long       *LongResult      `json:"long_episode,omitempty"`
+	WebSocket  *WSResult        `json:"websocket,omitempty"`
 	Recording  *RecordResult    `json:"recording,omitempty"`
 	Drain      *DrainResult     `json:"episode_drain,omitempty"`
 	Idle       []*IdleResult    `json:"idle_streams,omitempty"`
@@ -223,7 +228,7 @@ func run(o *options) error {
 		"upstream_latency_us": us(o.latency), "chunk_interval_us": us(o.interval), "stream_chunks": o.chunks,
 		"sat_conns": o.satConns, "sat_duration_s": o.satDuration.Seconds(), "long_turns": o.longTurns, "long_episodes": o.longEpisodes,
 		"idle_streams": o.idleStreams, "conversations": len(convs), "episode_idle_timeout_s": episodeIdle.Seconds(),
-		"lockstep_streams": o.lockStreams, "paced_streams": o.pacedStreams, "bench_time": o.benchTime, "quick": o.quick}
+		"lockstep_streams": o.lockStreams, "paced_streams": o.pacedStreams, "ws_sessions": o.wsSessions, "bench_time": o.benchTime, "quick": o.quick}
 
 	if o.cpuprofile != "" {
 		f, err := os.Create(o.cpuprofile)
@@ -297,6 +302,14 @@ func run(o *options) error {
 	}
 	if !o.skip["long"] {
 		e.longEpisode()
+	}
+	if !o.skip["websocket"] && o.wsSessions > 0 {
+		t0 := time.Now()
+		if e.res.WebSocket, err = wsBench(convs, o.wsSessions, o.latency, cam.URL, dir); err != nil {
+			return fmt.Errorf("websocket row: %w", err)
+		}
+		e.res.WebSocket.Seconds = time.Since(t0).Seconds()
+		e.printWS()
 	}
 	if !o.skip["record"] && o.recordSteps > 0 {
 		r, err := recordSteps(convs, o.recordSteps, 25000, 2*time.Second)
