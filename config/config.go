@@ -331,7 +331,7 @@ func Default() *Config {
 			Bedrock:   Bedrock{Region: "us-east-1", FirstByteTimeout: 10 * time.Minute, IdleTimeout: 5 * time.Minute},
 		},
 		Task:       Task{Rules: []TaskRule{{FirstUserMessage: true}}},
-		SideCalls:  SideCalls{Builtin: true},
+		SideCalls:  SideCalls{Builtin: true, Rules: []SideCallRule{}},
 		Placement:  Placement{Mode: "append_to_task", Template: "\n\n" + ContextPlaceholder},
 		Augmenters: map[string]Augmenter{},
 		Experiment: Experiment{
