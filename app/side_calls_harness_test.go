@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,12 +48,20 @@ func startTUI(t *testing.T, dir string, env []string, argv ...string) *tui {
 	pid, _ := exec.Command("tmux", "display-message", "-p", "-t", s.name, "#{pane_pid}").Output()
 	t.Cleanup(func() {
 		_ = exec.Command("tmux", "kill-session", "-t", s.name).Run()
-		// The agent writes its session files as it goes: wait until it exited before
-		// the temp dirs are removed.
-		p := "/proc/" + strings.TrimSpace(string(pid))
-		for i := 0; i < 100 && len(pid) > 0; i++ {
-			if _, err := os.Stat(p); err != nil {
+		// The agent writes its session files as it goes, from children of the pane's
+		// process too (Claude Code's wrapper runs its native binary): every process of
+		// the pane's session is killed and gone before the temp dirs are removed.
+		sid := strings.TrimSpace(string(pid))
+		for i := 0; i < 200 && sid != ""; i++ {
+			out, _ := exec.Command("pgrep", "-s", sid).Output()
+			left := strings.Fields(string(out))
+			if len(left) == 0 {
 				break
+			}
+			for _, p := range left {
+				if n, err := strconv.Atoi(p); err == nil {
+					_ = syscall.Kill(n, syscall.SIGKILL)
+				}
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

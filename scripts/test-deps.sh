@@ -44,11 +44,12 @@ if [ ! -f /usr/share/bash-completion/bash_completion ]; then
   apt-get update -qq && apt-get install -y -qq bash-completion >/dev/null
 fi
 
-# tmux: the coding agents' interactive UIs run under it (app/side_calls_harness_test.go).
-if ! command -v tmux >/dev/null 2>&1; then
+# tmux: the coding agents' interactive UIs run under it (app/side_calls_harness_test.go),
+# and pgrep (procps) finds their processes to stop them.
+if ! command -v tmux >/dev/null 2>&1 || ! command -v pgrep >/dev/null 2>&1; then
   echo "test-deps: installing tmux (apt-get)"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq tmux >/dev/null
+  apt-get update -qq && apt-get install -y -qq tmux procps >/dev/null
 fi
 
 # Headless Chromium for the report's screenshot test and the dashboard test (app.TestDashboardInChromium),
