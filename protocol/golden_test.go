@@ -14,6 +14,7 @@ import (
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/anthropic"
+	"github.com/camproxy/camproxy/protocol/gemini"
 	"github.com/camproxy/camproxy/protocol/openai"
 	"github.com/camproxy/camproxy/protocol/responses"
 )
@@ -86,13 +87,16 @@ func normalise(client string, body []byte) ([]protocol.Message, error) {
 }
 
 // parseView parses a captured body with the adapter of its wire API: the Responses
-// API has "input", Anthropic's Messages API a top-level "system" (Claude Code) or
+// API has "input", the Gemini API "contents", Anthropic's Messages API a top-level "system" (Claude Code) or
 // typed tool blocks; the rest is chat completions.
 func parseView(client string, body []byte) (*protocol.View, error) {
 	root := gjson.ParseBytes(body)
 	var r protocol.Request
 	var err error
 	switch {
+	case root.Get("contents").Exists():
+		// Gemini's model and framing are in the path, not the body.
+		r, err = gemini.Parse(body, protocol.DefaultTaskRules(), "", gemini.FrameSSE)
 	case root.Get("input").Exists() && !root.Get("messages").Exists():
 		r, err = responses.Parse(body, protocol.DefaultTaskRules())
 	case client == "claude-code" || root.Get("system").Exists():

@@ -115,11 +115,11 @@ func (a *answer) part(b []byte, js string, p *part, raw string) {
 		a.text = a.budget.Append(a.text, p.text.Str)
 		a.sketch.Text(0, p.text.Str)
 	case p.call.IsObject() && !p.other:
-		var id, name, args gjson.Result
+		// The call's id, when the answer has one, is not what it is recorded under:
+		// its echo may carry another (derivedID).
+		var name, args gjson.Result
 		members(b, js, p.call.Index, func(key string, f gjson.Result) {
 			switch key {
-			case "id":
-				id = f
 			case "name":
 				name = f
 			case "args":
@@ -127,10 +127,7 @@ func (a *answer) part(b []byte, js string, p *part, raw string) {
 			}
 		})
 		k := len(a.calls)
-		callID := id.Str
-		if callID == "" {
-			callID = derivedID(name.Str, k)
-		}
+		callID := derivedID(name.Str, k)
 		a.sketch.Call(int64(k), callID, name.Str)
 		if !a.budget.Take(callSize) {
 			return

@@ -53,6 +53,7 @@ type partsAcc struct {
 	all       []protocol.Part // text and media, in order
 	media     bool
 	calls     []protocol.ToolCall
+	wire      []string // the calls' ids as sent ("" when none)
 	responses []response
 	raw       []protocol.RawJSON
 	n         int  // parts
@@ -171,11 +172,12 @@ func (c *partsAcc) add(p *part, raw string, visit func(gjson.Result), b []byte, 
 	}
 }
 
-// call adds a function call; args is its raw JSON arguments ("" when absent).
-func (c *partsAcc) call(id, name, args string) {
-	if id == "" {
-		id = derivedID(name, len(c.calls))
-	}
+// call adds a function call; id is the call's id as sent ("" when none), args its
+// raw JSON arguments ("" when absent). The call is recorded under its derived id
+// (derivedID), whatever id it was sent with.
+func (c *partsAcc) call(wire, name, args string) {
+	id := derivedID(name, len(c.calls))
+	c.wire = append(c.wire, wire)
 	if args == "" {
 		args = "{}"
 	}
@@ -201,17 +203,25 @@ func (c *partsAcc) parts() []protocol.Part {
 	return c.all
 }
 
-// toolMessages are the function responses as tool messages. A response without an
-// id answers the call of the previous model content (calls) that has its name, the
-// first such call for the first such response: Gemini answers calls in order.
-func (c *partsAcc) toolMessages(calls []protocol.ToolCall) []protocol.Message {
+// toolMessages are the function responses as tool messages, each with the derived
+// id of the call of the previous model content (calls, sent with the ids wire) it
+// answers: the call sent with the response's id; for a response without one (or
+// with an id no call has), the call that has its name, the first such call for the
+// first such response — Gemini answers calls in order.
+func (c *partsAcc) toolMessages(calls []protocol.ToolCall, wire []string) []protocol.Message {
 	if len(c.responses) == 0 {
 		return nil
 	}
 	out := make([]protocol.Message, 0, len(c.responses))
 	seen := map[string]int{} // responses without id so far, by name
 	for k, r := range c.responses {
-		id := r.id
+		id := ""
+		for i, w := range wire {
+			if r.id != "" && w == r.id {
+				id = calls[i].ID
+				break
+			}
+		}
 		if id == "" {
 			id = derivedID(r.name, k)
 			nth := seen[r.name]

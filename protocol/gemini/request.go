@@ -198,7 +198,10 @@ func (r *Request) readSystem(b []byte, js string, system gjson.Result, open, clo
 // appends the texts of user contents to segs.
 func (r *Request) readContents(b []byte, js string, contents gjson.Result, segs []segment) []segment {
 	msg, turn := 0, 0
-	var calls []protocol.ToolCall // the last model content's, for responses without id
+	var (
+		calls []protocol.ToolCall // the last model content's, for its responses
+		wire  []string            // their ids as sent
+	)
 	elements(b, js, contents.Index, func(c gjson.Result, end int) {
 		var role, parts gjson.Result
 		if c.IsObject() {
@@ -217,9 +220,9 @@ func (r *Request) readContents(b []byte, js string, contents gjson.Result, segs 
 		}
 		switch role.Str {
 		case "model":
-			m := modelMessage(b, js, parts)
-			r.Messages = append(r.Messages, m)
-			calls = m.ToolCalls
+			c := readParts(b, js, parts, "model", nil)
+			r.Messages = append(r.Messages, c.modelMessage())
+			calls, wire = c.calls, c.wire
 			turn++
 		default:
 			// "user", "function" (older clients put function responses there) or none:
@@ -228,7 +231,7 @@ func (r *Request) readContents(b []byte, js string, contents gjson.Result, segs 
 				visit = nil
 			}
 			c := readParts(b, js, parts, "user", visit)
-			r.Messages = append(r.Messages, c.toolMessages(calls)...)
+			r.Messages = append(r.Messages, c.toolMessages(calls, wire)...)
 			if c.held() || len(c.responses) == 0 {
 				r.Messages = append(r.Messages, protocol.Message{Role: "user", Content: c.text.String(), Parts: c.parts(), Raw: c.raw})
 			}
@@ -238,10 +241,9 @@ func (r *Request) readContents(b []byte, js string, contents gjson.Result, segs 
 	return segs
 }
 
-// modelMessage normalises the parts of a model content as the answer decoders do,
-// so that an answer and its echo in the next call hash alike.
-func modelMessage(b []byte, js string, parts gjson.Result) protocol.Message {
-	c := readParts(b, js, parts, "model", nil)
+// modelMessage is a model content as the answer decoders normalise an answer, so
+// that an answer and its echo in the next call hash alike.
+func (c *partsAcc) modelMessage() protocol.Message {
 	return protocol.Message{Role: "assistant", Content: c.text.String(), Parts: c.parts(), ToolCalls: c.calls, Raw: c.raw}
 }
 
@@ -295,8 +297,10 @@ func (r *Request) insertion(body []byte, p protocol.Placement, text string) json
 	return jsontext.Spliced(body, r.bodyLen, a.at, ok, a.Wrap, text)
 }
 
-// derivedID is the id of the k-th function call of a model content that carries
-// none (the Gemini API leaves ids out unless the model sets them): made of the call
-// alone, so that the answer and its echo in the next call get the same id, and a
-// function response without an id finds it by the call's name.
+// derivedID is the id a function call is recorded under: the k-th call of a model
+// content (or answer) and its name. The Gemini API leaves ids out unless the model
+// sets them, and clients then make their own (Gemini CLI: name, Date.now(), index)
+// that they send back with the call and its response: an id made of the call's place
+// alone is the one the answer and its echo in the next call share, so that they hash
+// alike and the call's response finds it.
 func derivedID(name string, k int) string { return "call_" + strconv.Itoa(k) + "_" + name }
