@@ -117,15 +117,7 @@ func (a *answer) part(b []byte, js string, p *part, raw string) {
 	case p.call.IsObject() && !p.other:
 		// The call's id, when the answer has one, is not what it is recorded under:
 		// its echo may carry another (derivedID).
-		var name, args gjson.Result
-		members(b, js, p.call.Index, func(key string, f gjson.Result) {
-			switch key {
-			case "name":
-				name = f
-			case "args":
-				args = f
-			}
-		})
+		_, name, args := readFn(b, js, p.call)
 		k := len(a.calls)
 		callID := derivedID(name.Str, k)
 		a.sketch.Call(int64(k), callID, name.Str)

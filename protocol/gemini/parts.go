@@ -131,31 +131,11 @@ func (c *partsAcc) add(p *part, raw string, visit func(gjson.Result), b []byte, 
 		c.all = append(c.all, protocol.Part{Type: protocol.PartText, Text: p.text.Str})
 		c.other = true
 	case p.call.IsObject():
-		var id, name, args gjson.Result
-		members(b, js, p.call.Index, func(key string, f gjson.Result) {
-			switch key {
-			case "id":
-				id = f
-			case "name":
-				name = f
-			case "args":
-				args = f
-			}
-		})
+		id, name, args := readFn(b, js, p.call)
 		c.call(id.Str, name.Str, args.Raw)
 		c.other = true
 	case p.response.IsObject():
-		var id, name, resp gjson.Result
-		members(b, js, p.response.Index, func(key string, f gjson.Result) {
-			switch key {
-			case "id":
-				id = f
-			case "name":
-				name = f
-			case "response":
-				resp = f
-			}
-		})
+		id, name, resp := readFn(b, js, p.response)
 		c.responses = append(c.responses, response{id: id.Str, name: name.Str, content: jsontext.Compact(resp.Raw)})
 	case p.inline.IsObject() || p.file.IsObject():
 		c.all = append(c.all, mediaPart(p))
@@ -278,4 +258,20 @@ func mediaPart(p *part) protocol.Part {
 		return protocol.Part{Type: protocol.PartInputAudio, Media: m}
 	}
 	return protocol.Part{Type: protocol.PartFile, Media: m}
+}
+
+// readFn reads a functionCall or functionResponse: its id, its name, and its args or
+// response.
+func readFn(b []byte, js string, v gjson.Result) (id, name, payload gjson.Result) {
+	members(b, js, v.Index, func(key string, f gjson.Result) {
+		switch key {
+		case "id":
+			id = f
+		case "name":
+			name = f
+		case "args", "response":
+			payload = f
+		}
+	})
+	return id, name, payload
 }
