@@ -162,8 +162,8 @@ func Detect(body []byte) (*Protocol, error) {
 // PathCall is a Call of a path alone, no headers (task explain, tests).
 type PathCall string
 
-func (p PathCall) Path() []byte        { return []byte(p) }
-func (p PathCall) RawPath() []byte     { return []byte(p) }
+func (p PathCall) Path() []byte       { return []byte(p) }
+func (p PathCall) RawPath() []byte    { return []byte(p) }
 func (PathCall) Header(string) []byte { return nil }
 
 // pathIs augments exactly one decoded path.
