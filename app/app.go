@@ -32,6 +32,7 @@ import (
 	"github.com/camproxy/camproxy/metrics"
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/registry"
 	"github.com/camproxy/camproxy/proxy"
 	"github.com/camproxy/camproxy/replay"
 )
@@ -237,10 +238,10 @@ func buildUpstreams(cfg *config.Config) (map[string]*proxy.Upstream, error) {
 	}
 	var openaiAuth, anthropicAuth proxy.Auth
 	if u.OpenAI.APIKey != "" {
-		openaiAuth = proxy.BearerKey(u.OpenAI.APIKey)
+		openaiAuth = proxy.KeyAuth(registry.OpenAI.Auth, u.OpenAI.APIKey)
 	}
 	if u.Anthropic.APIKey != "" {
-		anthropicAuth = proxy.APIKeyHeader(u.Anthropic.APIKey)
+		anthropicAuth = proxy.KeyAuth(registry.Anthropic.Auth, u.Anthropic.APIKey)
 	}
 	bedrockBase := &url.URL{Scheme: "https", Host: "bedrock-runtime." + u.Bedrock.Region + ".amazonaws.com"}
 	if u.Bedrock.Endpoint != "" {

@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/valyala/fasthttp"
+
+	"github.com/camproxy/camproxy/protocol/registry"
 )
 
 // Auth fits a forwarded request's credentials to its upstream. Without one the
@@ -27,32 +29,48 @@ type headerAuth interface {
 	applyHeaders(h *fasthttp.RequestHeader)
 }
 
-// BearerKey replaces the client's Authorization with a configured key (OpenAI).
-type BearerKey string
-
-func (k BearerKey) Apply(_ context.Context, req *http.Request, _ []byte) error {
-	req.Header.Del("Api-Key")
-	req.Header.Set("Authorization", "Bearer "+string(k))
+// KeyAuth is the Auth that sets a configured key the way a provider reads it
+// (registry.Auth), or nil for a SigV4 provider (SigV4 is built with credentials).
+func KeyAuth(a registry.Auth, key string) Auth {
+	switch a.Kind {
+	case registry.AuthHeader:
+		return HeaderKey{Name: a.Name, Value: a.Prefix + key, Drop: a.Drop}
+	case registry.AuthQuery:
+		return QueryKey{Name: a.Name, Key: key}
+	}
 	return nil
 }
 
-func (k BearerKey) applyHeaders(h *fasthttp.RequestHeader) {
-	h.Del("Api-Key")
-	h.Set("Authorization", "Bearer "+string(k))
+// HeaderKey replaces the client's credentials with a configured key in a header
+// (Authorization: Bearer for OpenAI, x-api-key for Anthropic).
+type HeaderKey struct {
+	Name, Value string
+	Drop        []string // the client's other credential headers
 }
 
-// APIKeyHeader replaces the client's x-api-key with a configured key (Anthropic).
-type APIKeyHeader string
-
-func (k APIKeyHeader) Apply(_ context.Context, req *http.Request, _ []byte) error {
-	req.Header.Del("Authorization")
-	req.Header.Set("X-Api-Key", string(k))
+func (k HeaderKey) Apply(_ context.Context, req *http.Request, _ []byte) error {
+	for _, d := range k.Drop {
+		req.Header.Del(d)
+	}
+	req.Header.Set(k.Name, k.Value)
 	return nil
 }
 
-func (k APIKeyHeader) applyHeaders(h *fasthttp.RequestHeader) {
-	h.Del("Authorization")
-	h.Set("X-Api-Key", string(k))
+func (k HeaderKey) applyHeaders(h *fasthttp.RequestHeader) {
+	for _, d := range k.Drop {
+		h.Del(d)
+	}
+	h.Set(k.Name, k.Value)
+}
+
+// QueryKey replaces the client's key in a query parameter (?key=) with a configured one.
+type QueryKey struct{ Name, Key string }
+
+func (k QueryKey) Apply(_ context.Context, req *http.Request, _ []byte) error {
+	q := req.URL.Query()
+	q.Set(k.Name, k.Key)
+	req.URL.RawQuery = q.Encode()
+	return nil
 }
 
 // SigV4 re-signs Bedrock calls: the agent's signature cannot survive a changed body,

@@ -8,8 +8,9 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
+
+	"github.com/camproxy/camproxy/protocol/registry"
 )
 
 // Error is a failure with the HTTP status and the error type the client sees. Every
@@ -55,65 +56,20 @@ func upstreamError(target string, err error) *Error {
 	}
 }
 
-// Style is the error shape a client's SDK understands.
-type Style int
-
-const (
-	StyleOpenAI    Style = iota // {"error":{"message","type","param","code"}}
-	StyleAnthropic              // {"type":"error","error":{"type","message"}}
-	StyleAWS                    // {"message"} with x-amzn-ErrorType, as the AWS SDKs read it
-)
-
 // writeError renders e in the shape the client's SDK surfaces with its message.
-func writeError(fc *fasthttp.RequestCtx, st Style, e *Error) {
+func writeError(fc *fasthttp.RequestCtx, st *registry.Errors, e *Error) {
 	fc.Response.Reset()
 	fc.SetStatusCode(e.Status)
 	fc.SetContentType("application/json")
-	if st == StyleAWS {
-		fc.Response.Header.Set("X-Amzn-Errortype", awsType(e.Status))
+	if st.Header != "" {
+		fc.Response.Header.Set(st.Header, st.HeaderValue(e.Status))
 	}
 	fc.SetBody(errorBody(st, e))
 }
 
 // errorBody is e's JSON body in the shape st (also the data of a stream's error event).
-func errorBody(st Style, e *Error) []byte {
-	var body []byte
-	switch st {
-	case StyleAWS:
-		body, _ = sjson.SetBytes([]byte(`{"message":""}`), "message", e.Error())
-	case StyleAnthropic:
-		body, _ = sjson.SetBytes([]byte(`{"type":"error","error":{"type":"","message":""}}`), "error.message", e.Error())
-		body, _ = sjson.SetBytes(body, "error.type", anthropicType(e))
-	default:
-		body, _ = sjson.SetBytes([]byte(`{"error":{"message":"","type":"","param":null,"code":null}}`), "error.message", e.Error())
-		body, _ = sjson.SetBytes(body, "error.type", e.Type)
-	}
-	return body
-}
-
-// awsType is the exception name an AWS SDK maps to its error type.
-func awsType(status int) string {
-	switch status {
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusMethodNotAllowed:
-		return "ValidationException"
-	case http.StatusGatewayTimeout:
-		return "ModelTimeoutException"
-	case http.StatusBadGateway, http.StatusServiceUnavailable:
-		return "ServiceUnavailableException"
-	}
-	return "InternalServerException"
-}
-
-func anthropicType(e *Error) string {
-	switch {
-	case e.Status == http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	case e.Status < 500:
-		return "invalid_request_error"
-	case e.Status == http.StatusGatewayTimeout:
-		return "timeout_error"
-	}
-	return "api_error"
+func errorBody(st *registry.Errors, e *Error) []byte {
+	return st.Body(e.Status, e.Type, e.Error())
 }
 
 // serverError is fasthttp's ErrorHandler: failures before the handler runs (too large,

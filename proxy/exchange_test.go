@@ -22,6 +22,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/camproxy/camproxy/metrics"
+	"github.com/camproxy/camproxy/protocol/registry"
 )
 
 // readExchange reads a raw answer through the fasthttp exchange's framing: the body
@@ -221,7 +222,7 @@ func TestHardeningDialCancelled(t *testing.T) {
 						}
 					}()
 					start := time.Now()
-					res := s.forward(&fc, up, []byte(`{}`), false, StyleOpenAI, nil)
+					res := s.forward(&fc, up, []byte(`{}`), false, registry.Chat, nil)
 					took := time.Since(start) // synctest's clock: exact
 					wantStatus := 499
 					if cause == "shutdown" {
@@ -256,7 +257,7 @@ func TestHardeningFirstByteTimeoutBoundsConnect(t *testing.T) {
 				fc.Request.Header.SetMethod("POST")
 				fc.Request.SetRequestURI("/v1/chat/completions")
 				start := time.Now()
-				res := s.forward(&fc, up, []byte(`{}`), false, StyleOpenAI, nil)
+				res := s.forward(&fc, up, []byte(`{}`), false, registry.Chat, nil)
 				if took := time.Since(start); res.status != http.StatusGatewayTimeout || took != firstByte {
 					t.Fatalf("status %d after %v, want 504 after %v: %s", res.status, took, firstByte, fc.Response.Body())
 				}

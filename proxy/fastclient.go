@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -219,12 +218,6 @@ type timeoutError struct{ msg string }
 func (e *timeoutError) Error() string   { return e.msg }
 func (e *timeoutError) Timeout() bool   { return true }
 func (e *timeoutError) Temporary() bool { return false }
-
-// isStreamType says whether an answer is relayed chunk by chunk: SSE or AWS event streams.
-func isStreamType(ct []byte) bool {
-	s := string(ct)
-	return strings.HasPrefix(s, "text/event-stream") || strings.HasPrefix(s, "application/vnd.amazon.eventstream")
-}
 
 // bodiless says whether an answer has no body whatever its headers say (RFC 9112 §6.3).
 func bodiless(head bool, status int) bool {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/camproxy/camproxy/protocol/registry"
 )
 
 // tee receives a copy of each response chunk before the client does, so the answer can
@@ -36,7 +38,7 @@ type forwardResult struct {
 // forward returns before the body is relayed; t.done reports the end. Which client
 // makes the call (Upstream.roundTrip) is no concern of forward's: every rule about
 // time, a departed client and a broken answer is here, once.
-func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, identity bool, st Style, t tee) forwardResult {
+func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, identity bool, p *registry.Protocol, t tee) forwardResult {
 	call := &upCall{}
 	stop := s.watch(fc.Conn(), call)
 	start := time.Now()
@@ -44,7 +46,7 @@ func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, ide
 	ttfb := time.Since(start)
 	if err != nil {
 		stop()
-		return s.failCall(fc, up, st, t, call, err, "no first byte within "+up.FirstByteTimeout.String()+" (first_byte_timeout)")
+		return s.failCall(fc, up, p, t, call, err, "no first byte within "+up.FirstByteTimeout.String()+" (first_byte_timeout)")
 	}
 	s.m.UpstreamTTFB.WithLabelValues(up.Name).Observe(ttfb.Seconds())
 	h := ex.head()
@@ -54,13 +56,13 @@ func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, ide
 		// connection can carry no other call.
 		stop()
 		ex.release(false)
-		return s.failCall(fc, up, st, t, call, &Error{Status: http.StatusBadGateway, Type: "upstream_error",
+		return s.failCall(fc, up, p, t, call, &Error{Status: http.StatusBadGateway, Type: "upstream_error",
 			Msg: "upstream " + up.Base.Host + " answered 101 Switching Protocols to a call that asked for no protocol switch"}, "")
 	}
-	if bodiless(fc.Request.Header.IsHead(), h.StatusCode()) || !isStreamType(h.ContentType()) {
-		return s.deliver(fc, up, st, t, call, ex, ttfb, stop)
+	if bodiless(fc.Request.Header.IsHead(), h.StatusCode()) || !p.Streamed(h.ContentType()) {
+		return s.deliver(fc, up, p, t, call, ex, ttfb, stop)
 	}
-	return s.stream(fc, up, st, t, call, ex, ttfb, stop)
+	return s.stream(fc, up, p, t, call, ex, ttfb, stop)
 }
 
 // watch cancels call when its client goes away or shutdown's grace period is over,
@@ -139,13 +141,13 @@ func callError(up *Upstream, call *upCall, err error, what string) *Error {
 
 // failCall answers a call that failed before anything was relayed: the error in the
 // route's style, or nothing (recorded as 499) when the client left.
-func (s *Server) failCall(fc *fasthttp.RequestCtx, up *Upstream, st Style, t tee, call *upCall, err error, what string) forwardResult {
+func (s *Server) failCall(fc *fasthttp.RequestCtx, up *Upstream, p *registry.Protocol, t tee, call *upCall, err error, what string) forwardResult {
 	e := callError(up, call, err, what)
 	if e == nil {
 		return s.finishEarly(t, &Error{Status: 499, Msg: "client went away", Err: errClientGone})
 	}
 	s.log.Warn("upstream call failed", "upstream", up.Name, "status", e.Status, "err", e)
-	writeError(fc, st, e)
+	writeError(fc, p.Errors, e)
 	return s.finishEarly(t, e)
 }
 
@@ -163,7 +165,7 @@ const maxResponseBytes = 256 << 20
 // timeout, straight into the client's response buffer; then status, headers and
 // body go to the client at once. A body that fails (cut short, too slow, too large)
 // is an error answer, not a truncated success.
-func (s *Server) deliver(fc *fasthttp.RequestCtx, up *Upstream, st Style, t tee, call *upCall, ex exchange, ttfb time.Duration, stop func()) forwardResult {
+func (s *Server) deliver(fc *fasthttp.RequestCtx, up *Upstream, p *registry.Protocol, t tee, call *upCall, ex exchange, ttfb time.Duration, stop func()) forwardResult {
 	h := ex.head()
 	status := h.StatusCode()
 	b, err := readBody(fc.Response.SwapBody(nil)[:0], ex, call, up.IdleTimeout, h.ContentLength())
@@ -171,7 +173,7 @@ func (s *Server) deliver(fc *fasthttp.RequestCtx, up *Upstream, st Style, t tee,
 	stop()
 	if err != nil {
 		ex.release(false)
-		return s.failCall(fc, up, st, t, call, err, idleMsg(up))
+		return s.failCall(fc, up, p, t, call, err, idleMsg(up))
 	}
 	fc.SetStatusCode(status)
 	copyHeaders(&fc.Response.Header, h)
@@ -215,7 +217,7 @@ func readBody(dst []byte, r io.Reader, call *upCall, idle time.Duration, size in
 // sends a stream's head and closes before its first byte gets the agent a 502 that
 // says so — not a 200 and a closed connection, which SDKs retry blindly or take for
 // an empty answer.
-func (s *Server) stream(fc *fasthttp.RequestCtx, up *Upstream, st Style, t tee, call *upCall, ex exchange, ttfb time.Duration, stop func()) forwardResult {
+func (s *Server) stream(fc *fasthttp.RequestCtx, up *Upstream, p *registry.Protocol, t tee, call *upCall, ex exchange, ttfb time.Duration, stop func()) forwardResult {
 	h := ex.head()
 	status := h.StatusCode()
 	bp := s.bufs.Get().(*[]byte)
@@ -230,19 +232,19 @@ func (s *Server) stream(fc *fasthttp.RequestCtx, up *Upstream, st Style, t tee, 
 		ex.release(false)
 		s.bufs.Put(bp)
 		if call.cancelled() != nil || call.expired() {
-			return s.failCall(fc, up, st, t, call, err, idleMsg(up))
+			return s.failCall(fc, up, p, t, call, err, idleMsg(up))
 		}
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return s.failCall(fc, up, st, t, call, &Error{Status: http.StatusBadGateway, Type: "upstream_error",
+		return s.failCall(fc, up, p, t, call, &Error{Status: http.StatusBadGateway, Type: "upstream_error",
 			Msg: fmt.Sprintf("upstream %s answered %d with an event stream and closed it before sending anything", up.Base.Host, status),
 			Err: err}, idleMsg(up))
 	}
 	fc.SetStatusCode(status)
 	copyHeaders(&fc.Response.Header, h)
 	r := &relay{s: s, up: up, ex: ex, call: call, conn: fc.Conn(), t: t, status: status, ttfb: ttfb, stop: stop,
-		buf: bp, pending: (*bp)[:n], event: errorEventStyle(st, h)}
+		buf: bp, pending: (*bp)[:n], event: errorEventStyle(p.Errors, h)}
 	if t != nil {
 		t.begin(status, string(h.ContentEncoding()))
 		t.chunk(r.pending)
@@ -277,11 +279,11 @@ type relay struct {
 	status  int
 	ttfb    time.Duration
 	stop    func()
-	buf     *[]byte // holds pending until it was sent
-	pending []byte  // bytes to send before the next read: the first read, or the error event
-	err     error   // how the upstream's body ended: io.EOF, or why it broke; nil while it goes on
-	event   Style   // the error event's shape; noEvent: none may be written
-	tail    [3]byte // the last bytes relayed: an event may follow only a blank line
+	buf     *[]byte          // holds pending until it was sent
+	pending []byte           // bytes to send before the next read: the first read, or the error event
+	err     error            // how the upstream's body ended: io.EOF, or why it broke; nil while it goes on
+	event   *registry.Errors // the error event's shape; nil: none may be written
+	tail    [3]byte          // the last bytes relayed: an event may follow only a blank line
 	evented bool
 }
 
@@ -391,9 +393,6 @@ func (r *relay) CloseWithError(werr error) error {
 	return nil
 }
 
-// noEvent is a stream that gets no error event.
-const noEvent Style = -1
-
 // errorEventStyle says whether a broken stream may end with an error event, and its
 // shape. It may where the protocol defines one and the SDKs raise it with its
 // message: SSE from OpenAI's APIs (an event whose data has "error": openai-go,
@@ -404,11 +403,11 @@ const noEvent Style = -1
 // written only at an event boundary (after a blank line), never inside an event
 // cut mid-way, whose half line it would corrupt; the connection is closed after it
 // all the same, so a client that ignores the event still sees a broken stream.
-func errorEventStyle(st Style, h *fasthttp.ResponseHeader) Style {
+func errorEventStyle(st *registry.Errors, h *fasthttp.ResponseHeader) *registry.Errors {
 	ce := h.ContentEncoding()
-	if (st != StyleOpenAI && st != StyleAnthropic) || !bytes.HasPrefix(h.ContentType(), []byte("text/event-stream")) ||
+	if !st.Event || !bytes.HasPrefix(h.ContentType(), []byte("text/event-stream")) ||
 		(len(ce) > 0 && string(ce) != "identity") {
-		return noEvent
+		return nil
 	}
 	return st
 }
@@ -416,7 +415,7 @@ func errorEventStyle(st Style, h *fasthttp.ResponseHeader) Style {
 // errorEvent is the SSE error event for the break, or nil when none may be written:
 // not for a departed client, not outside an event boundary.
 func (r *relay) errorEvent() []byte {
-	if r.event == noEvent || errors.Is(r.err, errClientGone) ||
+	if r.event == nil || errors.Is(r.err, errClientGone) ||
 		!(r.tail[2] == '\n' && (r.tail[1] == '\n' || r.tail[0] == '\n' && r.tail[1] == '\r')) {
 		return nil
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/camproxy/camproxy/internal/testkit"
+	"github.com/camproxy/camproxy/protocol/registry"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
@@ -86,7 +87,7 @@ const smuggled = "GET /v1/models HTTP/1.1\r\nHost: camproxy.test\r\n\r\n"
 func TestHardeningAmbiguousFramingRefused(t *testing.T) {
 	calls := make(chan upstreamCall, 16)
 	p := newInmemProxy(t, capture(calls, answerCompletion), true, func(o *Options, _ *fasthttp.Server) {
-		o.Upstreams["openai"].Auth = BearerKey("sk-configured-key")
+		o.Upstreams["openai"].Auth = KeyAuth(registry.OpenAI.Auth, "sk-configured-key")
 	})
 	addr := serveTCP(t, p)
 
@@ -98,26 +99,26 @@ func TestHardeningAmbiguousFramingRefused(t *testing.T) {
 	}
 	cases := []struct {
 		name, raw string
-		style     Style
+		style     *registry.Errors
 	}{
-		{"Content-Length then Transfer-Encoding: chunked", post("/v1/chat/completions", "Content-Length: "+cl, "Transfer-Encoding: chunked") + body, StyleOpenAI},
-		{"Transfer-Encoding: chunked then Content-Length", post("/v1/chat/completions", "Transfer-Encoding: chunked", "Content-Length: "+cl) + body, StyleOpenAI},
-		{"CL+TE on an Anthropic route", post("/v1/messages", "Content-Length: "+cl, "Transfer-Encoding: chunked") + body, StyleAnthropic},
-		{"CL+TE on a passthrough route", post("/v1/embeddings", "Content-Length: "+cl, "Transfer-Encoding: chunked") + body, StyleOpenAI},
-		{"Transfer-Encoding: identity with Content-Length", post("/v1/chat/completions", "Transfer-Encoding: identity", "Content-Length: "+strconv.Itoa(len(taskBody))) + taskBody + smuggled, StyleOpenAI},
-		{"Transfer-Encoding: identity alone", post("/v1/chat/completions", "Transfer-Encoding: identity") + taskBody + smuggled, StyleOpenAI},
-		{"Transfer-Encoding folded (obs-fold)", post("/v1/chat/completions", "Transfer-Encoding:", " chunked") + body, StyleOpenAI},
-		{"obs-fold in another header", post("/v1/chat/completions", "X-Note: a", "\tb", "Content-Length: "+strconv.Itoa(len(taskBody))) + taskBody + smuggled, StyleOpenAI},
-		{"Content-Length folded", post("/v1/chat/completions", "Content-Length: 1", " "+cl) + body, StyleOpenAI},
-		{"two differing Content-Length", post("/v1/chat/completions", "Content-Length: "+strconv.Itoa(len(taskBody)), "Content-Length: "+cl) + taskBody + smuggled, StyleOpenAI},
-		{"two equal Content-Length", post("/v1/chat/completions", "Content-Length: "+cl, "Content-Length: "+cl) + body, StyleOpenAI},
-		{"Content-Length with a non-digit", post("/v1/chat/completions", "Content-Length: +"+cl) + body, StyleOpenAI},
-		{"Content-Length list", post("/v1/chat/completions", "Content-Length: "+cl+", "+cl) + body, StyleOpenAI},
-		{"Transfer-Encoding not ending in chunked", post("/v1/chat/completions", "Transfer-Encoding: chunked, gzip") + body, StyleOpenAI},
-		{"Transfer-Encoding: gzip, chunked", post("/v1/chat/completions", "Transfer-Encoding: gzip, chunked") + body, StyleOpenAI},
-		{"two Transfer-Encoding headers", post("/v1/chat/completions", "Transfer-Encoding: chunked", "Transfer-Encoding: chunked") + body, StyleOpenAI},
-		{"Transfer-Encoding in HTTP/1.0", strings.Replace(post("/v1/chat/completions", "Transfer-Encoding: chunked"), "HTTP/1.1", "HTTP/1.0", 1) + body, StyleOpenAI},
-		{"space before the colon of Transfer-Encoding", post("/v1/chat/completions", "Transfer-Encoding : chunked", "Content-Length: "+cl) + body, StyleOpenAI},
+		{"Content-Length then Transfer-Encoding: chunked", post("/v1/chat/completions", "Content-Length: "+cl, "Transfer-Encoding: chunked") + body, registry.OpenAIErrors},
+		{"Transfer-Encoding: chunked then Content-Length", post("/v1/chat/completions", "Transfer-Encoding: chunked", "Content-Length: "+cl) + body, registry.OpenAIErrors},
+		{"CL+TE on an Anthropic route", post("/v1/messages", "Content-Length: "+cl, "Transfer-Encoding: chunked") + body, registry.AnthropicErrors},
+		{"CL+TE on a passthrough route", post("/v1/embeddings", "Content-Length: "+cl, "Transfer-Encoding: chunked") + body, registry.OpenAIErrors},
+		{"Transfer-Encoding: identity with Content-Length", post("/v1/chat/completions", "Transfer-Encoding: identity", "Content-Length: "+strconv.Itoa(len(taskBody))) + taskBody + smuggled, registry.OpenAIErrors},
+		{"Transfer-Encoding: identity alone", post("/v1/chat/completions", "Transfer-Encoding: identity") + taskBody + smuggled, registry.OpenAIErrors},
+		{"Transfer-Encoding folded (obs-fold)", post("/v1/chat/completions", "Transfer-Encoding:", " chunked") + body, registry.OpenAIErrors},
+		{"obs-fold in another header", post("/v1/chat/completions", "X-Note: a", "\tb", "Content-Length: "+strconv.Itoa(len(taskBody))) + taskBody + smuggled, registry.OpenAIErrors},
+		{"Content-Length folded", post("/v1/chat/completions", "Content-Length: 1", " "+cl) + body, registry.OpenAIErrors},
+		{"two differing Content-Length", post("/v1/chat/completions", "Content-Length: "+strconv.Itoa(len(taskBody)), "Content-Length: "+cl) + taskBody + smuggled, registry.OpenAIErrors},
+		{"two equal Content-Length", post("/v1/chat/completions", "Content-Length: "+cl, "Content-Length: "+cl) + body, registry.OpenAIErrors},
+		{"Content-Length with a non-digit", post("/v1/chat/completions", "Content-Length: +"+cl) + body, registry.OpenAIErrors},
+		{"Content-Length list", post("/v1/chat/completions", "Content-Length: "+cl+", "+cl) + body, registry.OpenAIErrors},
+		{"Transfer-Encoding not ending in chunked", post("/v1/chat/completions", "Transfer-Encoding: chunked, gzip") + body, registry.OpenAIErrors},
+		{"Transfer-Encoding: gzip, chunked", post("/v1/chat/completions", "Transfer-Encoding: gzip, chunked") + body, registry.OpenAIErrors},
+		{"two Transfer-Encoding headers", post("/v1/chat/completions", "Transfer-Encoding: chunked", "Transfer-Encoding: chunked") + body, registry.OpenAIErrors},
+		{"Transfer-Encoding in HTTP/1.0", strings.Replace(post("/v1/chat/completions", "Transfer-Encoding: chunked"), "HTTP/1.1", "HTTP/1.0", 1) + body, registry.OpenAIErrors},
+		{"space before the colon of Transfer-Encoding", post("/v1/chat/completions", "Transfer-Encoding : chunked", "Content-Length: "+cl) + body, registry.OpenAIErrors},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,7 +153,7 @@ func TestHardeningAmbiguousFramingRefused(t *testing.T) {
 				t.Errorf("%d calls reached the upstream (with the configured key)", upstream)
 			}
 			if !errorShaped(tc.style, bodies[0]) {
-				t.Errorf("400 body %s is not in the route's error shape %d", bodies[0], tc.style)
+				t.Errorf("400 body %s is not in the route's error shape %s", bodies[0], tc.style.Name)
 			}
 		})
 	}
@@ -167,11 +168,11 @@ func TestHardeningAmbiguousFramingRefused(t *testing.T) {
 }
 
 // errorShaped reports whether body is an error in style st's shape.
-func errorShaped(st Style, body string) bool {
+func errorShaped(st *registry.Errors, body string) bool {
 	switch st {
-	case StyleAnthropic:
+	case registry.AnthropicErrors:
 		return gjson.Get(body, "type").Str == "error" && gjson.Get(body, "error.message").Str != ""
-	case StyleAWS:
+	case registry.AWSErrors:
 		return gjson.Get(body, "message").Str != ""
 	}
 	return gjson.Get(body, "error.type").Str == "invalid_request_error" && gjson.Get(body, "error.message").Str != ""

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/camproxy/camproxy/protocol/registry"
 	"io"
 	"net"
 	"net/http"
@@ -137,7 +138,7 @@ func hygieneProxy(t *testing.T, client, addr string, firstByte, idle time.Durati
 	}
 	s := newForwardServer()
 	srv := &fasthttp.Server{Handler: func(fc *fasthttp.RequestCtx) {
-		s.forward(fc, up, fc.PostBody(), false, StyleOpenAI, nil)
+		s.forward(fc, up, fc.PostBody(), false, registry.Chat, nil)
 	}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

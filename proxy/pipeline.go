@@ -16,6 +16,7 @@ import (
 	"github.com/camproxy/camproxy/augment"
 	"github.com/camproxy/camproxy/episode"
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/registry"
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/tracing"
 )
@@ -57,7 +58,7 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 	c, e := s.parse(fc, rt)
 	switch {
 	case e == nil:
-	case e.Err == errPass:
+	case e.Err == registry.ErrPass:
 		s.passthrough(fc, rt)
 		fc.Response.Header.Set(hdrContext, "skip")
 		return
@@ -96,8 +97,8 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 	// Read before forwarding: once a stream starts, c belongs to the relay.
 	id, arm, source := c.ep.ID, c.ep.Arm, c.source
 	ignored := len(fc.Request.Header.Peek(hdrArm)) > 0 && !c.run.Policy.AllowOverride()
-	s.forward(fc, rt.up, out, true, rt.style, c) // c.done records the turn
-	s.putSpliceBuf(rt.up, buf)                   // written upstream by now
+	s.forward(fc, rt.up, out, true, rt.Protocol, c) // c.done records the turn
+	s.putSpliceBuf(rt.up, buf)                      // written upstream by now
 	h := &fc.Response.Header
 	h.Set(hdrEpisode, id)
 	h.Set(hdrArm, arm)
@@ -108,7 +109,7 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 }
 
 // parse is step 1: the call's method, opt-out header and media type, then its body
-// read by the route's adapter. errPass: forward the call untouched.
+// read by the route's protocol. registry.ErrPass: forward the call untouched.
 func (s *Server) parse(fc *fasthttp.RequestCtx, rt *route) (*call, *Error) {
 	start := time.Now()
 	if !fc.IsPost() {
@@ -116,16 +117,16 @@ func (s *Server) parse(fc *fasthttp.RequestCtx, rt *route) (*call, *Error) {
 			Msg: "method " + string(fc.Method()) + " is not allowed on " + string(fc.Path()) + "; use POST"}
 	}
 	if string(fc.Request.Header.Peek(hdrSkip)) == "1" {
-		return nil, &Error{Err: errPass}
+		return nil, &Error{Err: registry.ErrPass}
 	}
 	if ct := fc.Request.Header.ContentType(); !jsonContentType(ct) {
 		return nil, &Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error",
 			Msg: "Content-Type " + strconv.Quote(string(ct)) + " is not supported on " + string(fc.Path()) + "; send application/json"}
 	}
 	run := s.rt.Load()
-	r, err := rt.parse(fc, fc.PostBody(), run.TaskRules)
-	if errors.Is(err, errPass) {
-		return nil, &Error{Err: errPass}
+	r, err := rt.Parse(fcCall{fc}, fc.PostBody(), run.TaskRules)
+	if errors.Is(err, registry.ErrPass) {
+		return nil, &Error{Err: registry.ErrPass}
 	}
 	if err != nil {
 		return nil, badRequest("%v", err)
@@ -142,8 +143,8 @@ func (s *Server) parse(fc *fasthttp.RequestCtx, rt *route) (*call, *Error) {
 
 // fail answers a call camproxy refuses, in the route's error shape.
 func (s *Server) fail(fc *fasthttp.RequestCtx, rt *route, e *Error) {
-	writeError(fc, rt.style, e)
-	s.m.Requests.WithLabelValues(rt.name, "", statusLabel(e.Status)).Inc()
+	writeError(fc, rt.Errors, e)
+	s.m.Requests.WithLabelValues(rt.Name, "", statusLabel(e.Status)).Inc()
 }
 
 // episode is step 2: the episode the call continues (named by header, or stitched by
@@ -175,7 +176,7 @@ func (c *call) episode(fc *fasthttp.RequestCtx) *Error {
 		taskID = episode.TaskID(req.Task)
 	}
 	now := time.Now().UTC()
-	c.ep = &episode.Episode{ID: id, TaskID: taskID, Task: req.Task, Protocol: c.rt.name, Model: req.Model, StartedAt: now, UpdatedAt: now}
+	c.ep = &episode.Episode{ID: id, TaskID: taskID, Task: req.Task, Protocol: c.rt.Name, Model: req.Model, StartedAt: now, UpdatedAt: now}
 	c.isNew = true
 	return nil
 }
@@ -479,9 +480,9 @@ func (c *call) done(status int, err error, ttfb time.Duration) {
 		cancel()
 	}
 	total := time.Since(c.start)
-	s.m.Requests.WithLabelValues(c.rt.name, c.ep.Arm, statusLabel(status)).Inc()
+	s.m.Requests.WithLabelValues(c.rt.Name, c.ep.Arm, statusLabel(status)).Inc()
 	s.m.Turns.WithLabelValues(c.transport).Inc()
-	s.m.RequestDuration.WithLabelValues(c.rt.name, c.ep.Arm).Observe(total.Seconds())
+	s.m.RequestDuration.WithLabelValues(c.rt.Name, c.ep.Arm).Observe(total.Seconds())
 	if c.usage.InputTokens > 0 || c.usage.OutputTokens > 0 {
 		s.m.Tokens.WithLabelValues(c.ep.Arm, "input").Add(float64(c.usage.InputTokens))
 		s.m.Tokens.WithLabelValues(c.ep.Arm, "output").Add(float64(c.usage.OutputTokens))

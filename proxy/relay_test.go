@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/camproxy/camproxy/protocol/registry"
 	"io"
 	"net"
 	"net/http"
@@ -64,7 +65,7 @@ type relayEnv struct {
 // script plays the upstream after reading the request: it writes raw bytes to conn.
 type script func(conn net.Conn)
 
-func newRelayEnv(t *testing.T, client string, idle time.Duration, st Style, play script) *relayEnv {
+func newRelayEnv(t *testing.T, client string, idle time.Duration, st *registry.Protocol, play script) *relayEnv {
 	t.Helper()
 	e := &relayEnv{s: newForwardServer(), ln: fasthttputil.NewInmemoryListener(), tee: &recTee{end: make(chan error, 1)},
 		upGone: make(chan struct{})}
@@ -186,7 +187,7 @@ func TestRelayEventByEvent(t *testing.T) {
 	for _, client := range clients {
 		t.Run(client, func(t *testing.T) {
 			read := make(chan struct{})
-			e := newRelayEnv(t, client, time.Minute, StyleOpenAI, func(conn net.Conn) {
+			e := newRelayEnv(t, client, time.Minute, registry.Chat, func(conn net.Conn) {
 				_, _ = io.WriteString(conn, sseHead)
 				for i := range 3 {
 					_, _ = io.WriteString(conn, chunk(event(i)))
@@ -228,29 +229,29 @@ func TestRelayEventByEvent(t *testing.T) {
 func TestRelayBrokenStream(t *testing.T) {
 	tests := []struct {
 		name     string
-		st       Style
+		st       *registry.Protocol
 		play     func(conn net.Conn)
 		shutdown bool
 		event    string // in the error event's data; "" = no event may be written
 		recorded string // in the recorded error
 	}{
-		{"stall past idle timeout", StyleOpenAI, func(c net.Conn) {
+		{"stall past idle timeout", registry.Chat, func(c net.Conn) {
 			_, _ = io.WriteString(c, sseHead+chunk(event(0)))
 			waitClosed(c)
 		}, false, "idle_timeout", "idle_timeout"},
-		{"chunked without last chunk", StyleOpenAI, func(c net.Conn) {
+		{"chunked without last chunk", registry.Chat, func(c net.Conn) {
 			_, _ = io.WriteString(c, sseHead+chunk(event(0)))
 			_ = c.Close()
 		}, false, "unexpected EOF", "unexpected EOF"},
-		{"short content length", StyleAnthropic, func(c net.Conn) {
+		{"short content length", registry.Messages, func(c net.Conn) {
 			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 1000\r\n\r\n"+event(0))
 			_ = c.Close()
 		}, false, "unexpected EOF", "unexpected EOF"},
-		{"cut inside an event", StyleOpenAI, func(c net.Conn) {
+		{"cut inside an event", registry.Chat, func(c net.Conn) {
 			_, _ = io.WriteString(c, sseHead+chunk(event(0))+chunk(`data: {"n":`))
 			_ = c.Close()
 		}, false, "", "unexpected EOF"},
-		{"shutdown", StyleOpenAI, func(c net.Conn) {
+		{"shutdown", registry.Chat, func(c net.Conn) {
 			_, _ = io.WriteString(c, sseHead+chunk(event(0)))
 			waitClosed(c)
 		}, true, "shutting down", "shutting down"},
@@ -286,7 +287,7 @@ func TestRelayBrokenStream(t *testing.T) {
 					if !ok || !strings.HasSuffix(data, "\n\n") || !strings.Contains(msg, tt.event) {
 						t.Fatalf("error event %q; want one naming %q", ev, tt.event)
 					}
-					if tt.st == StyleAnthropic && gjson.Get(data, "type").String() != "error" {
+					if tt.st == registry.Messages && gjson.Get(data, "type").String() != "error" {
 						t.Fatalf("not Anthropic's error event: %q", ev)
 					}
 				}
@@ -313,7 +314,7 @@ func TestRelayClientGone(t *testing.T) {
 				name = "stops reading/" + client
 			}
 			t.Run(name, func(t *testing.T) {
-				e := newRelayEnv(t, client, 200*time.Millisecond, StyleOpenAI, func(c net.Conn) {
+				e := newRelayEnv(t, client, 200*time.Millisecond, registry.Chat, func(c net.Conn) {
 					_, _ = io.WriteString(c, sseHead)
 					for i := 0; i < 100000; i++ { // until the proxy gives up
 						if _, err := io.WriteString(c, chunk(event(i))); err != nil {
@@ -342,13 +343,13 @@ func TestRelayClientGone(t *testing.T) {
 func TestHardeningEmptyStream(t *testing.T) {
 	tests := []struct {
 		name string
-		st   Style
+		st   *registry.Protocol
 		raw  string
 		msg  string // gjson path of the message in the error body
 	}{
-		{"closed, OpenAI", StyleOpenAI, sseHead, "error.message"},
-		{"empty chunked body, Anthropic", StyleAnthropic, sseHead + "0\r\n\r\n", "error.message"},
-		{"content length 0, OpenAI", StyleOpenAI, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 0\r\n\r\n", "error.message"},
+		{"closed, OpenAI", registry.Chat, sseHead, "error.message"},
+		{"empty chunked body, Anthropic", registry.Messages, sseHead + "0\r\n\r\n", "error.message"},
+		{"content length 0, OpenAI", registry.Chat, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 0\r\n\r\n", "error.message"},
 	}
 	for _, tt := range tests {
 		for _, client := range clients {
@@ -359,7 +360,7 @@ func TestHardeningEmptyStream(t *testing.T) {
 				if resp.StatusCode != http.StatusBadGateway || !strings.Contains(gjson.GetBytes(body, tt.msg).String(), "closed it before sending anything") {
 					t.Fatalf("%d %s; want a 502 that says the stream was empty", resp.StatusCode, body)
 				}
-				if tt.st == StyleAnthropic && gjson.GetBytes(body, "type").String() != "error" {
+				if tt.st == registry.Messages && gjson.GetBytes(body, "type").String() != "error" {
 					t.Fatalf("not Anthropic's error shape: %s", body)
 				}
 				if err := e.tee.wait(t); err == nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/camproxy/camproxy/metrics"
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/registry"
 	"github.com/camproxy/camproxy/tracing"
 )
 
@@ -86,9 +87,10 @@ type Placement struct {
 
 // Server is the data plane.
 type Server struct {
-	log    *slog.Logger
-	m      *metrics.Metrics
-	routes []route // adapters bound to their upstreams, in lookup order
+	log       *slog.Logger
+	m         *metrics.Metrics
+	routes    []route              // registry protocols bound to their upstreams, in lookup order
+	protocols []*registry.Protocol // the routes' protocols, for registry.Match
 
 	rt       atomic.Pointer[Runtime]
 	sniff    atomic.Pointer[sniffListener]
@@ -153,12 +155,13 @@ func New(o Options) *Server {
 		}
 	}
 	s := &Server{
-		log: o.Logger, m: o.Metrics, routes: buildRoutes(o.Upstreams),
+		log: o.Logger, m: o.Metrics,
 		cache: o.Cache, episodes: o.Episodes, rec: rec, maxBody: o.MaxBodyBytes, maxAnswer: o.MaxAnswerBytes,
 		base: base, cancelBase: cancel,
 		bufs: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }},
 		tr:   o.Tracing, idle: o.IdleTimeout,
 	}
+	s.routes, s.protocols = buildRoutes(o.Upstreams)
 	if s.tr == nil {
 		s.tr = tracing.Disabled()
 	}
@@ -244,7 +247,7 @@ func (s *Server) handle(fc *fasthttp.RequestCtx) {
 // passthrough forwards a route camproxy does not augment, untouched.
 func (s *Server) passthrough(fc *fasthttp.RequestCtx, rt *route) {
 	start := time.Now()
-	res := s.forward(fc, rt.up, fc.PostBody(), false, rt.style, nil)
+	res := s.forward(fc, rt.up, fc.PostBody(), false, rt.Protocol, nil)
 	s.m.Requests.WithLabelValues(rt.up.Name, "", statusLabel(res.status)).Inc()
 	s.m.RequestDuration.WithLabelValues(rt.up.Name, "").Observe(time.Since(start).Seconds())
 }

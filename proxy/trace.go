@@ -32,7 +32,7 @@ func (s *Server) startSpan(fc *fasthttp.RequestCtx, rt *route, v *protocol.View)
 	ctx := s.tr.Propagator.Extract(context.Background(), requestCarrier(&fc.Request.Header))
 	ctx, span := s.tr.Tracer.Start(ctx, "chat "+v.Model, trace.WithSpanKind(trace.SpanKindClient))
 	if span.IsRecording() {
-		p := rt.provider
+		p := rt.Provider.GenAI
 		span.SetAttributes(tracing.OperationName.String("chat"), tracing.Provider.String(p), tracing.System.String(p),
 			tracing.RequestModel.String(v.Model))
 	}

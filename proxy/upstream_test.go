@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"github.com/camproxy/camproxy/protocol/registry"
 	"net/url"
 	"strings"
 	"testing"
@@ -33,7 +34,7 @@ func TestTarget(t *testing.T) {
 // upstream request goes to the configured host with the configured key.
 func TestNewRequestStaysOnUpstream(t *testing.T) {
 	base, _ := url.Parse("https://api.openai.com")
-	u := &Upstream{Base: base, Auth: BearerKey("sk-secret")}
+	u := &Upstream{Base: base, Auth: KeyAuth(registry.OpenAI.Auth, "sk-secret")}
 	for _, raw := range []string{
 		"POST x.evil.com://h/v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n",
 		"POST http://evil.example/v1/models HTTP/1.1\r\nHost: evil.example\r\n\r\n",
@@ -58,7 +59,7 @@ func TestNewRequestStaysOnUpstream(t *testing.T) {
 // of the configured upstream, whatever request-target the client wrote.
 func TestFastRequestStaysOnUpstream(t *testing.T) {
 	base, _ := url.Parse("https://api.openai.com/v1")
-	u := &Upstream{Base: base, Auth: BearerKey("sk-secret")}
+	u := &Upstream{Base: base, Auth: KeyAuth(registry.OpenAI.Auth, "sk-secret")}
 	u.init()
 	for _, raw := range []string{
 		"POST x.evil.com://h/v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n",

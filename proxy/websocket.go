@@ -17,6 +17,7 @@ import (
 	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
 
+	"github.com/camproxy/camproxy/protocol/registry"
 	"github.com/camproxy/camproxy/protocol/sse"
 )
 
@@ -82,14 +83,14 @@ func (s *Server) upgrade(fc *fasthttp.RequestCtx) bool {
 		return false
 	}
 	rt, augmented := s.lookup(fc)
-	if augmented && fc.IsGet() && string(fc.Path()) == "/v1/responses" && rt.adapter.name == "openai" {
+	if augmented && fc.IsGet() && string(fc.Path()) == "/v1/responses" && rt.Protocol == registry.Responses {
 		s.openSocket(fc, rt)
 		return true
 	}
-	writeError(fc, rt.style, &Error{Status: http.StatusUpgradeRequired, Type: "invalid_request_error",
+	writeError(fc, rt.Errors, &Error{Status: http.StatusUpgradeRequired, Type: "invalid_request_error",
 		Msg: "camproxy serves no WebSocket on " + string(fc.Method()) + " " + string(fc.Path()) +
 			" (only GET /v1/responses, the Responses API's WebSocket mode); send this call over HTTP"})
-	s.m.Requests.WithLabelValues(rt.name, "", statusLabel(http.StatusUpgradeRequired)).Inc()
+	s.m.Requests.WithLabelValues(rt.Name, "", statusLabel(http.StatusUpgradeRequired)).Inc()
 	return true
 }
 
@@ -269,7 +270,7 @@ func (sess *wsSession) turn(msg []byte) {
 	}
 	ct, e := createBody(msg, &sess.items, sess.socket() == nil, s.maxBody)
 	if e != nil {
-		s.m.Requests.WithLabelValues(sess.rt.name, "", statusLabel(e.Status)).Inc()
+		s.m.Requests.WithLabelValues(sess.rt.Name, "", statusLabel(e.Status)).Inc()
 		sess.endTurn(wsErrorEvent(e))
 		return
 	}

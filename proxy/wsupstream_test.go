@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/camproxy/camproxy/internal/testkit"
+	"github.com/camproxy/camproxy/protocol/registry"
 	"github.com/camproxy/camproxy/protocol/responses"
 )
 
@@ -90,7 +91,7 @@ func wholeTurn(t *testing.T, ws wsTurner, up *Upstream, body string) ([]byte, *r
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := x.head(); h.StatusCode() != 200 || !isStreamType(h.ContentType()) {
+	if h := x.head(); h.StatusCode() != 200 || !registry.Responses.Streamed(h.ContentType()) {
 		t.Fatalf("head %d %q", h.StatusCode(), h.ContentType())
 	}
 	got, dec, err := readSocketTurn(x, call, up.IdleTimeout)

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/registry"
+)
+
+// harnessPaths are the paths each harness's captures were sent to (the captures
+// keep bodies only): the proxy's lookup is run on them.
+var harnessPaths = map[string]string{
+	"codex": "/v1/responses", "claude-code": "/v1/messages",
+	"ai-sdk": "/v1/chat/completions", "strands": "/v1/chat/completions", "openai-agents": "/v1/responses",
+	"langgraph": "/v1/chat/completions", "langchain": "/v1/chat/completions",
+}
+
+// TestTaskExplainAgreesWithProxy: for every captured request of a real harness,
+// `task explain` (the protocol told from the body) and the proxy (the route its
+// path matches, parsed as the proxy parses it) name the same protocol and the same
+// task id. A capture directory without a path here fails: its agreement is unchecked.
+func TestTaskExplainAgreesWithProxy(t *testing.T) {
+	rules := protocol.DefaultTaskRules()
+	files, err := filepath.Glob("../../protocol/testdata/harness/*/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no captures: %v", err)
+	}
+	for _, f := range files {
+		dir := filepath.Base(filepath.Dir(f))
+		path, ok := harnessPaths[dir]
+		if !ok {
+			t.Errorf("%s: no path for the captures of %s", f, dir)
+			continue
+		}
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i, augmented := registry.Match(registry.All, registry.PathCall(path))
+		route := registry.All[i]
+		req, err := route.Parse(registry.PathCall(path), body, rules)
+		if err != nil || !augmented {
+			t.Errorf("%s: the proxy's %s route (augmented %v): %v", f, route.Explain, augmented, err)
+			continue
+		}
+		proxyID := episode.TaskID(req.Parsed().Task)
+		ex, err := explainTask(body, "", rules)
+		if err != nil {
+			t.Errorf("%s: task explain: %v", f, err)
+			continue
+		}
+		if ex.Protocol != route.Explain || ex.TaskID != proxyID {
+			t.Errorf("%s: task explain says %s %s, the proxy %s %s", f, ex.Protocol, ex.TaskID, route.Explain, proxyID)
+		}
+	}
+}

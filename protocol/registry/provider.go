@@ -1,0 +1,51 @@
+package registry
+
+// Provider is one upstream: the key of its block under `upstreams` in the config
+// and of the proxy's upstreams, with what its calls need wherever they go.
+type Provider struct {
+	Name  string // the upstreams key; the passthrough metric label
+	GenAI string // the GenAI semantic-conventions provider, for spans
+	// BaseURL is the default upstream ("" for one derived from other settings:
+	// Bedrock's regional endpoint).
+	BaseURL string
+	Auth    Auth
+}
+
+// AuthKind is how a provider's calls are authenticated.
+type AuthKind int
+
+const (
+	// AuthHeader: a key in a header (Authorization: Bearer, x-api-key …).
+	AuthHeader AuthKind = iota
+	// AuthQuery: a key in a query parameter (Gemini's ?key=).
+	AuthQuery
+	// AuthSigV4: AWS Signature V4 over the exact request sent.
+	AuthSigV4
+)
+
+// Auth says how a configured key replaces the client's own credentials. Without a
+// configured key the client's credentials go through untouched.
+type Auth struct {
+	Kind AuthKind
+	// Name is the header (AuthHeader) or query parameter (AuthQuery) the key is
+	// set in; Prefix goes before the key ("Bearer ").
+	Name   string
+	Prefix string
+	// Drop are the client's other credential headers, removed when the key is set
+	// (an OpenAI-compatible gateway may read Api-Key before Authorization).
+	Drop []string
+}
+
+// OpenAI is the OpenAI API, or any OpenAI-compatible server.
+var OpenAI = &Provider{Name: "openai", GenAI: "openai", BaseURL: "https://api.openai.com",
+	Auth: Auth{Kind: AuthHeader, Name: "Authorization", Prefix: "Bearer ", Drop: []string{"Api-Key"}}}
+
+// Anthropic is the Anthropic API.
+var Anthropic = &Provider{Name: "anthropic", GenAI: "anthropic", BaseURL: "https://api.anthropic.com",
+	Auth: Auth{Kind: AuthHeader, Name: "X-Api-Key", Drop: []string{"Authorization"}}}
+
+// AWSBedrock is Bedrock's runtime API: its base is the region's endpoint.
+var AWSBedrock = &Provider{Name: "bedrock", GenAI: "aws.bedrock", Auth: Auth{Kind: AuthSigV4}}
+
+// Providers are the upstreams, in All's order of first use.
+var Providers = []*Provider{OpenAI, Anthropic, AWSBedrock}

@@ -1,0 +1,124 @@
+package registry_test
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/registry"
+)
+
+// TestEveryProtocolComplete: each protocol in the table is reachable (its example
+// path matches it, augmented), has an error shape that carries the message, a
+// task-explain name that finds it, a body parser, and a provider in Providers.
+func TestEveryProtocolComplete(t *testing.T) {
+	explain := map[string]bool{}
+	for _, p := range registry.All {
+		t.Run(p.Explain, func(t *testing.T) {
+			i, augmented := registry.Match(registry.All, registry.PathCall(p.Example))
+			if registry.All[i] != p || !augmented {
+				t.Errorf("%s: its example %s matches %s (augmented %v)", p.Explain, p.Example, registry.All[i].Explain, augmented)
+			}
+			if p.Errors == nil || p.Errors.Body == nil {
+				t.Fatalf("%s has no error shape", p.Explain)
+			}
+			if b := p.Errors.Body(http.StatusBadGateway, "upstream_error", `upstream "x" broke`); !gjson.ValidBytes(b) ||
+				!strings.Contains(string(b), `upstream \"x\" broke`) {
+				t.Errorf("%s: error body %s does not carry the message", p.Explain, b)
+			}
+			if registry.ByExplain(p.Explain) != p || explain[p.Explain] {
+				t.Errorf("task explain's name %q is not unique to %s", p.Explain, p.Explain)
+			}
+			explain[p.Explain] = true
+			if p.Parse == nil || p.ParseBody == nil || p.Augments == nil {
+				t.Errorf("%s lacks a parser or its path match", p.Explain)
+			}
+			if p.Provider == nil || !slices.Contains(registry.Providers, p.Provider) {
+				t.Errorf("%s: its provider is not in Providers", p.Explain)
+			}
+		})
+	}
+	if last := registry.All[len(registry.All)-1]; last != registry.Fallback || last.Owns == nil {
+		t.Errorf("the last protocol (%s) must be Fallback and own every call", last.Explain)
+	}
+	if !slices.Equal(registry.ExplainNames(), slices.Collect(func(yield func(string) bool) {
+		for _, p := range registry.All {
+			if !yield(p.Explain) {
+				return
+			}
+		}
+	})) {
+		t.Error("ExplainNames is not All's names")
+	}
+}
+
+// TestMatchOwnsAndPasses: calls a protocol owns but does not augment go to its
+// upstream untouched; a call no protocol owns falls to the last.
+func TestMatchOwnsAndPasses(t *testing.T) {
+	for _, tc := range []struct {
+		path      string
+		want      *registry.Protocol
+		augmented bool
+	}{
+		{"/v1/messages/count_tokens", registry.Messages, false},
+		{"/model/amazon.nova-pro-v1%3A0/count-tokens", registry.Bedrock, false},
+		{"/model/amazon.nova-pro-v1%3A0/converse-stream", registry.Bedrock, true},
+		{"/v1/embeddings", registry.Chat, false},
+		{"/v1/responses", registry.Responses, true},
+	} {
+		i, aug := registry.Match(registry.All, registry.PathCall(tc.path))
+		if registry.All[i] != tc.want || aug != tc.augmented {
+			t.Errorf("%s: %s augmented %v; want %s %v", tc.path, registry.All[i].Explain, aug, tc.want.Explain, tc.augmented)
+		}
+	}
+	// Without Bedrock's upstream its calls are the fallback's, untouched.
+	ps := []*registry.Protocol{registry.Responses, registry.Messages, registry.Chat}
+	if i, aug := registry.Match(ps, registry.PathCall("/model/x/converse")); ps[i] != registry.Chat || aug {
+		t.Errorf("/model/ without Bedrock: %s augmented %v", ps[i].Explain, aug)
+	}
+}
+
+// TestDetect: a body's protocol is told from its shape as documented in Detect.
+func TestDetect(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"model":"m","input":"hi"}`, "responses"},
+		{`{"messages":[{"role":"user","content":"hi"}],"input":"x"}`, "openai"},
+		{`{"messages":[{"role":"user","content":[{"text":"hi"}]}],"inferenceConfig":{}}`, "bedrock"},
+		{`{"prompt":"hi"}`, "bedrock"},
+		{`{"anthropic_version":"bedrock-2023-05-31","messages":[]}`, "bedrock"},
+		{`{"system":[{"text":"be brief"}],"messages":[]}`, "bedrock"},
+		{`{"system":"be brief","messages":[]}`, "anthropic"},
+		{`{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t"}]}]}`, "anthropic"},
+		{`{"messages":[{"role":"user","content":[{"toolResult":{}}]}]}`, "bedrock"},
+		{`{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`, "openai"},
+		{`{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{}}]}]}`, "anthropic"},
+	} {
+		p, err := registry.Detect([]byte(tc.body))
+		if err != nil || p.Explain != tc.want {
+			t.Errorf("%s: %v %v; want %s", tc.body, p, err, tc.want)
+		}
+	}
+	for _, bad := range []string{`{`, `[1]`, `"x"`} {
+		if _, err := registry.Detect([]byte(bad)); err == nil || !strings.Contains(err.Error(), protocol.ErrInvalidJSON.Error()) {
+			t.Errorf("%s: err %v; want invalid JSON", bad, err)
+		}
+	}
+}
+
+// FuzzDetect: Detect never panics on untrusted bytes, and what it detects is a
+// protocol of the table.
+func FuzzDetect(f *testing.F) {
+	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`))
+	f.Add([]byte(`{"system":[{"text":"x"}]}`))
+	f.Add([]byte(`{"input":[]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := registry.Detect(b)
+		if err == nil && !slices.Contains(registry.All, p) {
+			t.Fatalf("Detect(%q) = %v, not in All", b, p)
+		}
+	})
+}

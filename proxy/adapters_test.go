@@ -1,0 +1,68 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/camproxy/camproxy/protocol/registry"
+)
+
+// TestLookupReachesEveryProtocol: with every provider's upstream configured, each
+// registry protocol's example path reaches that protocol's route, augmented, bound
+// to its provider's upstream, and a failure before the handler on it gets its
+// error shape.
+func TestLookupReachesEveryProtocol(t *testing.T) {
+	ups := map[string]*Upstream{}
+	for _, p := range registry.Providers {
+		ups[p.Name] = &Upstream{Name: p.Name, Base: &url.URL{Scheme: "http", Host: "127.0.0.1:1"}}
+	}
+	s := &Server{}
+	s.routes, s.protocols = buildRoutes(ups)
+	for _, p := range registry.All {
+		var fc fasthttp.RequestCtx
+		fc.Request.SetRequestURI(p.Example)
+		fc.Request.Header.SetMethod(fasthttp.MethodPost)
+		rt, augmented := s.lookup(&fc)
+		if rt.Protocol != p || !augmented || rt.up != ups[p.Provider.Name] {
+			t.Errorf("%s: %s reaches %s (augmented %v, upstream %s)", p.Explain, p.Example, rt.Explain, augmented, rt.up.Name)
+		}
+		if styleFor(&fc) != p.Errors {
+			t.Errorf("%s: its early errors are in the %s shape, not %s", p.Explain, styleFor(&fc).Name, p.Errors.Name)
+		}
+	}
+}
+
+// TestKeyAuth: a configured key replaces the client's credentials the way the
+// provider's registry entry says: in its header, with its prefix, the client's
+// other credential headers dropped; or in its query parameter.
+func TestKeyAuth(t *testing.T) {
+	req, _ := http.NewRequest(http.MethodPost, "http://up.test/v1/chat/completions?key=client&alt=sse", nil)
+	req.Header.Set("Api-Key", "client")
+	req.Header.Set("Authorization", "Bearer client")
+	if err := KeyAuth(registry.OpenAI.Auth, "sk-conf").Apply(context.Background(), req, nil); err != nil {
+		t.Fatal(err)
+	}
+	if req.Header.Get("Authorization") != "Bearer sk-conf" || req.Header.Get("Api-Key") != "" {
+		t.Errorf("OpenAI: %v", req.Header)
+	}
+	var h fasthttp.RequestHeader
+	h.Set("Authorization", "Bearer client")
+	KeyAuth(registry.Anthropic.Auth, "sk-ant").(headerAuth).applyHeaders(&h)
+	if string(h.Peek("X-Api-Key")) != "sk-ant" || len(h.Peek("Authorization")) != 0 {
+		t.Errorf("Anthropic: %s", h.Header())
+	}
+	q := KeyAuth(registry.Auth{Kind: registry.AuthQuery, Name: "key"}, "conf")
+	if err := q.Apply(context.Background(), req, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := req.URL.Query(); got.Get("key") != "conf" || got.Get("alt") != "sse" {
+		t.Errorf("query key: %s", req.URL.RawQuery)
+	}
+	if KeyAuth(registry.AWSBedrock.Auth, "x") != nil {
+		t.Error("SigV4 has no key auth")
+	}
+}
