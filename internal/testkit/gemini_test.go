@@ -18,7 +18,7 @@ func TestGeminiFakeWithGenAI(t *testing.T) {
 	}
 	for _, vertex := range []string{"0"} {
 		g := NewGemini()
-		g.APIKey = "k-1"
+		g.Configure(func(g *Gemini) { g.APIKey = "k-1" })
 		cmd := exec.Command("node", "genai.mjs")
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GOOGLE_GEMINI_BASE_URL="+g.URL, "GEMINI_API_KEY=k-1", "CAMPROXY_VERTEX="+vertex)
