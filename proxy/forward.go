@@ -59,7 +59,7 @@ func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, ide
 		return s.failCall(fc, up, p, t, call, &Error{Status: http.StatusBadGateway, Type: "upstream_error",
 			Msg: "upstream " + up.Base.Host + " answered 101 Switching Protocols to a call that asked for no protocol switch"}, "")
 	}
-	if bodiless(fc.Request.Header.IsHead(), h.StatusCode()) || !p.Streamed(h.ContentType()) {
+	if bodiless(fc.Request.Header.IsHead(), h.StatusCode()) || !p.Streamed(fcCall{fc}, h.ContentType()) {
 		return s.deliver(fc, up, p, t, call, ex, ttfb, stop)
 	}
 	return s.stream(fc, up, p, t, call, ex, ttfb, stop)

@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/tidwall/sjson"
+
+	"github.com/camproxy/camproxy/protocol/gemini"
 )
 
 // Errors is an error shape: the body a protocol's SDKs surface with its message.
@@ -71,3 +73,10 @@ func anthropicType(status int) string {
 	}
 	return "api_error"
 }
+
+// GoogleErrors: {"error":{"code","message","status"}}, as Google's APIs write it
+// and @google/genai raises it (ApiError with the message and status). No error
+// event: @google/genai's SSE reader takes only "data:" events (an "event: error"
+// line would stall it), and the JSON-array stream has no place for one.
+var GoogleErrors = &Errors{Name: "google",
+	Body: func(status int, _, msg string) []byte { return gemini.ErrorBody(status, msg) }}
