@@ -424,7 +424,11 @@ func (r *relay) errorEvent() []byte {
 		status = http.StatusGatewayTimeout
 	}
 	e := &Error{Status: status, Type: "upstream_error", Msg: "upstream " + r.up.Base.Host + " broke the stream", Err: r.err}
-	ev := append([]byte("event: error\ndata: "), errorBody(r.event, e)...)
+	ev := []byte("event: error\ndata: ")
+	if r.event.BareEvent {
+		ev = []byte("data: ")
+	}
+	ev = append(ev, errorBody(r.event, e)...)
 	return append(ev, "\n\n"...)
 }
 
