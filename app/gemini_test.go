@@ -5,8 +5,12 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -151,5 +155,92 @@ func TestGeminiArrayStream(t *testing.T) {
 	if ep.Protocol != "gemini" || last.Role != "assistant" || len(calls) != 1 || len(last.ToolCalls) != 1 ||
 		last.ToolCalls[0].Name+last.ToolCalls[0].Arguments != calls[0] {
 		t.Fatalf("episode %q: last message %+v; the client read the calls %q", ep.Protocol, last, calls)
+	}
+}
+
+// geminiCLIScript answers Gemini CLI as the captures' run did: the routing side call
+// (a JSON answer to its schema), a run_shell_command `ls` on the turn's first call,
+// then text that quotes the shell's output once its functionResponse is in.
+func geminiCLIScript(body gjson.Result) testkit.Reply {
+	if body.Get("generationConfig.responseMimeType").String() == "application/json" {
+		return testkit.Reply{Content: `{"complexity_reasoning":"one shell command","complexity_score":5}`}
+	}
+	contents := body.Get("contents").Array()
+	for _, p := range contents[len(contents)-1].Get("parts").Array() {
+		if r := p.Get("functionResponse"); r.Exists() {
+			return testkit.Reply{Content: "The folder holds: " + strings.Join(strings.Fields(r.Get("response.output").String()), ", ")}
+		}
+	}
+	return testkit.Reply{ToolCalls: []testkit.ToolCall{{Name: "run_shell_command", Arguments: `{"command":"ls","description":"List the files."}`}}}
+}
+
+// TestGeminiCLI: Gemini CLI 0.61.0 headless (`gemini -p … --yolo`) through camproxy,
+// configured only by GOOGLE_GEMINI_BASE_URL and GEMINI_API_KEY (and the API-key auth
+// type in its settings, which headless mode needs with a custom base URL): a shell
+// tool round trip. Its router call is a side call; its turns go to the gemini upstream with the context right after
+// the task and the same in each, one CAM call, one episode whose export holds the
+// run_shell_command call and the shell's output.
+func TestGeminiCLI(t *testing.T) {
+	bin := nodeModule(t, "@google/gemini-cli/bundle/gemini.js")
+	e, g := newGeminiEnv(t, nil)
+	g.Configure(func(g *testkit.Gemini) { g.APIKey, g.ReplyFn = "gm-cli-client", geminiCLIScript })
+	root := t.TempDir()
+	home, work := filepath.Join(root, "home"), filepath.Join(root, "work")
+	for _, d := range []string{filepath.Join(home, ".gemini"), work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile := func(path, s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(filepath.Join(home, ".gemini", "settings.json"), `{"security":{"auth":{"selectedType":"gemini-api-key"}}}`)
+	writeFile(filepath.Join(work, "alpha.txt"), "a\n")
+	writeFile(filepath.Join(work, "beta.go"), "package beta\n")
+	const task = "List the files in this folder."
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", bin, "-p", task, "--yolo")
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "HOME="+home, "GOOGLE_GEMINI_BASE_URL="+e.base, "GEMINI_API_KEY=gm-cli-client",
+		"GEMINI_CLI_TRUST_WORKSPACE=true", "NO_COLOR=1", "NODE_NO_WARNINGS=1")
+	cmd.Stdin = strings.NewReader("")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil || !strings.Contains(stdout.String(), "alpha.txt, beta.go") {
+		t.Fatalf("gemini -p: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	var turns []testkit.Captured
+	for _, r := range g.Requests() {
+		if strings.Contains(r.Path, ":streamGenerateContent") {
+			turns = append(turns, r)
+		}
+	}
+	if len(turns) != 2 {
+		t.Fatalf("%d streamed turns of %d calls, want 2", len(turns), len(g.Requests()))
+	}
+	for i, r := range turns {
+		if n := strings.Count(string(r.Body), jsonText(guidance(task))); n != 1 {
+			t.Errorf("turn %d: the context appears %d times", i, n)
+		}
+		if !strings.Contains(string(r.Body), jsonText(task+"\n\n"+guidance(task))) {
+			t.Errorf("turn %d: the context is not right after the task", i)
+		}
+	}
+	if n := e.cam.Calls(); n != 1 {
+		t.Errorf("%d CAM calls, want 1", n)
+	}
+	rows := exportedRows(t, e)
+	if len(rows) != 1 {
+		// Gemini CLI's model router (a generateContent before each turn) is a side
+		// call: augmented, it would be an episode of its own.
+		t.Fatalf("%d episodes exported, want 1", len(rows))
+	}
+	call, result := toolCallNamed(rows[0], "run_shell_command")
+	if !call.Exists() || gjson.Get(call.Get("function.arguments").String(), "command").String() != "ls" ||
+		!strings.Contains(result.Get("content").String(), "beta.go") {
+		t.Errorf("the shell call and its output are not in the export: %s", rows[0].Get("messages").Raw)
 	}
 }
