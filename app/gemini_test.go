@@ -36,18 +36,7 @@ func newGeminiEnv(t *testing.T, mutate func(*config.Config)) (*env, *testkit.Gem
 // onlyEpisode shuts the app down and reads the one episode it recorded.
 func onlyEpisode(t *testing.T, e *env) *replay.Episode {
 	t.Helper()
-	ctx := context.Background() // no deadline of its own: a hang meets go test's -timeout
-	if err := e.app.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	src, err := replay.OpenSource(ctx, e.cfg.Replay.Sinks[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf, err := replay.Read(ctx, src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	buf, _ := recordedBuffer(t, e)
 	if len(buf.Episodes) != 1 {
 		t.Fatalf("%d episodes recorded, want one", len(buf.Episodes))
 	}
