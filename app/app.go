@@ -232,16 +232,23 @@ func buildUpstreams(cfg *config.Config) (map[string]*proxy.Upstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("upstreams.anthropic.base_url: %w", err)
 	}
+	geminiBase, err := url.Parse(u.Gemini.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("upstreams.gemini.base_url: %w", err)
+	}
 	openaiWS, err := proxy.ParseWSMode(u.OpenAI.WebSocket)
 	if err != nil {
 		return nil, fmt.Errorf("upstreams.openai.websocket: %w", err)
 	}
-	var openaiAuth, anthropicAuth proxy.Auth
+	var openaiAuth, anthropicAuth, geminiAuth proxy.Auth
 	if u.OpenAI.APIKey != "" {
 		openaiAuth = proxy.KeyAuth(registry.OpenAI.Auth, u.OpenAI.APIKey)
 	}
 	if u.Anthropic.APIKey != "" {
 		anthropicAuth = proxy.KeyAuth(registry.Anthropic.Auth, u.Anthropic.APIKey)
+	}
+	if u.Gemini.APIKey != "" {
+		geminiAuth = proxy.KeyAuth(registry.Google.Auth, u.Gemini.APIKey)
 	}
 	bedrockBase := &url.URL{Scheme: "https", Host: "bedrock-runtime." + u.Bedrock.Region + ".amazonaws.com"}
 	if u.Bedrock.Endpoint != "" {
@@ -269,6 +276,8 @@ func buildUpstreams(cfg *config.Config) (map[string]*proxy.Upstream, error) {
 			Transport: proxy.NewTransport(u.Anthropic.FirstByteTimeout)},
 		"bedrock": {Name: "bedrock", Base: bedrockBase, Auth: sig, FirstByteTimeout: u.Bedrock.FirstByteTimeout, IdleTimeout: u.Bedrock.IdleTimeout,
 			Transport: proxy.NewTransport(u.Bedrock.FirstByteTimeout)},
+		"gemini": {Name: "gemini", Base: geminiBase, Auth: geminiAuth, FirstByteTimeout: u.Gemini.FirstByteTimeout, IdleTimeout: u.Gemini.IdleTimeout,
+			Transport: proxy.NewTransport(u.Gemini.FirstByteTimeout)},
 	}, nil
 }
 
@@ -395,7 +404,8 @@ func (a *App) Start() error {
 	}()
 	a.log.Info("camproxy serving", "listen", a.dataLn.Addr().String(), "admin", a.adminLn.Addr().String(),
 		"openai", a.cfg.Upstreams.OpenAI.BaseURL, "anthropic", a.cfg.Upstreams.Anthropic.BaseURL,
-		"bedrock", a.cfg.Upstreams.Bedrock.Region+" "+a.cfg.Upstreams.Bedrock.Endpoint, "experiment", a.cfg.Experiment.Name)
+		"bedrock", a.cfg.Upstreams.Bedrock.Region+" "+a.cfg.Upstreams.Bedrock.Endpoint, "gemini", a.cfg.Upstreams.Gemini.BaseURL,
+		"experiment", a.cfg.Experiment.Name)
 	return nil
 }
 

@@ -124,6 +124,7 @@ type Upstreams struct {
 	OpenAI    Upstream `yaml:"openai"`
 	Anthropic Upstream `yaml:"anthropic"`
 	Bedrock   Bedrock  `yaml:"bedrock"`
+	Gemini    Upstream `yaml:"gemini"` // Google's Gemini API (no websocket key)
 }
 
 // Upstream is one HTTP model provider.
@@ -329,6 +330,7 @@ func Default() *Config {
 			OpenAI:    defaultOpenAI(),
 			Anthropic: defaultUpstream("https://api.anthropic.com"),
 			Bedrock:   Bedrock{Region: "us-east-1", FirstByteTimeout: 10 * time.Minute, IdleTimeout: 5 * time.Minute},
+			Gemini:    defaultUpstream("https://generativelanguage.googleapis.com"),
 		},
 		Task:       Task{Rules: []TaskRule{{FirstUserMessage: true}}},
 		SideCalls:  SideCalls{Builtin: true, Rules: []SideCallRule{}},

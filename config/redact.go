@@ -17,6 +17,7 @@ func (c *Config) Redacted() *Config {
 	r := c.clone()
 	r.Upstreams.OpenAI.redact()
 	r.Upstreams.Anthropic.redact()
+	r.Upstreams.Gemini.redact()
 	r.Upstreams.Bedrock.Endpoint = redactURL(r.Upstreams.Bedrock.Endpoint)
 	for name, a := range r.Augmenters {
 		a.APIKey = maskSecret(a.APIKey)

@@ -147,6 +147,10 @@ func (u Upstreams) check(p *problems) {
 	if u.Anthropic.WebSocket != "" {
 		p.add("upstreams.anthropic.websocket", "the Anthropic API has no WebSocket mode: remove the key")
 	}
+	u.Gemini.check(p, "upstreams.gemini")
+	if u.Gemini.WebSocket != "" {
+		p.add("upstreams.gemini.websocket", "camproxy relays the Gemini API over HTTP only: remove the key")
+	}
 	checkPositive(p, "upstreams.bedrock.first_byte_timeout", u.Bedrock.FirstByteTimeout)
 	checkPositive(p, "upstreams.bedrock.idle_timeout", u.Bedrock.IdleTimeout)
 	if u.Bedrock.Endpoint != "" {

@@ -71,6 +71,10 @@ func BuiltinSideCalls() []SideCallRule {
 			Quote: regexp.MustCompile(`(?s)\nUser prompt:\n(.*\S)\s*$`)},
 		{Source: "builtin: codex compact", Reason: "compact",
 			Match: regexp.MustCompile(`^You are performing a CONTEXT CHECKPOINT COMPACTION\. Create a handoff summary`)},
+		// Gemini CLI asks a flash-lite model to score the request's complexity
+		// before each turn (its model router): the session's model does the turn.
+		{Source: "builtin: gemini-cli router", Reason: "router", Tools: ToolsNone,
+			Match: regexp.MustCompile(`^\s*You are a specialized Task Routing AI\. Your sole function is to analyze the user's request and assign a \*\*Complexity Score\*\*`)},
 		// A one-token call is a probe (Claude Code's quota check and model
 		// validation send max_tokens 1, no tools): it cannot be a turn of a task.
 		{Source: "builtin: probe", Reason: "probe", Tools: ToolsNone, MaxTokens: 1},

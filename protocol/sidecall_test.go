@@ -34,6 +34,7 @@ func TestSideCallsCaptured(t *testing.T) {
 		{"claude-code/side-compact.json", "compact", ""},
 		{"codex/side-title.json", "title", prompt},
 		{"codex/side-compact.json", "compact", ""},
+		{"gemini-cli/side-router.json", "router", ""},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			body, err := os.ReadFile(filepath.Join("testdata/harness", c.file))

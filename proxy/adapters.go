@@ -18,6 +18,7 @@ type fcCall struct{ fc *fasthttp.RequestCtx }
 func (c fcCall) Path() []byte              { return c.fc.Path() }
 func (c fcCall) RawPath() []byte           { return c.fc.URI().PathOriginal() }
 func (c fcCall) Header(name string) []byte { return c.fc.Request.Header.Peek(name) }
+func (c fcCall) Query(name string) []byte  { return c.fc.QueryArgs().Peek(name) }
 
 // route is a registry protocol bound to its configured upstream.
 type route struct {

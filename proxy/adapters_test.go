@@ -66,3 +66,56 @@ func TestKeyAuth(t *testing.T) {
 		t.Error("SigV4 has no key auth")
 	}
 }
+
+// TestGeminiKeyPlaced: Gemini's configured key replaces the client's where the
+// client sent it — ?key= in place, every other byte of the query kept, and no
+// header added; x-goog-api-key in the header — a call with neither gets the header,
+// and a Vertex call with only a bearer token goes through untouched. Both request
+// builders (net/http's Apply, fasthttp's applyHeaders) agree.
+func TestGeminiKeyPlaced(t *testing.T) {
+	auth := KeyAuth(registry.Google.Auth, "conf key")
+	for _, tc := range []struct {
+		name, uri, header, authz string
+		wantURI, wantHeader      string
+		wantAuthz                string
+	}{
+		{"query", "/v1beta/models/m:streamGenerateContent?alt=sse&key=client", "", "",
+			"/v1beta/models/m:streamGenerateContent?alt=sse&key=conf+key", "", ""},
+		{"header", "/v1beta/models/m:generateContent", "client", "",
+			"/v1beta/models/m:generateContent", "conf key", ""},
+		{"neither", "/v1beta/models?pageSize=5", "", "",
+			"/v1beta/models?pageSize=5", "conf key", ""},
+		{"vertex bearer", "/v1/projects/p/locations/l/publishers/google/models/m:generateContent", "", "Bearer ya29.token",
+			"/v1/projects/p/locations/l/publishers/google/models/m:generateContent", "", "Bearer ya29.token"},
+		{"bearer and key", "/v1beta/models/m:generateContent", "client", "Bearer x",
+			"/v1beta/models/m:generateContent", "conf key", "Bearer x"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, "http://up.test"+tc.uri, nil)
+		var h fasthttp.RequestHeader
+		h.SetRequestURI(tc.uri)
+		if tc.header != "" {
+			req.Header.Set("X-Goog-Api-Key", tc.header)
+			h.Set("X-Goog-Api-Key", tc.header)
+		}
+		if tc.authz != "" {
+			req.Header.Set("Authorization", tc.authz)
+			h.Set("Authorization", tc.authz)
+		}
+		if err := auth.Apply(context.Background(), req, nil); err != nil {
+			t.Fatal(err)
+		}
+		auth.(headerAuth).applyHeaders(&h)
+		if got := req.URL.RequestURI(); got != tc.wantURI {
+			t.Errorf("%s: net/http sends %s, want %s", tc.name, got, tc.wantURI)
+		}
+		if got := string(h.RequestURI()); got != tc.wantURI {
+			t.Errorf("%s: fasthttp sends %s, want %s", tc.name, got, tc.wantURI)
+		}
+		if got, fast := req.Header.Get("X-Goog-Api-Key"), string(h.Peek("X-Goog-Api-Key")); got != tc.wantHeader || fast != tc.wantHeader {
+			t.Errorf("%s: x-goog-api-key %q (fasthttp %q), want %q", tc.name, got, fast, tc.wantHeader)
+		}
+		if got, fast := req.Header.Get("Authorization"), string(h.Peek("Authorization")); got != tc.wantAuthz || fast != tc.wantAuthz {
+			t.Errorf("%s: Authorization %q (fasthttp %q), want %q", tc.name, got, fast, tc.wantAuthz)
+		}
+	}
+}

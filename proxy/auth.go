@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -34,6 +35,9 @@ type headerAuth interface {
 func KeyAuth(a registry.Auth, key string) Auth {
 	switch a.Kind {
 	case registry.AuthHeader:
+		if a.Query != "" || a.PassBearer {
+			return PlacedKey{Header: a.Name, Query: a.Query, Key: key, PassBearer: a.PassBearer}
+		}
 		return HeaderKey{Name: a.Name, Value: a.Prefix + key, Drop: a.Drop}
 	case registry.AuthQuery:
 		return QueryKey{Name: a.Name, Key: key}
@@ -71,6 +75,68 @@ func (k QueryKey) Apply(_ context.Context, req *http.Request, _ []byte) error {
 	q.Set(k.Name, k.Key)
 	req.URL.RawQuery = q.Encode()
 	return nil
+}
+
+// PlacedKey replaces the client's key where the client put it (Gemini's
+// x-goog-api-key header or ?key= query parameter), so that the upstream reads it
+// where the client's own SDK sends it; a call with neither gets the header. With
+// PassBearer, a call that carries Authorization: Bearer and no key (Vertex AI's
+// OAuth token) goes through untouched.
+type PlacedKey struct {
+	Header, Query, Key string
+	PassBearer         bool
+}
+
+func (k PlacedKey) Apply(_ context.Context, req *http.Request, _ []byte) error {
+	q, inQuery := replaceQueryKey(req.URL.RawQuery, k.Query, k.Key)
+	switch {
+	case inQuery:
+		req.URL.RawQuery = q
+	case k.passed(req.Header.Get("Authorization"), req.Header.Get(k.Header)):
+	default:
+		req.Header.Set(k.Header, k.Key)
+	}
+	return nil
+}
+
+func (k PlacedKey) applyHeaders(h *fasthttp.RequestHeader) {
+	uri := h.RequestURI()
+	path, query, _ := strings.Cut(string(uri), "?")
+	q, inQuery := replaceQueryKey(query, k.Query, k.Key)
+	switch {
+	case inQuery:
+		h.SetRequestURI(path + "?" + q)
+	case k.passed(string(h.Peek("Authorization")), string(h.Peek(k.Header))):
+	default:
+		h.Set(k.Header, k.Key)
+	}
+}
+
+// passed says whether a call goes through with the client's own credential.
+func (k PlacedKey) passed(authz, key string) bool {
+	return k.PassBearer && key == "" && strings.HasPrefix(authz, "Bearer ")
+}
+
+// replaceQueryKey sets the value of every name= parameter of a raw query to key,
+// each other byte as the client sent it (url.Values would reorder and re-escape the
+// query). It reports whether the query had one.
+func replaceQueryKey(raw, name, key string) (string, bool) {
+	if name == "" || raw == "" {
+		return raw, false
+	}
+	params := strings.Split(raw, "&")
+	found := false
+	for i, param := range params {
+		pk, _, _ := strings.Cut(param, "=")
+		if pk == name {
+			params[i] = name + "=" + url.QueryEscape(key)
+			found = true
+		}
+	}
+	if !found {
+		return raw, false
+	}
+	return strings.Join(params, "&"), true
 }
 
 // SigV4 re-signs Bedrock calls: the agent's signature cannot survive a changed body,

@@ -59,7 +59,7 @@ func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, ide
 		return s.failCall(fc, up, p, t, call, &Error{Status: http.StatusBadGateway, Type: "upstream_error",
 			Msg: "upstream " + up.Base.Host + " answered 101 Switching Protocols to a call that asked for no protocol switch"}, "")
 	}
-	if bodiless(fc.Request.Header.IsHead(), h.StatusCode()) || !p.Streamed(h.ContentType()) {
+	if bodiless(fc.Request.Header.IsHead(), h.StatusCode()) || !p.Streamed(fcCall{fc}, h.ContentType()) {
 		return s.deliver(fc, up, p, t, call, ex, ttfb, stop)
 	}
 	return s.stream(fc, up, p, t, call, ex, ttfb, stop)
@@ -424,7 +424,11 @@ func (r *relay) errorEvent() []byte {
 		status = http.StatusGatewayTimeout
 	}
 	e := &Error{Status: status, Type: "upstream_error", Msg: "upstream " + r.up.Base.Host + " broke the stream", Err: r.err}
-	ev := append([]byte("event: error\ndata: "), errorBody(r.event, e)...)
+	ev := []byte("event: error\ndata: ")
+	if r.event.BareEvent {
+		ev = []byte("data: ")
+	}
+	ev = append(ev, errorBody(r.event, e)...)
 	return append(ev, "\n\n"...)
 }
 

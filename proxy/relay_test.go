@@ -60,6 +60,7 @@ type relayEnv struct {
 	tee     *recTee
 	upGone  chan struct{} // closed when the proxy closed the upstream connection
 	clients []net.Conn
+	path    string // the agent's request path; "" = /v1/chat/completions
 }
 
 // script plays the upstream after reading the request: it writes raw bytes to conn.
@@ -141,7 +142,11 @@ func (e *relayEnv) call(t *testing.T) (*http.Response, *bufio.Reader) {
 	}
 	e.clients = append(e.clients, conn)
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second)) // a hang guard
-	if _, err := io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: camproxy.test\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"); err != nil {
+	path := e.path
+	if path == "" {
+		path = "/v1/chat/completions"
+	}
+	if _, err := io.WriteString(conn, "POST "+path+" HTTP/1.1\r\nHost: camproxy.test\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
@@ -222,6 +227,62 @@ func TestRelayEventByEvent(t *testing.T) {
 	}
 }
 
+// TestRelayGeminiArray: streamGenerateContent without alt=sse answers a JSON array
+// as application/json, element by element: each element reaches the agent before
+// the upstream writes the next (a relay that buffered the JSON answer whole would
+// hang here). generateContent's application/json is one object: buffered, with its
+// length.
+func TestRelayGeminiArray(t *testing.T) {
+	const head = "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=UTF-8\r\nTransfer-Encoding: chunked\r\n\r\n"
+	elems := []string{"[{\"n\":0}", ",\r\n{\"n\":1}", ",\r\n{\"n\":2}", "]"}
+	for _, client := range clients {
+		t.Run(client, func(t *testing.T) {
+			read := make(chan struct{})
+			e := newRelayEnv(t, client, time.Minute, registry.Gemini, func(conn net.Conn) {
+				_, _ = io.WriteString(conn, head)
+				for _, el := range elems {
+					_, _ = io.WriteString(conn, chunk(el))
+					select {
+					case <-read:
+					case <-time.After(10 * time.Second):
+						return
+					}
+				}
+				_, _ = io.WriteString(conn, "0\r\n\r\n")
+			})
+			e.path = "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
+			resp, br := e.call(t)
+			if resp.StatusCode != 200 || resp.ContentLength != -1 {
+				t.Fatalf("%d length %d; want a stream", resp.StatusCode, resp.ContentLength)
+			}
+			for _, el := range elems {
+				buf := make([]byte, len(el))
+				if _, err := io.ReadFull(br, buf); err != nil || string(buf) != el {
+					t.Fatalf("element %q: %q %v", el, buf, err)
+				}
+				read <- struct{}{}
+			}
+			if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
+				t.Fatalf("end: %q %v; want a clean end", rest, err)
+			}
+			if got := e.tee.body.String(); got != strings.Join(elems, "") {
+				t.Fatalf("tee saw %q", got)
+			}
+		})
+		t.Run(client+"/generateContent", func(t *testing.T) {
+			const obj = `{"candidates":[]}`
+			e := newRelayEnv(t, client, time.Minute, registry.Gemini, func(conn net.Conn) {
+				_, _ = io.WriteString(conn, head+chunk(obj)+"0\r\n\r\n")
+			})
+			e.path = "/v1beta/models/gemini-2.5-flash:generateContent"
+			resp, br := e.call(t)
+			if body, err := io.ReadAll(br); err != nil || string(body) != obj || resp.ContentLength != int64(len(obj)) {
+				t.Fatalf("%q %v length %d; want the object buffered, with its length", body, err, resp.ContentLength)
+			}
+		})
+	}
+}
+
 // TestRelayBrokenStream: a stream that breaks after it began — stalled past the idle
 // timeout, cut short in either framing, cancelled by shutdown — reaches the agent as
 // a broken connection, never a clean end; at an event boundary an error event that
@@ -251,6 +312,10 @@ func TestRelayBrokenStream(t *testing.T) {
 			_, _ = io.WriteString(c, sseHead+chunk(event(0))+chunk(`data: {"n":`))
 			_ = c.Close()
 		}, false, "", "unexpected EOF"},
+		{"gemini: a bare data event", registry.Gemini, func(c net.Conn) {
+			_, _ = io.WriteString(c, sseHead+chunk(event(0)))
+			_ = c.Close()
+		}, false, "unexpected EOF", "unexpected EOF"},
 		{"shutdown", registry.Chat, func(c net.Conn) {
 			_, _ = io.WriteString(c, sseHead+chunk(event(0)))
 			waitClosed(c)
@@ -282,13 +347,20 @@ func TestRelayBrokenStream(t *testing.T) {
 				case tt.event == "" && len(rest) > 0 && !strings.HasPrefix(ev, `data: {"n":`):
 					t.Fatalf("after an event cut mid-way: %q; nothing may be added to it", ev)
 				case tt.event != "":
-					data, ok := strings.CutPrefix(ev, "event: error\ndata: ")
+					prefix := "event: error\ndata: "
+					if tt.st == registry.Gemini {
+						prefix = "data: " // what @google/genai reads; it skips event: lines
+					}
+					data, ok := strings.CutPrefix(ev, prefix)
 					msg := gjson.Get(data, "error.message").String()
 					if !ok || !strings.HasSuffix(data, "\n\n") || !strings.Contains(msg, tt.event) {
 						t.Fatalf("error event %q; want one naming %q", ev, tt.event)
 					}
 					if tt.st == registry.Messages && gjson.Get(data, "type").String() != "error" {
 						t.Fatalf("not Anthropic's error event: %q", ev)
+					}
+					if tt.st == registry.Gemini && (gjson.Get(data, "error.code").Int() != 502 || gjson.Get(data, "error.status").String() != "INTERNAL") {
+						t.Fatalf("not Google's error object: %q", ev)
 					}
 				}
 				if err := e.tee.wait(t); err == nil || !strings.Contains(err.Error(), tt.recorded) {

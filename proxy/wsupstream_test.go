@@ -91,7 +91,7 @@ func wholeTurn(t *testing.T, ws wsTurner, up *Upstream, body string) ([]byte, *r
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := x.head(); h.StatusCode() != 200 || !registry.Responses.Streamed(h.ContentType()) {
+	if h := x.head(); h.StatusCode() != 200 || !registry.Responses.Streamed(registry.PathCall("/v1/responses"), h.ContentType()) {
 		t.Fatalf("head %d %q", h.StatusCode(), h.ContentType())
 	}
 	got, dec, err := readSocketTurn(x, call, up.IdleTimeout)

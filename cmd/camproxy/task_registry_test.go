@@ -16,6 +16,9 @@ var harnessPaths = map[string]string{
 	"codex": "/v1/responses", "claude-code": "/v1/messages",
 	"ai-sdk": "/v1/chat/completions", "strands": "/v1/chat/completions", "openai-agents": "/v1/responses",
 	"langgraph": "/v1/chat/completions", "langchain": "/v1/chat/completions",
+	// Gemini CLI streams its turns (its router side call is a generateContent, which
+	// the proxy parses alike: the model and framing are the path's).
+	"gemini-cli": "/v1beta/models/gemini-3.8-flash:streamGenerateContent?alt=sse",
 }
 
 // TestTaskExplainAgreesWithProxy: for every captured request of a real harness,

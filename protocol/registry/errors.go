@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/tidwall/sjson"
+
+	"github.com/camproxy/camproxy/protocol/gemini"
 )
 
 // Errors is an error shape: the body a protocol's SDKs surface with its message.
@@ -19,6 +21,9 @@ type Errors struct {
 	// "event: error" whose data is Body: where the protocol defines one and its SDKs
 	// raise it with its message.
 	Event bool
+	// BareEvent: the error event is its data line alone, with no "event: error"
+	// line (a reader that takes only data: events would skip it).
+	BareEvent bool
 }
 
 // OpenAIErrors: {"error":{"message","type","param","code"}}. openai-go, -python and
@@ -71,3 +76,13 @@ func anthropicType(status int) string {
 	}
 	return "api_error"
 }
+
+// GoogleErrors: {"error":{"code","message","status"}}, as Google's APIs write it
+// and @google/genai raises it (ApiError with the message and status). A broken
+// alt=sse stream ends with a bare "data: {"error":…}" event, as the API itself ends
+// one: @google/genai (2.32) takes only events that start with "data:" (one led by
+// "event: error" would be skipped, the cut answer read as whole) and throws on a
+// chunk that is an error object. The JSON-array stream gets none: an element
+// appended to a cut array would not parse either way.
+var GoogleErrors = &Errors{Name: "google", Event: true, BareEvent: true,
+	Body: func(status int, _, msg string) []byte { return gemini.ErrorBody(status, msg) }}

@@ -34,6 +34,13 @@ type Auth struct {
 	// Drop are the client's other credential headers, removed when the key is set
 	// (an OpenAI-compatible gateway may read Api-Key before Authorization).
 	Drop []string
+	// Query (AuthHeader) is a query parameter clients may send the key in instead:
+	// a call that did gets the configured key there, and no header.
+	Query string
+	// PassBearer: a call that carries Authorization: Bearer and no key where this
+	// provider reads one is passed through as it is (Vertex AI's OAuth tokens, which
+	// a configured API key cannot stand for).
+	PassBearer bool
 }
 
 // OpenAI is the OpenAI API, or any OpenAI-compatible server.
@@ -47,5 +54,11 @@ var Anthropic = &Provider{Name: "anthropic", GenAI: "anthropic", BaseURL: "https
 // AWSBedrock is Bedrock's runtime API: its base is the region's endpoint.
 var AWSBedrock = &Provider{Name: "bedrock", GenAI: "aws.bedrock", Auth: Auth{Kind: AuthSigV4}}
 
+// Google is the Gemini API. Its clients send an API key in x-goog-api-key or in
+// ?key=; a configured key replaces it where the client put it. Vertex AI's OAuth
+// bearer tokens are no API key: they go through untouched.
+var Google = &Provider{Name: "gemini", GenAI: "gcp.gemini", BaseURL: "https://generativelanguage.googleapis.com",
+	Auth: Auth{Kind: AuthHeader, Name: "X-Goog-Api-Key", Query: "key", PassBearer: true}}
+
 // Providers are the upstreams, in All's order of first use.
-var Providers = []*Provider{OpenAI, Anthropic, AWSBedrock}
+var Providers = []*Provider{OpenAI, Anthropic, AWSBedrock, Google}

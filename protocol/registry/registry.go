@@ -13,6 +13,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -25,6 +27,7 @@ type Call interface {
 	Path() []byte              // decoded and normalised
 	RawPath() []byte           // as sent (Bedrock model ids arrive percent-encoded)
 	Header(name string) []byte // nil when absent
+	Query(name string) []byte  // a query parameter's decoded value; nil when absent
 }
 
 // ErrPass marks a call camproxy forwards untouched because it cannot read its body
@@ -60,18 +63,25 @@ type Protocol struct {
 	// Errors is the error shape its SDKs read.
 	Errors *Errors
 	// Streams are the content types (prefixes) relayed chunk by chunk besides the
-	// ones every protocol streams (StreamTypes).
-	Streams []string
+	// ones every protocol streams (StreamTypes); StreamsOn, when set, limits them to
+	// the calls it accepts (Gemini's JSON-array stream is application/json, which
+	// its other methods answer whole).
+	Streams   []string
+	StreamsOn func(Call) bool
 }
 
 // StreamTypes are the answers every route relays chunk by chunk rather than buffers:
 // SSE, and AWS event streams (what any route's upstream may answer when it streams).
 var StreamTypes = []string{"text/event-stream", "application/vnd.amazon.eventstream"}
 
-// Streamed says whether an answer of content type ct on p's route is relayed chunk
-// by chunk.
-func (p *Protocol) Streamed(ct []byte) bool {
-	for _, types := range [2][]string{StreamTypes, p.Streams} {
+// Streamed says whether the answer of content type ct to call c on p's route is
+// relayed chunk by chunk.
+func (p *Protocol) Streamed(c Call, ct []byte) bool {
+	extra := p.Streams
+	if p.StreamsOn != nil && !p.StreamsOn(c) {
+		extra = nil
+	}
+	for _, types := range [2][]string{StreamTypes, extra} {
 		for _, t := range types {
 			if bytes.HasPrefix(ct, []byte(t)) {
 				return true
@@ -83,7 +93,7 @@ func (p *Protocol) Streamed(ct []byte) bool {
 
 // All are the protocols in lookup order: a call is the first one's that augments it,
 // else the first's that owns it; the last (Fallback) owns every call the others do not.
-var All = []*Protocol{Responses, Bedrock, Messages, Chat}
+var All = []*Protocol{Responses, Bedrock, Messages, Gemini, Chat}
 
 // Fallback owns the calls no other protocol does: the OpenAI-compatible upstream
 // receives them untouched.
@@ -159,12 +169,23 @@ func Detect(body []byte) (*Protocol, error) {
 	return found, nil
 }
 
-// PathCall is a Call of a path alone, no headers (task explain, tests).
+// PathCall is a Call of a path and its query alone, no headers (task explain, tests).
 type PathCall string
 
-func (p PathCall) Path() []byte       { return []byte(p) }
-func (p PathCall) RawPath() []byte    { return []byte(p) }
+func (p PathCall) Path() []byte {
+	path, _, _ := strings.Cut(string(p), "?")
+	return []byte(path)
+}
+func (p PathCall) RawPath() []byte    { return p.Path() }
 func (PathCall) Header(string) []byte { return nil }
+func (p PathCall) Query(name string) []byte {
+	_, query, _ := strings.Cut(string(p), "?")
+	q, err := url.ParseQuery(query)
+	if err != nil || !q.Has(name) {
+		return nil
+	}
+	return []byte(q.Get(name))
+}
 
 // pathIs augments exactly one decoded path.
 func pathIs(p string) func(Call) bool {

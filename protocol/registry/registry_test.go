@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/gemini"
 	"github.com/camproxy/camproxy/protocol/registry"
 )
 
@@ -69,6 +70,15 @@ func TestMatchOwnsAndPasses(t *testing.T) {
 		{"/model/amazon.nova-pro-v1%3A0/converse-stream", registry.Bedrock, true},
 		{"/v1/embeddings", registry.Chat, false},
 		{"/v1/responses", registry.Responses, true},
+		{"/v1beta/models/gemini-2.5-pro:generateContent", registry.Gemini, true},
+		{"/v1beta/models/gemini-2.5-pro:streamGenerateContent", registry.Gemini, true},
+		{"/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-pro:streamGenerateContent", registry.Gemini, true},
+		{"/v1beta/models/gemini-2.5-pro:countTokens", registry.Gemini, false},
+		{"/v1beta/models", registry.Gemini, false},
+		{"/v1beta/models/gemini-2.5-pro", registry.Gemini, false},
+		{"/v1beta/files", registry.Gemini, false},
+		{"/v1/projects/p/locations/l/publishers/google/models/gemini-2.5-pro:countTokens", registry.Gemini, false},
+		{"/v1/models", registry.Chat, false},
 	} {
 		i, aug := registry.Match(registry.All, registry.PathCall(tc.path))
 		if registry.All[i] != tc.want || aug != tc.augmented {
@@ -96,6 +106,8 @@ func TestDetect(t *testing.T) {
 		{`{"messages":[{"role":"user","content":[{"toolResult":{}}]}]}`, "bedrock"},
 		{`{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`, "openai"},
 		{`{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{}}]}]}`, "anthropic"},
+		{`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, "gemini"},
+		{`{"systemInstruction":{"parts":[{"text":"s"}]},"contents":[]}`, "gemini"},
 	} {
 		p, err := registry.Detect([]byte(tc.body))
 		if err != nil || p.Explain != tc.want {
@@ -121,4 +133,56 @@ func FuzzDetect(f *testing.F) {
 			t.Fatalf("Detect(%q) = %v, not in All", b, p)
 		}
 	})
+}
+
+// TestStreamedGemini: Gemini's JSON-array stream (application/json) is relayed as
+// it comes on streamGenerateContent only; generateContent's JSON is one object,
+// buffered, and no other protocol streams application/json.
+func TestStreamedGemini(t *testing.T) {
+	for _, tc := range []struct {
+		p    *registry.Protocol
+		path string
+		ct   string
+		want bool
+	}{
+		{registry.Gemini, "/v1beta/models/m:streamGenerateContent", "application/json; charset=UTF-8", true},
+		{registry.Gemini, "/v1beta/models/m:streamGenerateContent?alt=sse", "text/event-stream", true},
+		{registry.Gemini, "/v1/projects/p/locations/l/publishers/google/models/m:streamGenerateContent", "application/json", true},
+		{registry.Gemini, "/v1beta/models/m:generateContent", "application/json; charset=UTF-8", false},
+		{registry.Gemini, "/v1beta/models/m:countTokens", "application/json", false},
+		{registry.Chat, "/v1/chat/completions", "application/json", false},
+		{registry.Chat, "/v1/chat/completions", "text/event-stream", true},
+	} {
+		if got := tc.p.Streamed(registry.PathCall(tc.path), []byte(tc.ct)); got != tc.want {
+			t.Errorf("%s %s %s: streamed %v, want %v", tc.p.Explain, tc.path, tc.ct, got, tc.want)
+		}
+	}
+}
+
+// TestGeminiParseFromPath: the model and the framing are the path's and its alt's.
+func TestGeminiParseFromPath(t *testing.T) {
+	body := []byte(`{"contents":[{"role":"user","parts":[{"text":"fix the build"}]}]}`)
+	for _, tc := range []struct {
+		path    string
+		model   string
+		stream  bool
+		framing gemini.Framing
+	}{
+		{"/v1beta/models/gemini-2.5-pro:generateContent", "gemini-2.5-pro", false, gemini.FrameJSON},
+		{"/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", "gemini-2.5-flash", true, gemini.FrameSSE},
+		{"/v1beta/models/gemini-2.5-flash:streamGenerateContent", "gemini-2.5-flash", true, gemini.FrameArray},
+		{"/v1/projects/p/locations/l/publishers/google/models/gemini-2.0:generateContent", "gemini-2.0", false, gemini.FrameJSON},
+	} {
+		req, err := registry.Gemini.Parse(registry.PathCall(tc.path), body, protocol.DefaultTaskRules())
+		if err != nil {
+			t.Fatalf("%s: %v", tc.path, err)
+		}
+		v := req.Parsed()
+		if v.Model != tc.model || v.Stream != tc.stream || v.Task != "fix the build" || req.(*gemini.Request).Framing() != tc.framing {
+			t.Errorf("%s: model %q stream %v task %q framing %v", tc.path, v.Model, v.Stream, v.Task, req.(*gemini.Request).Framing())
+		}
+	}
+	if _, err := registry.Gemini.Parse(registry.PathCall("/v1beta/models"), body, nil); err == nil {
+		t.Error("a path with no model method parsed")
+	}
 }

@@ -1,0 +1,235 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/internal/testkit"
+	"github.com/camproxy/camproxy/replay"
+)
+
+// newGeminiEnv is an env whose gemini upstream is a fake Gemini API.
+func newGeminiEnv(t *testing.T, mutate func(*config.Config)) (*env, *testkit.Gemini) {
+	t.Helper()
+	g := testkit.NewGemini()
+	t.Cleanup(g.Close)
+	e := newEnv(t, func(c *config.Config) {
+		c.Upstreams.Gemini.BaseURL = g.URL
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+	return e, g
+}
+
+// onlyEpisode shuts the app down and reads the one episode it recorded.
+func onlyEpisode(t *testing.T, e *env) *replay.Episode {
+	t.Helper()
+	buf, _ := recordedBuffer(t, e)
+	if len(buf.Episodes) != 1 {
+		t.Fatalf("%d episodes recorded, want one", len(buf.Episodes))
+	}
+	return buf.Episodes[0]
+}
+
+// TestNodeGenAI: Google's @google/genai, configured by GOOGLE_GEMINI_BASE_URL and
+// GEMINI_API_KEY alone, calls a function (generateContent) then streams the answer
+// to its response (generateContentStream, alt=sse) through camproxy: both calls go
+// to the gemini upstream augmented (the context right after the task), one CAM
+// call, one episode with the function call and its response; the client's key goes
+// through, or upstreams.gemini.api_key replaces it (the fake accepts only the one
+// it expects).
+func TestNodeGenAI(t *testing.T) {
+	for _, tc := range []struct{ name, configured, want string }{
+		{"client key", "", "gm-client"},
+		{"configured key", "gm-camproxy", "gm-camproxy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, g := newGeminiEnv(t, func(c *config.Config) { c.Upstreams.Gemini.APIKey = tc.configured })
+			g.Configure(func(g *testkit.Gemini) { g.APIKey = tc.want })
+			const task = "Is flight UA 100 on time?"
+			out := gjson.ParseBytes(nodeScript(t, "genai.mjs", "GOOGLE_GEMINI_BASE_URL="+e.base, "GEMINI_API_KEY=gm-client", "CAMPROXY_TASK="+task))
+			if out.Get("error").String() != "" || out.Get("calls.#").Int() != 1 || out.Get("calls.0.name").String() != "lookup_flight" ||
+				!strings.HasPrefix(out.Get("text").String(), "Done after 3 contents") {
+				t.Fatalf("@google/genai through camproxy: %s", out.Raw)
+			}
+			reqs := g.Requests()
+			if len(reqs) != 2 || !strings.HasSuffix(reqs[0].Path, ":generateContent") || !strings.HasSuffix(reqs[1].Path, ":streamGenerateContent?alt=sse") {
+				t.Fatalf("upstream calls: %d %v", len(reqs), reqs)
+			}
+			var first string
+			for i, r := range reqs {
+				if got := r.Header.Get("X-Goog-Api-Key"); got != tc.want {
+					t.Errorf("call %d: x-goog-api-key %q, want %q", i, got, tc.want)
+				}
+				text := gjson.GetBytes(r.Body, "contents.0.parts.0.text").String()
+				if !strings.HasPrefix(text, task+"\n\nGuidance for: "+task) {
+					t.Errorf("call %d: the task's text %q has no context after the task", i, text)
+				}
+				if i == 0 {
+					first = text
+				} else if text != first {
+					t.Errorf("the context changed between turns: %q then %q", first, text)
+				}
+			}
+			if n := e.cam.Calls(); n != 1 {
+				t.Errorf("%d CAM calls, want 1", n)
+			}
+			ep := onlyEpisode(t, e)
+			if ep.Protocol != "gemini" || ep.Task != task || ep.Steps != 2 {
+				t.Fatalf("episode: protocol %q task %q steps %d", ep.Protocol, ep.Task, ep.Steps)
+			}
+			var called, answered bool
+			for _, m := range ep.Messages {
+				for _, c := range m.ToolCalls {
+					called = called || c.Name == "lookup_flight" && gjson.Get(c.Arguments, "query").Exists()
+				}
+				answered = answered || m.Role == "tool" && strings.Contains(m.Content, "on time")
+			}
+			if !called || !answered {
+				t.Fatalf("episode messages lack the function call (%v) or its response (%v): %+v", called, answered, ep.Messages)
+			}
+		})
+	}
+}
+
+// TestGeminiArrayStream: streamGenerateContent without alt=sse (a JSON array, as
+// curl and the REST docs call it) through camproxy: the client gets the upstream's
+// array byte for byte, the call is augmented and its answer recorded; with ?key= the
+// configured key replaces the client's in the query, not in a header.
+func TestGeminiArrayStream(t *testing.T) {
+	e, g := newGeminiEnv(t, func(c *config.Config) { c.Upstreams.Gemini.APIKey = "gm-camproxy" })
+	g.Configure(func(g *testkit.Gemini) { g.APIKey = "gm-camproxy" })
+	const task = "Summarise the incident report."
+	body := `{"contents":[{"role":"user","parts":[{"text":"` + task + `"}]}]}`
+	resp, err := http.Post(e.base+"/v1beta/models/gemini-2.5-flash:streamGenerateContent?key=gm-client", "application/json", bytes.NewReader([]byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !gjson.ValidBytes(got) || !gjson.ParseBytes(got).IsArray() || resp.ContentLength != -1 {
+		t.Fatalf("%d (length %d): %s", resp.StatusCode, resp.ContentLength, got)
+	}
+	r := g.Last()
+	if !strings.HasSuffix(r.Path, ":streamGenerateContent?key=gm-camproxy") || r.Header.Get("X-Goog-Api-Key") != "" {
+		t.Fatalf("upstream call %s, x-goog-api-key %q", r.Path, r.Header.Get("X-Goog-Api-Key"))
+	}
+	if !strings.Contains(gjson.GetBytes(r.Body, "contents.0.parts.0.text").String(), "Guidance for: "+task) {
+		t.Fatalf("not augmented: %s", r.Body)
+	}
+	// The fake's first answer is a function call: the recorded answer is the one the
+	// client read out of the array.
+	var calls []string
+	gjson.ParseBytes(got).ForEach(func(_, el gjson.Result) bool {
+		el.Get("candidates.0.content.parts.#.functionCall").ForEach(func(_, fc gjson.Result) bool {
+			calls = append(calls, fc.Get("name").String()+fc.Get("args|@ugly").Raw)
+			return true
+		})
+		return true
+	})
+	ep := onlyEpisode(t, e)
+	last := ep.Messages[len(ep.Messages)-1]
+	if ep.Protocol != "gemini" || last.Role != "assistant" || len(calls) != 1 || len(last.ToolCalls) != 1 ||
+		last.ToolCalls[0].Name+last.ToolCalls[0].Arguments != calls[0] {
+		t.Fatalf("episode %q: last message %+v; the client read the calls %q", ep.Protocol, last, calls)
+	}
+}
+
+// geminiCLIScript answers Gemini CLI as the captures' run did: the routing side call
+// (a JSON answer to its schema), a run_shell_command `ls` on the turn's first call,
+// then text that quotes the shell's output once its functionResponse is in.
+func geminiCLIScript(body gjson.Result) testkit.Reply {
+	if body.Get("generationConfig.responseMimeType").String() == "application/json" {
+		return testkit.Reply{Content: `{"complexity_reasoning":"one shell command","complexity_score":5}`}
+	}
+	contents := body.Get("contents").Array()
+	for _, p := range contents[len(contents)-1].Get("parts").Array() {
+		if r := p.Get("functionResponse"); r.Exists() {
+			return testkit.Reply{Content: "The folder holds: " + strings.Join(strings.Fields(r.Get("response.output").String()), ", ")}
+		}
+	}
+	return testkit.Reply{ToolCalls: []testkit.ToolCall{{Name: "run_shell_command", Arguments: `{"command":"ls","description":"List the files."}`}}}
+}
+
+// TestGeminiCLI: Gemini CLI 0.61.0 headless (`gemini -p … --yolo`) through camproxy,
+// configured only by GOOGLE_GEMINI_BASE_URL and GEMINI_API_KEY (and the API-key auth
+// type in its settings, which headless mode needs with a custom base URL): a shell
+// tool round trip. Its router call is a side call; its turns go to the gemini upstream with the context right after
+// the task and the same in each, one CAM call, one episode whose export holds the
+// run_shell_command call and the shell's output.
+func TestGeminiCLI(t *testing.T) {
+	bin := nodeModule(t, "@google/gemini-cli/bundle/gemini.js")
+	e, g := newGeminiEnv(t, nil)
+	g.Configure(func(g *testkit.Gemini) { g.APIKey, g.ReplyFn = "gm-cli-client", geminiCLIScript })
+	root := t.TempDir()
+	home, work := filepath.Join(root, "home"), filepath.Join(root, "work")
+	for _, d := range []string{filepath.Join(home, ".gemini"), work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile := func(path, s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(filepath.Join(home, ".gemini", "settings.json"), `{"security":{"auth":{"selectedType":"gemini-api-key"}}}`)
+	writeFile(filepath.Join(work, "alpha.txt"), "a\n")
+	writeFile(filepath.Join(work, "beta.go"), "package beta\n")
+	const task = "List the files in this folder."
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", bin, "-p", task, "--yolo")
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "HOME="+home, "GOOGLE_GEMINI_BASE_URL="+e.base, "GEMINI_API_KEY=gm-cli-client",
+		"GEMINI_CLI_TRUST_WORKSPACE=true", "NO_COLOR=1", "NODE_NO_WARNINGS=1")
+	cmd.Stdin = strings.NewReader("")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil || !strings.Contains(stdout.String(), "alpha.txt, beta.go") {
+		t.Fatalf("gemini -p: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	var turns []testkit.Captured
+	for _, r := range g.Requests() {
+		if strings.Contains(r.Path, ":streamGenerateContent") {
+			turns = append(turns, r)
+		}
+	}
+	if len(turns) != 2 {
+		t.Fatalf("%d streamed turns of %d calls, want 2", len(turns), len(g.Requests()))
+	}
+	for i, r := range turns {
+		if n := strings.Count(string(r.Body), jsonText(guidance(task))); n != 1 {
+			t.Errorf("turn %d: the context appears %d times", i, n)
+		}
+		if !strings.Contains(string(r.Body), jsonText(task+"\n\n"+guidance(task))) {
+			t.Errorf("turn %d: the context is not right after the task", i)
+		}
+	}
+	if n := e.cam.Calls(); n != 1 {
+		t.Errorf("%d CAM calls, want 1", n)
+	}
+	rows := exportedRows(t, e)
+	if len(rows) != 1 {
+		// Gemini CLI's model router (a generateContent before each turn) is a side
+		// call: augmented, it would be an episode of its own.
+		t.Fatalf("%d episodes exported, want 1", len(rows))
+	}
+	call, result := toolCallNamed(rows[0], "run_shell_command")
+	if !call.Exists() || gjson.Get(call.Get("function.arguments").String(), "command").String() != "ls" ||
+		!strings.Contains(result.Get("content").String(), "beta.go") {
+		t.Errorf("the shell call and its output are not in the export: %s", rows[0].Get("messages").Raw)
+	}
+}
