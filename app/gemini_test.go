@@ -151,15 +151,7 @@ func TestAISDKGoogle(t *testing.T) {
 		}
 	}
 	checkGeminiTurns(t, e, reqs, frameworkTask, "gm-ai-sdk-client")
-	rows := exportedRows(t, e)
-	if len(rows) != 1 {
-		t.Fatalf("%d episodes exported, want 1", len(rows))
-	}
-	call, result := toolCallNamed(rows[0], "lookup_flight")
-	if !call.Exists() || gjson.Get(call.Get("function.arguments").String(), "query").String() != "flight status" ||
-		!strings.Contains(result.Get("content").String(), "on time") {
-		t.Errorf("the function call and its response are not in the export: %s", rows[0].Get("messages").Raw)
-	}
+	checkExportedCall(t, e, "lookup_flight", "query", "flight status", "on time")
 }
 
 // TestGeminiArrayStream: streamGenerateContent without alt=sse (a JSON array, as
@@ -279,15 +271,23 @@ func TestGeminiCLI(t *testing.T) {
 	if n := e.cam.Calls(); n != 1 {
 		t.Errorf("%d CAM calls, want 1", n)
 	}
+	// Gemini CLI's model router (a generateContent before each turn) is a side call:
+	// augmented, it would be an episode of its own.
+	checkExportedCall(t, e, "run_shell_command", "command", "ls", "beta.go")
+}
+
+// checkExportedCall shuts camproxy down and checks that it exported one episode,
+// holding the call to tool (its argument arg being want) and the tool message that
+// answers it, which contains result.
+func checkExportedCall(t *testing.T, e *env, tool, arg, want, result string) {
+	t.Helper()
 	rows := exportedRows(t, e)
 	if len(rows) != 1 {
-		// Gemini CLI's model router (a generateContent before each turn) is a side
-		// call: augmented, it would be an episode of its own.
 		t.Fatalf("%d episodes exported, want 1", len(rows))
 	}
-	call, result := toolCallNamed(rows[0], "run_shell_command")
-	if !call.Exists() || gjson.Get(call.Get("function.arguments").String(), "command").String() != "ls" ||
-		!strings.Contains(result.Get("content").String(), "beta.go") {
-		t.Errorf("the shell call and its output are not in the export: %s", rows[0].Get("messages").Raw)
+	call, answer := toolCallNamed(rows[0], tool)
+	if !call.Exists() || gjson.Get(call.Get("function.arguments").String(), arg).String() != want ||
+		!strings.Contains(answer.Get("content").String(), result) {
+		t.Errorf("the %s call and its response are not in the export: %s", tool, rows[0].Get("messages").Raw)
 	}
 }

@@ -11,9 +11,9 @@
 // Env: CAMPROXY_BASE_URL (the provider's baseURL, including /v1beta), CAMPROXY_TASK,
 // CAMPROXY_FOLLOWUP, GOOGLE_GENERATIVE_AI_API_KEY (default gm-ai-sdk-client: the
 // provider sends it as x-goog-api-key), CAMPROXY_MODEL (default gemini-2.5-flash).
-import { generateText, streamText, tool, stepCountIs } from "ai";
+import { generateText, streamText } from "ai";
 import { createGoogleGenerativeAI } from "@ai-sdk/google";
-import { z } from "zod";
+import { agentSettings, stepsOf } from "./ai-sdk-tools.mjs";
 
 const env = process.env;
 
@@ -35,23 +35,7 @@ const google = createGoogleGenerativeAI({
 const model = google(env.CAMPROXY_MODEL || "gemini-2.5-flash");
 
 const toolInputs = [];
-const tools = {
-  lookup_flight: tool({
-    description: "Look up the status of a flight.",
-    inputSchema: z.object({ query: z.string(), limit: z.number().int().optional() }),
-    execute: async (input) => {
-      toolInputs.push(input);
-      return { flight: "UA12", status: "on time", gate: "B12" };
-    },
-  }),
-};
-const system = "You are an airline agent. Use lookup_flight before answering.";
-const common = { model, system, tools, stopWhen: stepCountIs(5), maxRetries: 0 };
-
-const stepsOf = (steps) => steps.map((s) => ({
-  finishReason: s.finishReason,
-  toolCalls: s.toolCalls.map((c) => c.toolName),
-}));
+const common = agentSettings(model, toolInputs);
 
 const out = { answers: [], sent, paths, toolInputs, errors: [] };
 try {
