@@ -43,6 +43,31 @@ func onlyEpisode(t *testing.T, e *env) *replay.Episode {
 	return buf.Episodes[0]
 }
 
+// checkGeminiTurns: every upstream call carried the key want as x-goog-api-key and
+// the task's text with the context right after the task, the same in each call, and
+// camproxy asked CAM once.
+func checkGeminiTurns(t *testing.T, e *env, reqs []testkit.Captured, task, key string) {
+	t.Helper()
+	var first string
+	for i, r := range reqs {
+		if got := r.Header.Get("X-Goog-Api-Key"); got != key {
+			t.Errorf("call %d: x-goog-api-key %q, want %q", i, got, key)
+		}
+		text := gjson.GetBytes(r.Body, "contents.0.parts.0.text").String()
+		if !strings.HasPrefix(text, task+"\n\n"+guidance(task)) {
+			t.Errorf("call %d: the task's text %q has no context after the task", i, text)
+		}
+		if i == 0 {
+			first = text
+		} else if text != first {
+			t.Errorf("the context changed between turns: %q then %q", first, text)
+		}
+	}
+	if n := e.cam.Calls(); n != 1 {
+		t.Errorf("%d CAM calls, want 1", n)
+	}
+}
+
 // TestNodeGenAI: Google's @google/genai, configured by GOOGLE_GEMINI_BASE_URL and
 // GEMINI_API_KEY alone, calls a function (generateContent) then streams the answer
 // to its response (generateContentStream, alt=sse) through camproxy: both calls go
@@ -68,24 +93,7 @@ func TestNodeGenAI(t *testing.T) {
 			if len(reqs) != 2 || !strings.HasSuffix(reqs[0].Path, ":generateContent") || !strings.HasSuffix(reqs[1].Path, ":streamGenerateContent?alt=sse") {
 				t.Fatalf("upstream calls: %d %v", len(reqs), reqs)
 			}
-			var first string
-			for i, r := range reqs {
-				if got := r.Header.Get("X-Goog-Api-Key"); got != tc.want {
-					t.Errorf("call %d: x-goog-api-key %q, want %q", i, got, tc.want)
-				}
-				text := gjson.GetBytes(r.Body, "contents.0.parts.0.text").String()
-				if !strings.HasPrefix(text, task+"\n\nGuidance for: "+task) {
-					t.Errorf("call %d: the task's text %q has no context after the task", i, text)
-				}
-				if i == 0 {
-					first = text
-				} else if text != first {
-					t.Errorf("the context changed between turns: %q then %q", first, text)
-				}
-			}
-			if n := e.cam.Calls(); n != 1 {
-				t.Errorf("%d CAM calls, want 1", n)
-			}
+			checkGeminiTurns(t, e, reqs, task, tc.want)
 			ep := onlyEpisode(t, e)
 			if ep.Protocol != "gemini" || ep.Task != task || ep.Steps != 2 {
 				t.Fatalf("episode: protocol %q task %q steps %d", ep.Protocol, ep.Task, ep.Steps)
@@ -102,6 +110,48 @@ func TestNodeGenAI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAISDKGoogle: the Vercel AI SDK (`ai` with @ai-sdk/google), configured only by
+// createGoogleGenerativeAI({ baseURL: camproxy + "/v1beta" }) and its key: generateText,
+// then streamText with the first's messages and a follow-up as history, each looping
+// model → lookup_flight → model. The four calls go to the gemini upstream
+// (:generateContent twice, then :streamGenerateContent?alt=sse twice) with the context
+// right after the task and the same in each, one CAM call, one episode whose export
+// holds the function call and its response.
+func TestAISDKGoogle(t *testing.T) {
+	e, g := newGeminiEnv(t, nil)
+	g.Configure(func(g *testkit.Gemini) { g.APIKey = "gm-ai-sdk-client" })
+	out := gjson.ParseBytes(nodeScript(t, "ai-sdk-google.mjs", "CAMPROXY_BASE_URL="+e.base+"/v1beta",
+		"CAMPROXY_TASK="+frameworkTask, "CAMPROXY_FOLLOWUP="+frameworkFollowup, "GOOGLE_GENERATIVE_AI_API_KEY=gm-ai-sdk-client"))
+	if errs := out.Get("errors").Array(); len(errs) > 0 || out.Get("toolInputs.#").Int() != 2 {
+		t.Fatalf("the AI SDK through camproxy: %s", out.Raw)
+	}
+	for _, run := range []string{"generate", "stream"} {
+		steps := out.Get(run + ".steps").Array()
+		if len(steps) != 2 || steps[0].Get("finishReason").String() != "tool-calls" || steps[0].Get("toolCalls.0").String() != "lookup_flight" ||
+			steps[1].Get("finishReason").String() != "stop" {
+			t.Fatalf("%s steps: %s", run, out.Get(run+".steps").Raw)
+		}
+	}
+	if a := out.Get("answers").Array(); len(a) != 2 || !strings.HasPrefix(a[0].String(), "Done after 3 contents") || !strings.HasPrefix(a[1].String(), "Done after 7 contents") {
+		t.Fatalf("answers %s", out.Get("answers").Raw)
+	}
+	reqs := g.Requests()
+	wantSuffix := []string{":generateContent", ":generateContent", ":streamGenerateContent?alt=sse", ":streamGenerateContent?alt=sse"}
+	if len(reqs) != len(wantSuffix) {
+		t.Fatalf("%d upstream calls, want %d: %v", len(reqs), len(wantSuffix), reqs)
+	}
+	for i, r := range reqs {
+		if !strings.HasPrefix(r.Path, "/v1beta/models/gemini-2.5-flash:") || !strings.HasSuffix(r.Path, wantSuffix[i]) {
+			t.Errorf("upstream call %d: %s, want …%s", i, r.Path, wantSuffix[i])
+		}
+		if !strings.Contains(r.Header.Get("User-Agent"), "ai-sdk/provider-utils/") {
+			t.Errorf("upstream call %d: user agent %q", i, r.Header.Get("User-Agent"))
+		}
+	}
+	checkGeminiTurns(t, e, reqs, frameworkTask, "gm-ai-sdk-client")
+	checkExportedCall(t, e, "lookup_flight", "query", "flight status", "on time")
 }
 
 // TestGeminiArrayStream: streamGenerateContent without alt=sse (a JSON array, as
@@ -221,15 +271,23 @@ func TestGeminiCLI(t *testing.T) {
 	if n := e.cam.Calls(); n != 1 {
 		t.Errorf("%d CAM calls, want 1", n)
 	}
+	// Gemini CLI's model router (a generateContent before each turn) is a side call:
+	// augmented, it would be an episode of its own.
+	checkExportedCall(t, e, "run_shell_command", "command", "ls", "beta.go")
+}
+
+// checkExportedCall shuts camproxy down and checks that it exported one episode,
+// holding the call to tool (its argument arg being want) and the tool message that
+// answers it, which contains result.
+func checkExportedCall(t *testing.T, e *env, tool, arg, want, result string) {
+	t.Helper()
 	rows := exportedRows(t, e)
 	if len(rows) != 1 {
-		// Gemini CLI's model router (a generateContent before each turn) is a side
-		// call: augmented, it would be an episode of its own.
 		t.Fatalf("%d episodes exported, want 1", len(rows))
 	}
-	call, result := toolCallNamed(rows[0], "run_shell_command")
-	if !call.Exists() || gjson.Get(call.Get("function.arguments").String(), "command").String() != "ls" ||
-		!strings.Contains(result.Get("content").String(), "beta.go") {
-		t.Errorf("the shell call and its output are not in the export: %s", rows[0].Get("messages").Raw)
+	call, answer := toolCallNamed(rows[0], tool)
+	if !call.Exists() || gjson.Get(call.Get("function.arguments").String(), arg).String() != want ||
+		!strings.Contains(answer.Get("content").String(), result) {
+		t.Errorf("the %s call and its response are not in the export: %s", tool, rows[0].Get("messages").Raw)
 	}
 }

@@ -9,9 +9,9 @@
 // Env: CAMPROXY_BASE_URL (the OpenAI base URL including /v1), CAMPROXY_TASK (the first
 // request), CAMPROXY_FOLLOWUP (the second), OPENAI_API_KEY (default sk-ai-sdk-client),
 // CAMPROXY_MODEL (default gpt-4o).
-import { generateText, streamText, tool, stepCountIs } from "ai";
+import { generateText, streamText } from "ai";
 import { createOpenAI } from "@ai-sdk/openai";
-import { z } from "zod";
+import { agentSettings, stepsOf } from "./ai-sdk-tools.mjs";
 
 const env = process.env;
 
@@ -41,18 +41,7 @@ const openai = createOpenAI({
 const model = openai.chat(env.CAMPROXY_MODEL || "gpt-4o");
 
 const toolInputs = [];
-const tools = {
-  lookup_flight: tool({
-    description: "Look up the status of a flight.",
-    inputSchema: z.object({ query: z.string(), limit: z.number().int().optional() }),
-    execute: async (input) => {
-      toolInputs.push(input);
-      return { flight: "UA12", status: "on time", gate: "B12" };
-    },
-  }),
-};
-const system = "You are an airline agent. Use lookup_flight before answering.";
-const common = { model, system, tools, stopWhen: stepCountIs(5), maxRetries: 0 };
+const common = agentSettings(model, toolInputs);
 
 // Request 1: generateText runs the whole tool loop.
 const messages = [{ role: "user", content: env.CAMPROXY_TASK || "Is flight UA12 on time?" }];
@@ -71,12 +60,6 @@ for await (const part of second.fullStream) {
   if (part.type === "error" || part.type === "tool-error") errors.push(String(part.error?.message ?? part.error));
 }
 const secondSteps = await second.steps;
-
-const stepsOf = (steps) => steps.map((s) => ({
-  finishReason: s.finishReason,
-  toolCalls: s.toolCalls.map((c) => c.toolName),
-  usage: { inputTokens: s.usage.inputTokens, outputTokens: s.usage.outputTokens },
-}));
 
 console.log(JSON.stringify({
   answers: [first.text, text],
