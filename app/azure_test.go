@@ -58,3 +58,37 @@ func TestAzureOpenAIClient(t *testing.T) {
 		t.Errorf("episode: protocol %s model %s task %q steps %d", ep.Protocol, ep.Model, ep.Task, ep.Steps)
 	}
 }
+
+// TestAzurePaths: the /openai/v1/ form of the Responses API is augmented on the
+// azure upstream with the client's own api-key passed through; another /openai/ call
+// is passed through to it untouched; and without upstreams.azure the deployments
+// path goes to the openai upstream untouched, as before Azure had a route.
+func TestAzurePaths(t *testing.T) {
+	const task = "Summarise the incident report."
+	e := newEnv(t, func(c *config.Config) {
+		c.Upstreams.Azure = c.Upstreams.OpenAI
+		c.Upstreams.Azure.WebSocket = ""
+	})
+	e.up.SetAzureKey("az-client")
+	key := map[string]string{"Api-Key": "az-client"}
+	resp, b := e.postTo("/openai/v1/responses", []byte(`{"model":"o4-mini","input":"`+task+`"}`), key)
+	if resp.StatusCode != 200 || resp.Header.Get("X-CAM-Context") != "miss" || resp.Header.Get("X-CAM-Episode-Id") == "" {
+		t.Fatalf("/openai/v1/responses: %d %q %s", resp.StatusCode, resp.Header.Get("X-CAM-Context"), b)
+	}
+	if r := e.up.Last(); !strings.Contains(string(r.Body), "Guidance for: "+task) || r.Header.Get("Api-Key") != "az-client" {
+		t.Errorf("the resource got %s with api-key %q", r.Body, r.Header.Get("Api-Key"))
+	}
+	const other = `{"input":"x","model":"e"}`
+	resp, _ = e.postTo("/openai/deployments/emb/embeddings?api-version=2024-10-21", []byte(other), key)
+	if r := e.up.Last(); resp.StatusCode != 404 || resp.Header.Get("X-CAM-Episode-Id") != "" || string(r.Body) != other ||
+		r.Path != "/openai/deployments/emb/embeddings?api-version=2024-10-21" {
+		t.Errorf("embeddings: %d %q; the resource got %s %s", resp.StatusCode, resp.Header.Get("X-CAM-Episode-Id"), r.Path, r.Body)
+	}
+
+	plain := newEnv(t, nil)
+	body := `{"messages":[{"role":"user","content":"` + task + `"}]}`
+	resp, _ = plain.postTo("/openai/deployments/d/chat/completions?api-version=2024-10-21", []byte(body), key)
+	if r := plain.up.Last(); resp.Header.Get("X-CAM-Episode-Id") != "" || string(r.Body) != body || plain.cam.Calls() != 0 {
+		t.Errorf("without an azure upstream: %d episode %q, the upstream got %s", resp.StatusCode, resp.Header.Get("X-CAM-Episode-Id"), r.Body)
+	}
+}
