@@ -269,7 +269,7 @@ func buildUpstreams(cfg *config.Config) (map[string]*proxy.Upstream, error) {
 		})
 	}
 	sig := &proxy.SigV4{Credentials: creds, Region: u.Bedrock.Region, Endpoint: u.Bedrock.Endpoint != "", Signer: v4.NewSigner()}
-	return map[string]*proxy.Upstream{
+	ups := map[string]*proxy.Upstream{
 		"openai": {Name: "openai", Base: openaiBase, Auth: openaiAuth, FirstByteTimeout: u.OpenAI.FirstByteTimeout, IdleTimeout: u.OpenAI.IdleTimeout,
 			WebSocket: openaiWS, Transport: proxy.NewTransport(u.OpenAI.FirstByteTimeout)},
 		"anthropic": {Name: "anthropic", Base: anthropicBase, Auth: anthropicAuth, FirstByteTimeout: u.Anthropic.FirstByteTimeout, IdleTimeout: u.Anthropic.IdleTimeout,
@@ -278,7 +278,22 @@ func buildUpstreams(cfg *config.Config) (map[string]*proxy.Upstream, error) {
 			Transport: proxy.NewTransport(u.Bedrock.FirstByteTimeout)},
 		"gemini": {Name: "gemini", Base: geminiBase, Auth: geminiAuth, FirstByteTimeout: u.Gemini.FirstByteTimeout, IdleTimeout: u.Gemini.IdleTimeout,
 			Transport: proxy.NewTransport(u.Gemini.FirstByteTimeout)},
-	}, nil
+	}
+	// Azure OpenAI has no default endpoint: without one there is no azure upstream,
+	// and its /openai/ calls go to the openai upstream untouched, as before.
+	if u.Azure.BaseURL != "" {
+		azureBase, err := url.Parse(u.Azure.BaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("upstreams.azure.base_url: %w", err)
+		}
+		var azureAuth proxy.Auth
+		if u.Azure.APIKey != "" {
+			azureAuth = proxy.KeyAuth(registry.AzureOpenAI.Auth, u.Azure.APIKey)
+		}
+		ups["azure"] = &proxy.Upstream{Name: "azure", Base: azureBase, Auth: azureAuth, FirstByteTimeout: u.Azure.FirstByteTimeout,
+			IdleTimeout: u.Azure.IdleTimeout, Transport: proxy.NewTransport(u.Azure.FirstByteTimeout)}
+	}
+	return ups, nil
 }
 
 // record takes a replay event from the control plane (rewards).
@@ -405,6 +420,7 @@ func (a *App) Start() error {
 	a.log.Info("camproxy serving", "listen", a.dataLn.Addr().String(), "admin", a.adminLn.Addr().String(),
 		"openai", a.cfg.Upstreams.OpenAI.BaseURL, "anthropic", a.cfg.Upstreams.Anthropic.BaseURL,
 		"bedrock", a.cfg.Upstreams.Bedrock.Region+" "+a.cfg.Upstreams.Bedrock.Endpoint, "gemini", a.cfg.Upstreams.Gemini.BaseURL,
+		"azure", a.cfg.Upstreams.Azure.BaseURL,
 		"experiment", a.cfg.Experiment.Name)
 	return nil
 }

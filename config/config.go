@@ -125,6 +125,9 @@ type Upstreams struct {
 	Anthropic Upstream `yaml:"anthropic"`
 	Bedrock   Bedrock  `yaml:"bedrock"`
 	Gemini    Upstream `yaml:"gemini"` // Google's Gemini API (no websocket key)
+	// Azure is an Azure OpenAI resource: no default base_url (each resource has its
+	// own endpoint); unset, its /openai/ calls go to the openai upstream untouched.
+	Azure Upstream `yaml:"azure"`
 }
 
 // Upstream is one HTTP model provider.
@@ -331,6 +334,7 @@ func Default() *Config {
 			Anthropic: defaultUpstream("https://api.anthropic.com"),
 			Bedrock:   Bedrock{Region: "us-east-1", FirstByteTimeout: 10 * time.Minute, IdleTimeout: 5 * time.Minute},
 			Gemini:    defaultUpstream("https://generativelanguage.googleapis.com"),
+			Azure:     defaultUpstream(""),
 		},
 		Task:       Task{Rules: []TaskRule{{FirstUserMessage: true}}},
 		SideCalls:  SideCalls{Builtin: true, Rules: []SideCallRule{}},

@@ -18,6 +18,7 @@ func (c *Config) Redacted() *Config {
 	r.Upstreams.OpenAI.redact()
 	r.Upstreams.Anthropic.redact()
 	r.Upstreams.Gemini.redact()
+	r.Upstreams.Azure.redact()
 	r.Upstreams.Bedrock.Endpoint = redactURL(r.Upstreams.Bedrock.Endpoint)
 	for name, a := range r.Augmenters {
 		a.APIKey = maskSecret(a.APIKey)

@@ -151,6 +151,18 @@ func (u Upstreams) check(p *problems) {
 	if u.Gemini.WebSocket != "" {
 		p.add("upstreams.gemini.websocket", "camproxy relays the Gemini API over HTTP only: remove the key")
 	}
+	if u.Azure.BaseURL != "" { // unset: no azure upstream
+		u.Azure.check(p, "upstreams.azure")
+	} else {
+		checkPositive(p, "upstreams.azure.first_byte_timeout", u.Azure.FirstByteTimeout)
+		checkPositive(p, "upstreams.azure.idle_timeout", u.Azure.IdleTimeout)
+		if u.Azure.APIKey != "" {
+			p.add("upstreams.azure.api_key", "set upstreams.azure.base_url (https://{resource}.openai.azure.com) too: the key is for that resource")
+		}
+	}
+	if u.Azure.WebSocket != "" {
+		p.add("upstreams.azure.websocket", "camproxy relays Azure OpenAI over HTTP only: remove the key")
+	}
 	checkPositive(p, "upstreams.bedrock.first_byte_timeout", u.Bedrock.FirstByteTimeout)
 	checkPositive(p, "upstreams.bedrock.idle_timeout", u.Bedrock.IdleTimeout)
 	if u.Bedrock.Endpoint != "" {

@@ -119,3 +119,40 @@ func TestGeminiKeyPlaced(t *testing.T) {
 		}
 	}
 }
+
+// TestAzureKeyRewritten: Azure's configured key is set in api-key, over the
+// client's key or in place of its Entra bearer (Azure would read either, so the
+// bearer is dropped), and the api-version query goes on byte for byte. Both request
+// builders agree.
+func TestAzureKeyRewritten(t *testing.T) {
+	auth := KeyAuth(registry.AzureOpenAI.Auth, "az-conf")
+	const uri = "/openai/deployments/gpt4/chat/completions?api-version=2024-10-21&x=a%2Fb"
+	for _, tc := range []struct{ name, apiKey, authz string }{
+		{"api-key", "client-key", ""},
+		{"entra bearer", "", "Bearer eyJ0eXAi.entra"},
+		{"both", "client-key", "Bearer eyJ0eXAi.entra"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, "http://up.test"+uri, nil)
+		var h fasthttp.RequestHeader
+		h.SetRequestURI(uri)
+		for name, v := range map[string]string{"Api-Key": tc.apiKey, "Authorization": tc.authz} {
+			if v != "" {
+				req.Header.Set(name, v)
+				h.Set(name, v)
+			}
+		}
+		if err := auth.Apply(context.Background(), req, nil); err != nil {
+			t.Fatal(err)
+		}
+		auth.(headerAuth).applyHeaders(&h)
+		if got, fast := req.Header.Get("Api-Key"), string(h.Peek("Api-Key")); got != "az-conf" || fast != "az-conf" {
+			t.Errorf("%s: api-key %q (fasthttp %q)", tc.name, got, fast)
+		}
+		if got, fast := req.Header.Get("Authorization"), string(h.Peek("Authorization")); got != "" || fast != "" {
+			t.Errorf("%s: Authorization %q (fasthttp %q) still sent", tc.name, got, fast)
+		}
+		if got, fast := req.URL.RequestURI(), string(h.RequestURI()); got != uri || fast != uri {
+			t.Errorf("%s: sent %s (fasthttp %s), want %s", tc.name, got, fast, uri)
+		}
+	}
+}

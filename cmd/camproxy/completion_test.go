@@ -110,7 +110,7 @@ func TestCompletionCandidates(t *testing.T) {
 		{name: "then the rest", words: []string{"train", "merge", "--from", "d", "--out", "o", "--"}, want: []string{"--help", "--python", "--step"}},
 		{name: "task explain", words: []string{"task", ""}, want: []string{"explain"}},
 		{name: "task explain flags", words: []string{"task", "explain", "--"}, want: []string{"--config", "--format", "--help", "--protocol"}},
-		{name: "task explain protocols", words: []string{"task", "explain", "--protocol", ""}, want: []string{"anthropic", "bedrock", "gemini", "openai", "responses"}},
+		{name: "task explain protocols", words: []string{"task", "explain", "--protocol", ""}, want: []string{"anthropic", "azure-openai", "azure-responses", "bedrock", "gemini", "openai", "responses"}},
 		{name: "task explain body", words: []string{"task", "explain", ""}, want: []string{wantFiles}},
 		{name: "injector flags", words: []string{"inject", "serve", "--tls-"}, want: []string{"--tls-cert", "--tls-key"}},
 		{name: "help names commands", words: []string{"help", "tr"}, want: []string{"train"}},

@@ -79,8 +79,9 @@ type Upstream struct {
 	sockets           []*socketState               // accepted sockets, in order
 	stored            map[string][]json.RawMessage // response id → its conversation, output included
 	responseSeq       int
-	chatSeq           int // numbers each chat completion's id, unique as OpenAI's are
-	callLog[Captured]     // Requests, Last, CancelledCount, Cancelled
+	chatSeq           int    // numbers each chat completion's id, unique as OpenAI's are
+	azureKey          string // SetAzureKey
+	callLog[Captured]        // Requests, Last, CancelledCount, Cancelled
 }
 
 // NewUpstream starts a scripted upstream on loopback.
@@ -115,6 +116,9 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 			u.noteCancel()
 			return
 		}
+	}
+	if u.azure(w, r, body) {
+		return
 	}
 	switch r.URL.Path {
 	case "/v1/chat/completions":

@@ -60,5 +60,12 @@ var AWSBedrock = &Provider{Name: "bedrock", GenAI: "aws.bedrock", Auth: Auth{Kin
 var Google = &Provider{Name: "gemini", GenAI: "gcp.gemini", BaseURL: "https://generativelanguage.googleapis.com",
 	Auth: Auth{Kind: AuthHeader, Name: "X-Goog-Api-Key", Query: "key", PassBearer: true}}
 
+// AzureOpenAI is an Azure OpenAI resource (https://{resource}.openai.azure.com): no
+// default base, as each resource has its own. Its clients send a key in api-key
+// or a Microsoft Entra token in Authorization: Bearer; a configured key is set in
+// api-key and the client's bearer dropped (Azure would read either).
+var AzureOpenAI = &Provider{Name: "azure", GenAI: "azure.ai.openai",
+	Auth: Auth{Kind: AuthHeader, Name: "Api-Key", Drop: []string{"Authorization"}}}
+
 // Providers are the upstreams, in All's order of first use.
-var Providers = []*Provider{OpenAI, Anthropic, AWSBedrock, Google}
+var Providers = []*Provider{OpenAI, AzureOpenAI, Anthropic, AWSBedrock, Google}

@@ -93,7 +93,7 @@ func (p *Protocol) Streamed(c Call, ct []byte) bool {
 
 // All are the protocols in lookup order: a call is the first one's that augments it,
 // else the first's that owns it; the last (Fallback) owns every call the others do not.
-var All = []*Protocol{Responses, Bedrock, Messages, Gemini, Chat}
+var All = []*Protocol{Responses, AzureResponses, AzureChat, Bedrock, Messages, Gemini, Chat}
 
 // Fallback owns the calls no other protocol does: the OpenAI-compatible upstream
 // receives them untouched.
