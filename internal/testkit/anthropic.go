@@ -147,23 +147,9 @@ func (a *Anthropic) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = fmt.Fprintf(w, `{"input_tokens":%d}`, inTok)
 		return
 	}
-	if set.delay > 0 {
-		select {
-		case <-time.After(set.delay):
-		case <-r.Context().Done():
-			a.noteCancel()
-			return
-		}
-	}
-	replyFn := DefaultAnthropicReply
-	if set.replyFn != nil {
-		replyFn = set.replyFn
-	}
-	rep := replyFn(req)
-	for k, vs := range rep.Header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
+	rep, ok := scriptedReply(w, r, set.delay, a.noteCancel, set.replyFn, DefaultAnthropicReply, req)
+	if !ok {
+		return
 	}
 	if rep.Status >= 300 {
 		writeAnthropicError(w, rep.Status, rep.ErrorMsg)
@@ -300,4 +286,29 @@ func (a *Anthropic) stream(set anthropicSettings, w http.ResponseWriter, r *http
 			return
 		}
 	}
+}
+
+// scriptedReply is a fake's answer to a call: it waits out the scripted delay (false
+// when the client left first: noteCancel has counted it), runs the reply script (def
+// when none is set) and sets the reply's extra headers.
+func scriptedReply(w http.ResponseWriter, r *http.Request, delay time.Duration, noteCancel func(),
+	script, def func(gjson.Result) Reply, req gjson.Result) (Reply, bool) {
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			noteCancel()
+			return Reply{}, false
+		}
+	}
+	if script == nil {
+		script = def
+	}
+	rep := script(req)
+	for k, vs := range rep.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	return rep, true
 }

@@ -169,23 +169,9 @@ func (g *Gemini) serve(w http.ResponseWriter, r *http.Request) {
 		writeGeminiError(w, http.StatusBadRequest, "* GenerateContentRequest.contents: contents is not specified")
 		return
 	}
-	if set.delay > 0 {
-		select {
-		case <-time.After(set.delay):
-		case <-r.Context().Done():
-			g.noteCancel()
-			return
-		}
-	}
-	replyFn := DefaultGeminiReply
-	if set.replyFn != nil {
-		replyFn = set.replyFn
-	}
-	rep := replyFn(req)
-	for k, vs := range rep.Header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
+	rep, ok := scriptedReply(w, r, set.delay, g.noteCancel, set.replyFn, DefaultGeminiReply, req)
+	if !ok {
+		return
 	}
 	if rep.Status >= 300 {
 		writeGeminiError(w, rep.Status, rep.ErrorMsg)
