@@ -105,12 +105,16 @@ func MatchSideCall(rules []SideCallRule, v *View, body []byte) (SideCall, bool) 
 	if len(rules) == 0 {
 		return SideCall{}, false
 	}
-	texts := sideTexts(v.Messages)
+	// Read once, and only when a rule gets that far: most calls are agent turns that
+	// the cheap conditions (model, tools, max tokens) already tell apart.
+	var texts []string
+	textsRead := false
+	model := strings.ToLower(v.Model)
 	tools := -1 // unknown until a rule asks
 	for i := range rules {
 		r := &rules[i]
 		if r.Model != "" {
-			if ok, _ := path.Match(strings.ToLower(r.Model), strings.ToLower(v.Model)); !ok {
+			if ok, _ := path.Match(strings.ToLower(r.Model), model); !ok { // no copy when already lower case
 				continue
 			}
 		}
@@ -129,6 +133,9 @@ func MatchSideCall(rules []SideCallRule, v *View, body []byte) (SideCall, bool) 
 			if n, ok := maxTokens(body); !ok || n > r.MaxTokens {
 				continue
 			}
+		}
+		if (r.Match != nil || r.Quote != nil) && !textsRead {
+			texts, textsRead = sideTexts(v.Messages), true
 		}
 		if r.Match != nil && !anyMatch(r.Match, texts) {
 			continue
