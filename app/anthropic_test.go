@@ -20,7 +20,7 @@ func newAnthropicEnv(t *testing.T, mutate func(*config.Config)) (*env, *testkit.
 	an := testkit.NewAnthropic()
 	t.Cleanup(an.Close)
 	e := newEnv(t, func(c *config.Config) {
-		c.Upstreams.Anthropic.BaseURL = an.URL
+		c.Upstreams["anthropic"].BaseURL = an.URL
 		if mutate != nil {
 			mutate(c)
 		}
@@ -117,7 +117,7 @@ func TestAnthropicMessages(t *testing.T) {
 // TestAnthropicErrorsAndKey: camproxy's own errors use Anthropic's shape; a configured
 // key replaces the client's.
 func TestAnthropicErrorsAndKey(t *testing.T) {
-	e, an := newAnthropicEnv(t, func(c *config.Config) { c.Upstreams.Anthropic.APIKey = "sk-ant-configured" })
+	e, an := newAnthropicEnv(t, func(c *config.Config) { c.Upstreams["anthropic"].APIKey = "sk-ant-configured" })
 	an.APIKey = "sk-ant-configured"
 	resp, out := postAnthropic(t, e.base, []byte(`{"model":"claude","messages":`))
 	if resp.StatusCode != 400 || gjson.GetBytes(out, "type").String() != "error" || gjson.GetBytes(out, "error.type").String() != "invalid_request_error" {

@@ -53,6 +53,7 @@ type App struct {
 	redisByURL  map[string]redis.UniversalClient
 	redisChecks []admin.Check
 	tracing     *tracing.Tracing
+	upstreams   map[string]*proxy.Upstream // by provider, for the start-up line
 
 	stats   policies.StatsStore // reward statistics for adaptive allocation
 	learner *learner            // nil unless learn.enabled
@@ -113,6 +114,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.upstreams = ups
 	rec := o.Recorder
 	if rec == nil {
 		if a.Recorder, err = openRecorder(cfg, log, a.Metrics); err != nil {
@@ -220,80 +222,57 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	return a, nil
 }
 
-// buildUpstreams makes the upstreams by name (the keys of proxy.Options.Upstreams),
-// each with its own transport (their first-byte timeouts differ).
+// buildUpstreams makes an upstream per provider in the registry (the keys of
+// proxy.Options.Upstreams) from its config block, each with its own transport
+// (their first-byte timeouts differ). A provider with no default base and none
+// configured (Azure) has no upstream: its calls go to the fallback's untouched.
 func buildUpstreams(cfg *config.Config) (map[string]*proxy.Upstream, error) {
-	u := cfg.Upstreams
-	openaiBase, err := url.Parse(u.OpenAI.BaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("upstreams.openai.base_url: %w", err)
-	}
-	anthropicBase, err := url.Parse(u.Anthropic.BaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("upstreams.anthropic.base_url: %w", err)
-	}
-	geminiBase, err := url.Parse(u.Gemini.BaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("upstreams.gemini.base_url: %w", err)
-	}
-	openaiWS, err := proxy.ParseWSMode(u.OpenAI.WebSocket)
-	if err != nil {
-		return nil, fmt.Errorf("upstreams.openai.websocket: %w", err)
-	}
-	var openaiAuth, anthropicAuth, geminiAuth proxy.Auth
-	if u.OpenAI.APIKey != "" {
-		openaiAuth = proxy.KeyAuth(registry.OpenAI.Auth, u.OpenAI.APIKey)
-	}
-	if u.Anthropic.APIKey != "" {
-		anthropicAuth = proxy.KeyAuth(registry.Anthropic.Auth, u.Anthropic.APIKey)
-	}
-	if u.Gemini.APIKey != "" {
-		geminiAuth = proxy.KeyAuth(registry.Google.Auth, u.Gemini.APIKey)
-	}
-	bedrockBase := &url.URL{Scheme: "https", Host: "bedrock-runtime." + u.Bedrock.Region + ".amazonaws.com"}
-	if u.Bedrock.Endpoint != "" {
-		if bedrockBase, err = url.Parse(u.Bedrock.Endpoint); err != nil {
-			return nil, fmt.Errorf("upstreams.bedrock.endpoint: %w", err)
+	ups := make(map[string]*proxy.Upstream, len(registry.Providers))
+	for _, p := range registry.Providers {
+		b := cfg.Upstreams.Get(p.Name)
+		key := "upstreams." + p.Name
+		raw := b.BaseURL
+		if p.BaseFrom != nil {
+			raw, key = p.BaseFrom(b.Region, b.Endpoint), key+".endpoint"
+		} else {
+			key += ".base_url"
 		}
+		if raw == "" {
+			continue
+		}
+		base, err := url.Parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		ws, err := proxy.ParseWSMode(b.WebSocket)
+		if err != nil {
+			return nil, fmt.Errorf("upstreams.%s.websocket: %w", p.Name, err)
+		}
+		var auth proxy.Auth
+		switch {
+		case p.Auth.Kind == registry.AuthSigV4:
+			auth = &proxy.SigV4{Credentials: awsCredentials(), Region: b.Region, Endpoint: b.Endpoint != "", Signer: v4.NewSigner()}
+		case b.APIKey != "":
+			auth = proxy.KeyAuth(p.Auth, b.APIKey)
+		}
+		ups[p.Name] = &proxy.Upstream{Name: p.Name, Base: base, Auth: auth, FirstByteTimeout: b.FirstByteTimeout,
+			IdleTimeout: b.IdleTimeout, WebSocket: ws, Transport: proxy.NewTransport(b.FirstByteTimeout)}
 	}
-	// The default credential chain is resolved lazily, at the first Bedrock call that
-	// needs signing: loading it reads env and files only.
-	// A broken AWS profile must not stop an OpenAI-only camproxy: Bedrock calls then
-	// fail with the reason.
-	var creds aws.CredentialsProvider
-	if awsCfg, err := awsconfig.LoadDefaultConfig(context.Background()); err == nil {
-		creds = awsCfg.Credentials
-	} else {
-		creds = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+	return ups, nil
+}
+
+// awsCredentials is the AWS default credential chain. It is resolved lazily, at the
+// first call that needs signing (loading it reads env and files only), and a broken
+// AWS profile must not stop a camproxy that serves no Bedrock: its calls then fail
+// with the reason.
+func awsCredentials() aws.CredentialsProvider {
+	awsCfg, err := awsconfig.LoadDefaultConfig(context.Background())
+	if err != nil {
+		return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return aws.Credentials{}, fmt.Errorf("loading the AWS configuration: %w", err)
 		})
 	}
-	sig := &proxy.SigV4{Credentials: creds, Region: u.Bedrock.Region, Endpoint: u.Bedrock.Endpoint != "", Signer: v4.NewSigner()}
-	ups := map[string]*proxy.Upstream{
-		"openai": {Name: "openai", Base: openaiBase, Auth: openaiAuth, FirstByteTimeout: u.OpenAI.FirstByteTimeout, IdleTimeout: u.OpenAI.IdleTimeout,
-			WebSocket: openaiWS, Transport: proxy.NewTransport(u.OpenAI.FirstByteTimeout)},
-		"anthropic": {Name: "anthropic", Base: anthropicBase, Auth: anthropicAuth, FirstByteTimeout: u.Anthropic.FirstByteTimeout, IdleTimeout: u.Anthropic.IdleTimeout,
-			Transport: proxy.NewTransport(u.Anthropic.FirstByteTimeout)},
-		"bedrock": {Name: "bedrock", Base: bedrockBase, Auth: sig, FirstByteTimeout: u.Bedrock.FirstByteTimeout, IdleTimeout: u.Bedrock.IdleTimeout,
-			Transport: proxy.NewTransport(u.Bedrock.FirstByteTimeout)},
-		"gemini": {Name: "gemini", Base: geminiBase, Auth: geminiAuth, FirstByteTimeout: u.Gemini.FirstByteTimeout, IdleTimeout: u.Gemini.IdleTimeout,
-			Transport: proxy.NewTransport(u.Gemini.FirstByteTimeout)},
-	}
-	// Azure OpenAI has no default endpoint: without one there is no azure upstream,
-	// and its /openai/ calls go to the openai upstream untouched, as before.
-	if u.Azure.BaseURL != "" {
-		azureBase, err := url.Parse(u.Azure.BaseURL)
-		if err != nil {
-			return nil, fmt.Errorf("upstreams.azure.base_url: %w", err)
-		}
-		var azureAuth proxy.Auth
-		if u.Azure.APIKey != "" {
-			azureAuth = proxy.KeyAuth(registry.AzureOpenAI.Auth, u.Azure.APIKey)
-		}
-		ups["azure"] = &proxy.Upstream{Name: "azure", Base: azureBase, Auth: azureAuth, FirstByteTimeout: u.Azure.FirstByteTimeout,
-			IdleTimeout: u.Azure.IdleTimeout, Transport: proxy.NewTransport(u.Azure.FirstByteTimeout)}
-	}
-	return ups, nil
+	return awsCfg.Credentials
 }
 
 // record takes a replay event from the control plane (rewards).
@@ -417,11 +396,13 @@ func (a *App) Start() error {
 			a.serveErr <- err
 		}
 	}()
-	a.log.Info("camproxy serving", "listen", a.dataLn.Addr().String(), "admin", a.adminLn.Addr().String(),
-		"openai", a.cfg.Upstreams.OpenAI.BaseURL, "anthropic", a.cfg.Upstreams.Anthropic.BaseURL,
-		"bedrock", a.cfg.Upstreams.Bedrock.Region+" "+a.cfg.Upstreams.Bedrock.Endpoint, "gemini", a.cfg.Upstreams.Gemini.BaseURL,
-		"azure", a.cfg.Upstreams.Azure.BaseURL,
-		"experiment", a.cfg.Experiment.Name)
+	attrs := []any{"listen", a.dataLn.Addr().String(), "admin", a.adminLn.Addr().String()}
+	for _, p := range registry.Providers { // in the registry's order
+		if u := a.upstreams[p.Name]; u != nil {
+			attrs = append(attrs, p.Name, u.Base.Redacted())
+		}
+	}
+	a.log.Info("camproxy serving", append(attrs, "experiment", a.cfg.Experiment.Name)...)
 	return nil
 }
 

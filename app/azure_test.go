@@ -18,9 +18,9 @@ import (
 // and the api-version query reaches the resource as sent.
 func TestAzureOpenAIClient(t *testing.T) {
 	e := newEnv(t, func(c *config.Config) {
-		c.Upstreams.Azure = c.Upstreams.OpenAI
-		c.Upstreams.Azure.WebSocket = ""
-		c.Upstreams.Azure.APIKey = "az-conf-key"
+		c.Upstreams["azure"] = c.Upstreams["openai"]
+		c.Upstreams["azure"].WebSocket = ""
+		c.Upstreams["azure"].APIKey = "az-conf-key"
 	})
 	e.up.SetAzureKey("az-conf-key")
 	const task = "Rebook passenger Mia Li onto the earliest flight to Boston."
@@ -66,8 +66,8 @@ func TestAzureOpenAIClient(t *testing.T) {
 func TestAzurePaths(t *testing.T) {
 	const task = "Summarise the incident report."
 	e := newEnv(t, func(c *config.Config) {
-		c.Upstreams.Azure = c.Upstreams.OpenAI
-		c.Upstreams.Azure.WebSocket = ""
+		c.Upstreams["azure"] = c.Upstreams["openai"]
+		c.Upstreams["azure"].WebSocket = ""
 	})
 	e.up.SetAzureKey("az-client")
 	key := map[string]string{"Api-Key": "az-client"}

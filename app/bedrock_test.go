@@ -86,7 +86,7 @@ func newBedrockEnv(t *testing.T) *bedrockEnv {
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	br := testkit.NewBedrock(proxyAccessKey, proxySecretKey, "us-east-1")
 	t.Cleanup(br.Close)
-	e := newEnv(t, func(c *config.Config) { c.Upstreams.Bedrock.Endpoint = br.URL })
+	e := newEnv(t, func(c *config.Config) { c.Upstreams["bedrock"].Endpoint = br.URL })
 	hl := &headerLog{}
 	client := bedrockruntime.New(bedrockruntime.Options{
 		Region:           "us-east-1",

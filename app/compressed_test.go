@@ -91,7 +91,7 @@ func newCompressedUpstream(t *testing.T) *compressedUpstream {
 // to it (the episode advanced before the agent had the answer).
 func TestCompressedAnswersRecorded(t *testing.T) {
 	up := newCompressedUpstream(t)
-	e := newEnv(t, func(c *config.Config) { c.Upstreams.OpenAI.BaseURL = up.URL })
+	e := newEnv(t, func(c *config.Config) { c.Upstreams["openai"].BaseURL = up.URL })
 	// The agent decodes nothing itself here: it must see the bytes as sent.
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 	post := func(body []byte) (*http.Response, []byte) {

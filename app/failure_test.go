@@ -207,7 +207,7 @@ func waitFor(t *testing.T, cond func() bool) bool {
 // TestUpstreamIdleTimeout: an upstream that stalls mid-stream is cut after the idle
 // timeout and the client sees a broken stream, not a clean end.
 func TestUpstreamIdleTimeout(t *testing.T) {
-	e := newEnv(t, func(c *config.Config) { c.Upstreams.OpenAI.IdleTimeout = 300 * time.Millisecond })
+	e := newEnv(t, func(c *config.Config) { c.Upstreams["openai"].IdleTimeout = 300 * time.Millisecond })
 	e.up.HangAfter = 2
 	conn, r := streamRequest(t, e.app.Addr(), newAgent("stall", false).body(`,"stream":true`))
 	defer conn.Close()
@@ -261,7 +261,7 @@ func TestPassthroughAndHeaders(t *testing.T) {
 // TestConfiguredKeyReplacesClientAuth: with upstreams.openai.api_key set, the client's
 // key never reaches the upstream.
 func TestConfiguredKeyReplacesClientAuth(t *testing.T) {
-	e := newEnv(t, func(c *config.Config) { c.Upstreams.OpenAI.APIKey = "sk-upstream-secret" })
+	e := newEnv(t, func(c *config.Config) { c.Upstreams["openai"].APIKey = "sk-upstream-secret" })
 	e.post(newAgent("hello", false).body(""), nil)
 	if got := e.up.Last().Header.Get("Authorization"); got != "Bearer sk-upstream-secret" {
 		t.Fatalf("upstream Authorization %q", got)
@@ -385,7 +385,7 @@ func TestShutdownDrainsStreams(t *testing.T) {
 // TestAbsoluteFormCannotRedirect: a request line in absolute form naming another host
 // still goes to the configured upstream (with the configured key) or nowhere.
 func TestAbsoluteFormCannotRedirect(t *testing.T) {
-	e := newEnv(t, func(c *config.Config) { c.Upstreams.OpenAI.APIKey = "sk-upstream-secret" })
+	e := newEnv(t, func(c *config.Config) { c.Upstreams["openai"].APIKey = "sk-upstream-secret" })
 	for _, target := range []string{"x.evil.com://h/v1/chat/completions", "http://evil.example/v1/models"} {
 		conn, err := net.Dial("tcp", e.app.Addr())
 		if err != nil {

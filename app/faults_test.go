@@ -87,8 +87,8 @@ func trim(s string, n int) string {
 func TestUpstreamFaultMatrix(t *testing.T) {
 	const firstByte, idle = 300 * time.Millisecond, 300 * time.Millisecond
 	timeouts := func(c *config.Config) {
-		c.Upstreams.OpenAI.FirstByteTimeout = firstByte
-		c.Upstreams.OpenAI.IdleTimeout = idle
+		c.Upstreams["openai"].FirstByteTimeout = firstByte
+		c.Upstreams["openai"].IdleTimeout = idle
 	}
 	type outcome struct {
 		status  int

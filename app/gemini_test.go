@@ -25,7 +25,7 @@ func newGeminiEnv(t *testing.T, mutate func(*config.Config)) (*env, *testkit.Gem
 	g := testkit.NewGemini()
 	t.Cleanup(g.Close)
 	e := newEnv(t, func(c *config.Config) {
-		c.Upstreams.Gemini.BaseURL = g.URL
+		c.Upstreams["gemini"].BaseURL = g.URL
 		if mutate != nil {
 			mutate(c)
 		}
@@ -81,7 +81,7 @@ func TestNodeGenAI(t *testing.T) {
 		{"configured key", "gm-camproxy", "gm-camproxy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, g := newGeminiEnv(t, func(c *config.Config) { c.Upstreams.Gemini.APIKey = tc.configured })
+			e, g := newGeminiEnv(t, func(c *config.Config) { c.Upstreams["gemini"].APIKey = tc.configured })
 			g.Configure(func(g *testkit.Gemini) { g.APIKey = tc.want })
 			const task = "Is flight UA 100 on time?"
 			out := gjson.ParseBytes(nodeScript(t, "genai.mjs", "GOOGLE_GEMINI_BASE_URL="+e.base, "GEMINI_API_KEY=gm-client", "CAMPROXY_TASK="+task))
@@ -159,7 +159,7 @@ func TestAISDKGoogle(t *testing.T) {
 // array byte for byte, the call is augmented and its answer recorded; with ?key= the
 // configured key replaces the client's in the query, not in a header.
 func TestGeminiArrayStream(t *testing.T) {
-	e, g := newGeminiEnv(t, func(c *config.Config) { c.Upstreams.Gemini.APIKey = "gm-camproxy" })
+	e, g := newGeminiEnv(t, func(c *config.Config) { c.Upstreams["gemini"].APIKey = "gm-camproxy" })
 	g.Configure(func(g *testkit.Gemini) { g.APIKey = "gm-camproxy" })
 	const task = "Summarise the incident report."
 	body := `{"contents":[{"role":"user","parts":[{"text":"` + task + `"}]}]}`

@@ -35,7 +35,7 @@ func testConfig(up *testkit.Upstream, cam *testkit.CAM) *config.Config {
 	cfg := config.Default()
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Server.AdminListen = "127.0.0.1:0"
-	cfg.Upstreams.OpenAI.BaseURL = up.URL
+	cfg.Upstreams["openai"].BaseURL = up.URL
 	ac := config.DefaultAugmenter()
 	ac.Type = "cam"
 	ac.BaseURL = cam.URL + "/v1"

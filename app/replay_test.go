@@ -248,7 +248,7 @@ func TestTauBenchThroughProxy(t *testing.T) {
 	e := newEnv(t, func(c *config.Config) {
 		c.Replay.Sinks = sinks
 		c.Replay.SpoolDir = dir + "/spool"
-		c.Upstreams.OpenAI.APIKey = "sk-upstream-secret"
+		c.Upstreams["openai"].APIKey = "sk-upstream-secret"
 		ac := c.Augmenters["cam"]
 		ac.APIKey = "sk-cam-secret"
 		c.Augmenters["cam"] = ac

@@ -54,9 +54,9 @@ func TestSecretsNowhere(t *testing.T) {
 	dir := t.TempDir()
 	s3URI := "s3://replay/sec?region=us-east-1&endpoint=" + s3.URL
 	e := newEnvWith(t, func(c *config.Config) {
-		c.Upstreams.OpenAI.APIKey = upstreamKey
-		c.Upstreams.Anthropic.BaseURL, c.Upstreams.Anthropic.APIKey = an.URL, antKey
-		c.Upstreams.Bedrock.Endpoint = br.URL
+		c.Upstreams["openai"].APIKey = upstreamKey
+		c.Upstreams["anthropic"].BaseURL, c.Upstreams["anthropic"].APIKey = an.URL, antKey
+		c.Upstreams["bedrock"].Endpoint = br.URL
 		ac := c.Augmenters["cam"]
 		ac.APIKey = camKey
 		c.Augmenters["cam"] = ac

@@ -9,7 +9,14 @@
 // "experiment.arms[1].augmenter").
 package config
 
-import "time"
+import (
+	"slices"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/camproxy/camproxy/protocol/registry"
+)
 
 // Config is the whole camproxy configuration.
 type Config struct {
@@ -119,18 +126,15 @@ type Server struct {
 	IdleTimeout   time.Duration `yaml:"idle_timeout"`   // keep-alive idle time
 }
 
-// Upstreams lists the model providers camproxy forwards to.
-type Upstreams struct {
-	OpenAI    Upstream `yaml:"openai"`
-	Anthropic Upstream `yaml:"anthropic"`
-	Bedrock   Bedrock  `yaml:"bedrock"`
-	Gemini    Upstream `yaml:"gemini"` // Google's Gemini API (no websocket key)
-	// Azure is an Azure OpenAI resource: no default base_url (each resource has its
-	// own endpoint); unset, its /openai/ calls go to the openai upstream untouched.
-	Azure Upstream `yaml:"azure"`
-}
+// Upstreams are the model providers camproxy forwards to, keyed by provider name
+// (registry.Providers: openai, azure, anthropic, bedrock, gemini). Default() holds a
+// block for every provider; a file's block is decoded over it. Each provider takes
+// the keys its registry entry lists (registry.Provider.Keys).
+type Upstreams map[string]*Upstream
 
-// Upstream is one HTTP model provider.
+// Upstream is one provider's block. Which keys a provider takes is its registry
+// entry's: HTTP providers take base_url, api_key and the timeouts; OpenAI adds
+// websocket; Bedrock takes region and endpoint instead of base_url and api_key.
 type Upstream struct {
 	BaseURL          string        `yaml:"base_url"`
 	APIKey           string        `yaml:"api_key"`            // "" = pass the client's auth through
@@ -140,14 +144,71 @@ type Upstream struct {
 	// their own to the upstream: auto (try the upgrade; a refusal sends sessions
 	// over HTTP for a while), true (always; a refusal fails the turn) or false (never).
 	WebSocket string `yaml:"websocket"`
+	Region    string `yaml:"region"`   // Bedrock: "" = the region of the client's own signature
+	Endpoint  string `yaml:"endpoint"` // Bedrock: "" = the regional endpoint
 }
 
-// Bedrock is the AWS Bedrock upstream.
-type Bedrock struct {
-	Region           string        `yaml:"region"`             // "" = the region of the client's own signature
-	Endpoint         string        `yaml:"endpoint"`           // "" = the regional endpoint
-	FirstByteTimeout time.Duration `yaml:"first_byte_timeout"` // wait for response headers
-	IdleTimeout      time.Duration `yaml:"idle_timeout"`       // max gap inside an event stream
+// UnmarshalYAML decodes each block over the one already there (Default()'s), so a
+// file that sets one key keeps the others' defaults. A name no provider has is
+// left out here and reported by checkShape.
+func (u *Upstreams) UnmarshalYAML(n *yaml.Node) error {
+	var raw map[string]yaml.Node
+	if err := n.Decode(&raw); err != nil {
+		return err
+	}
+	if *u == nil {
+		*u = Upstreams{}
+	}
+	for name, block := range raw {
+		b := (*u)[name]
+		if b == nil {
+			if registry.ProviderNamed(name) == nil {
+				continue
+			}
+			b = defaultUpstream(registry.ProviderNamed(name))
+			(*u)[name] = b
+		}
+		if err := block.Decode(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MarshalYAML writes each block with its provider's keys only (registry order), so
+// a printed config loads again: the union of every provider's keys would not.
+func (u Upstreams) MarshalYAML() (any, error) {
+	out := &yaml.Node{Kind: yaml.MappingNode}
+	for _, p := range registry.Providers {
+		b := u[p.Name]
+		if b == nil {
+			continue
+		}
+		var block yaml.Node
+		if err := block.Encode(b); err != nil {
+			return nil, err
+		}
+		kept := &yaml.Node{Kind: yaml.MappingNode}
+		for i := 0; i+1 < len(block.Content); i += 2 {
+			if slices.Contains(p.Keys, block.Content[i].Value) {
+				kept.Content = append(kept.Content, block.Content[i], block.Content[i+1])
+			}
+		}
+		out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: p.Name}, kept)
+	}
+	return out, nil
+}
+
+// Get is the block of the provider named name: the configured one, else its
+// defaults (a Config built in code may lack some).
+func (u Upstreams) Get(name string) Upstream {
+	if b := u[name]; b != nil {
+		return *b
+	}
+	if p := registry.ProviderNamed(name); p != nil {
+		return *defaultUpstream(p)
+	}
+	return Upstream{}
 }
 
 // Task says how the task text is found in a conversation.
@@ -329,13 +390,7 @@ func Default() *Config {
 			ReadTimeout:   60 * time.Second,
 			IdleTimeout:   90 * time.Second,
 		},
-		Upstreams: Upstreams{
-			OpenAI:    defaultOpenAI(),
-			Anthropic: defaultUpstream("https://api.anthropic.com"),
-			Bedrock:   Bedrock{Region: "us-east-1", FirstByteTimeout: 10 * time.Minute, IdleTimeout: 5 * time.Minute},
-			Gemini:    defaultUpstream("https://generativelanguage.googleapis.com"),
-			Azure:     defaultUpstream(""),
-		},
+		Upstreams:  defaultUpstreams(),
 		Task:       Task{Rules: []TaskRule{{FirstUserMessage: true}}},
 		SideCalls:  SideCalls{Builtin: true, Rules: []SideCallRule{}},
 		Placement:  Placement{Mode: "append_to_task", Template: "\n\n" + ContextPlaceholder},
@@ -364,14 +419,20 @@ func Default() *Config {
 	}
 }
 
-func defaultOpenAI() Upstream {
-	u := defaultUpstream("https://api.openai.com")
-	u.WebSocket = "auto"
+// defaultUpstreams is a block for every provider in the registry.
+func defaultUpstreams() Upstreams {
+	u := make(Upstreams, len(registry.Providers))
+	for _, p := range registry.Providers {
+		u[p.Name] = defaultUpstream(p)
+	}
 	return u
 }
 
-func defaultUpstream(baseURL string) Upstream {
-	return Upstream{BaseURL: baseURL, FirstByteTimeout: 10 * time.Minute, IdleTimeout: 5 * time.Minute}
+// defaultUpstream is p's block before the file: its registry defaults, and the
+// timeouts every upstream shares (long: a model may think for minutes).
+func defaultUpstream(p *registry.Provider) *Upstream {
+	return &Upstream{BaseURL: p.BaseURL, FirstByteTimeout: 10 * time.Minute, IdleTimeout: 5 * time.Minute,
+		WebSocket: p.Defaults["websocket"], Region: p.Defaults["region"]}
 }
 
 // DefaultAugmenter returns the values an augmenters entry starts from; the keys a

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/camproxy/camproxy/protocol/registry"
 )
 
 // env returns a getenv over a fixed map.
@@ -85,14 +87,14 @@ func fullConfig() *Config {
 			IdleTimeout:   2 * time.Minute,
 		},
 		Upstreams: Upstreams{
-			OpenAI: Upstream{BaseURL: "https://openai.example.com", APIKey: "sk-openai",
+			"openai": {BaseURL: "https://openai.example.com", APIKey: "sk-openai",
 				FirstByteTimeout: 5 * time.Minute, IdleTimeout: time.Minute, WebSocket: "false"},
-			Anthropic: Upstream{BaseURL: "https://anthropic.example.com", APIKey: "sk-ant",
+			"anthropic": {BaseURL: "https://anthropic.example.com", APIKey: "sk-ant",
 				FirstByteTimeout: 6 * time.Minute, IdleTimeout: 2 * time.Minute},
-			Bedrock: Bedrock{Region: "eu-west-1", Endpoint: "https://bedrock.example.com", FirstByteTimeout: 10 * time.Minute, IdleTimeout: 5 * time.Minute},
-			Gemini: Upstream{BaseURL: "https://gemini.example.com", APIKey: "gm-key",
+			"bedrock": {Region: "eu-west-1", Endpoint: "https://bedrock.example.com", FirstByteTimeout: 10 * time.Minute, IdleTimeout: 5 * time.Minute},
+			"gemini": {BaseURL: "https://gemini.example.com", APIKey: "gm-key",
 				FirstByteTimeout: 4 * time.Minute, IdleTimeout: 3 * time.Minute},
-			Azure: Upstream{BaseURL: "https://contoso.openai.azure.com", APIKey: "az-key",
+			"azure": {BaseURL: "https://contoso.openai.azure.com", APIKey: "az-key",
 				FirstByteTimeout: 7 * time.Minute, IdleTimeout: 2 * time.Minute},
 		},
 		Task: Task{Rules: []TaskRule{{Regex: `(?s)\nTask: (.+)$`}, {FirstUserMessage: true}}},
@@ -244,7 +246,7 @@ func TestEnvExpansion(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			if got := cfg.Upstreams.OpenAI.APIKey; got != tt.want {
+			if got := cfg.Upstreams["openai"].APIKey; got != tt.want {
 				t.Errorf("api_key = %q, want %q", got, tt.want)
 			}
 		})
@@ -339,13 +341,18 @@ func TestBadConfig(t *testing.T) {
 		{"upstream timeout", "upstreams: {openai: {first_byte_timeout: 0s}}", "upstreams.openai.first_byte_timeout", ""},
 		{"bedrock timeout", "upstreams: {bedrock: {idle_timeout: 0s}}", "upstreams.bedrock.idle_timeout", "must be > 0"},
 		{"websocket mode", "upstreams: {openai: {websocket: sometimes}}", "upstreams.openai.websocket", "auto, true or false"},
-		{"websocket on anthropic", "upstreams: {anthropic: {websocket: auto}}", "upstreams.anthropic.websocket", "no WebSocket mode"},
+		{"websocket on anthropic", "upstreams: {anthropic: {websocket: auto}}", "upstreams.anthropic.websocket", "unknown key; the anthropic upstream takes base_url, api_key, first_byte_timeout, idle_timeout"},
+		{"unknown provider", "upstreams: {gemnii: {base_url: 'https://x'}}", "upstreams.gemnii", "did you mean upstreams.gemini?"},
+		{"unknown provider far", "upstreams: {mistral: {base_url: 'https://x'}}", "upstreams.mistral", "the providers are openai, azure, anthropic, bedrock, gemini"},
+		{"api_key on bedrock", "upstreams: {bedrock: {api_key: k}}", "upstreams.bedrock.api_key", "the bedrock upstream takes region, endpoint"},
+		{"base_url typo", "upstreams: {openai: {baseurl: 'https://x'}}", "upstreams.openai.baseurl", "did you mean upstreams.openai.base_url?"},
+		{"bedrock endpoint not a URL", "upstreams: {bedrock: {endpoint: 'ftp://x'}}", "upstreams.bedrock.endpoint", ""},
 		{"gemini ftp url", "upstreams: {gemini: {base_url: 'ftp://x'}}", "upstreams.gemini.base_url", "http"},
-		{"websocket on gemini", "upstreams: {gemini: {websocket: auto}}", "upstreams.gemini.websocket", "HTTP only"},
+		{"websocket on gemini", "upstreams: {gemini: {websocket: auto}}", "upstreams.gemini.websocket", "unknown key"},
 		{"azure ftp url", "upstreams: {azure: {base_url: 'ftp://x'}}", "upstreams.azure.base_url", "http"},
 		{"azure key without endpoint", "upstreams: {azure: {api_key: k}}", "upstreams.azure.api_key", "base_url"},
 		{"azure timeout without endpoint", "upstreams: {azure: {idle_timeout: 0s}}", "upstreams.azure.idle_timeout", "must be > 0"},
-		{"websocket on azure", "upstreams: {azure: {base_url: 'https://r.openai.azure.com', websocket: auto}}", "upstreams.azure.websocket", "HTTP only"},
+		{"websocket on azure", "upstreams: {azure: {base_url: 'https://r.openai.azure.com', websocket: auto}}", "upstreams.azure.websocket", "unknown key"},
 		{"websocket list", "upstreams: {openai: {websocket: [true]}}", "upstreams.openai.websocket", "string"},
 		{"bedrock endpoint", "upstreams: {bedrock: {endpoint: 'bedrock'}}", "upstreams.bedrock.endpoint", ""},
 		{"no rules", "task: {rules: []}", "task.rules", "at least one"},
@@ -665,10 +672,10 @@ func TestRedacted(t *testing.T) {
 		t.Fatal("Redacted changed the original")
 	}
 	checks := []struct{ name, got, want string }{
-		{"openai api_key", r.Upstreams.OpenAI.APIKey, "****"},
-		{"anthropic api_key", r.Upstreams.Anthropic.APIKey, "****"},
-		{"gemini api_key", r.Upstreams.Gemini.APIKey, "****"},
-		{"azure api_key", r.Upstreams.Azure.APIKey, "****"},
+		{"openai api_key", r.Upstreams["openai"].APIKey, "****"},
+		{"anthropic api_key", r.Upstreams["anthropic"].APIKey, "****"},
+		{"gemini api_key", r.Upstreams["gemini"].APIKey, "****"},
+		{"azure api_key", r.Upstreams["azure"].APIKey, "****"},
 		{"cam api_key", r.Augmenters["cam"].APIKey, "****"},
 		{"cam-small api_key (unset)", r.Augmenters["cam-small"].APIKey, ""},
 		{"rag embeddings api_key", r.Augmenters["rag"].Embeddings.APIKey, "****"},
@@ -676,7 +683,7 @@ func TestRedacted(t *testing.T) {
 		{"episodes redis_url", r.Episodes.RedisURL, "rediss://camproxy:****@episodes.internal:6380/0"},
 		{"redis sink", r.Replay.Sinks[1], "redis://:****@redis.internal:6379/0?stream=camproxy:replay"},
 		{"file sink", r.Replay.Sinks[0], "file:///var/lib/camproxy/replay"},
-		{"base_url", r.Upstreams.OpenAI.BaseURL, "https://openai.example.com"},
+		{"base_url", r.Upstreams["openai"].BaseURL, "https://openai.example.com"},
 		{"admin token", r.Admin.Token, "****"},
 		{"tracing header", r.Tracing.Headers["x-honeycomb-team"], "****"},
 	}
@@ -761,8 +768,8 @@ func TestEnvExpansionSkipsComments(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a commented-out ${VAR} must not fail: %v", err)
 	}
-	if cfg.Upstreams.OpenAI.APIKey != "sk-9" {
-		t.Fatalf("api_key = %q", cfg.Upstreams.OpenAI.APIKey)
+	if cfg.Upstreams["openai"].APIKey != "sk-9" {
+		t.Fatalf("api_key = %q", cfg.Upstreams["openai"].APIKey)
 	}
 	_, err = Parse([]byte("# comment\n\nupstreams:\n  openai:\n    api_key: \"${NOPE}\"\n"), env(nil))
 	if err == nil || !strings.Contains(err.Error(), "line 5") {
@@ -845,8 +852,51 @@ func TestWebSocketMode(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", doc, err)
 		}
-		if got := cfg.Upstreams.OpenAI.WebSocket; got != want {
+		if got := cfg.Upstreams["openai"].WebSocket; got != want {
 			t.Errorf("%q: websocket %q, want %q", doc, got, want)
 		}
+	}
+}
+
+// TestUpstreamsFromRegistry: every provider in the registry has a block with its
+// defaults, a file's block is decoded over them (one key given, the rest kept), and
+// the three keys that were struct fields read as before.
+func TestUpstreamsFromRegistry(t *testing.T) {
+	def := Default()
+	for _, p := range registry.Providers {
+		b := def.Upstreams[p.Name]
+		if b == nil {
+			t.Fatalf("Default() has no upstreams.%s", p.Name)
+		}
+		if b.BaseURL != p.BaseURL || b.FirstByteTimeout <= 0 || b.IdleTimeout <= 0 {
+			t.Errorf("upstreams.%s defaults %+v", p.Name, *b)
+		}
+	}
+	cfg, err := Parse([]byte(`
+upstreams:
+  openai: {api_key: sk-1}
+  bedrock: {endpoint: "http://127.0.0.1:9"}
+  gemini: &g {first_byte_timeout: 2s}
+  anthropic: *g
+`), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := cfg.Upstreams
+	if got := u["openai"]; got.APIKey != "sk-1" || got.BaseURL != "https://api.openai.com" || got.WebSocket != "auto" || got.IdleTimeout != 5*time.Minute {
+		t.Errorf("openai = %+v", *got)
+	}
+	if got := u["bedrock"]; got.Region != "us-east-1" || got.Endpoint != "http://127.0.0.1:9" {
+		t.Errorf("bedrock = %+v", *got)
+	}
+	if u["gemini"].FirstByteTimeout != 2*time.Second || u["anthropic"].FirstByteTimeout != 2*time.Second ||
+		u["anthropic"].BaseURL != "https://api.anthropic.com" {
+		t.Errorf("gemini %+v anthropic %+v", *u["gemini"], *u["anthropic"])
+	}
+	if def.Upstreams["openai"].APIKey != "" {
+		t.Error("parsing changed Default()'s blocks")
+	}
+	if got := (Upstreams{}).Get("gemini"); got.BaseURL != registry.Google.BaseURL {
+		t.Errorf("Get on an empty map = %+v", got)
 	}
 }

@@ -15,11 +15,9 @@ const mask = "****"
 // sinks, base URLs). c is not changed.
 func (c *Config) Redacted() *Config {
 	r := c.clone()
-	r.Upstreams.OpenAI.redact()
-	r.Upstreams.Anthropic.redact()
-	r.Upstreams.Gemini.redact()
-	r.Upstreams.Azure.redact()
-	r.Upstreams.Bedrock.Endpoint = redactURL(r.Upstreams.Bedrock.Endpoint)
+	for _, u := range r.Upstreams {
+		u.redact()
+	}
 	for name, a := range r.Augmenters {
 		a.APIKey = maskSecret(a.APIKey)
 		a.BaseURL = redactURL(a.BaseURL)
@@ -48,6 +46,7 @@ func (c *Config) Redacted() *Config {
 func (u *Upstream) redact() {
 	u.APIKey = maskSecret(u.APIKey)
 	u.BaseURL = redactURL(u.BaseURL)
+	u.Endpoint = redactURL(u.Endpoint)
 }
 
 // maskSecret masks a set secret and keeps "" visible, since "" means "not set".
@@ -66,6 +65,13 @@ func redactURL(raw string) string { return redisx.Redact(raw) }
 // clone returns a deep copy of c.
 func (c *Config) clone() *Config {
 	out := *c
+	if c.Upstreams != nil {
+		out.Upstreams = make(Upstreams, len(c.Upstreams))
+		for name, u := range c.Upstreams {
+			b := *u
+			out.Upstreams[name] = &b
+		}
+	}
 	out.Task.Rules = slices.Clone(c.Task.Rules)
 	for i := range out.Task.Rules {
 		r := &out.Task.Rules[i]

@@ -2,14 +2,17 @@ package config
 
 import (
 	"fmt"
-	"github.com/camproxy/camproxy/internal/suggest"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/camproxy/camproxy/internal/suggest"
+	"github.com/camproxy/camproxy/protocol/registry"
 )
 
 // checkShape walks the document against Config's yaml tags and reports every
@@ -38,6 +41,8 @@ func (s *shape) walk(n *yaml.Node, t reflect.Type, key string) {
 	switch {
 	case t == reflect.TypeFor[time.Duration]():
 		s.leaf(n, t, key)
+	case t == reflect.TypeFor[Upstreams]():
+		s.upstreams(n, key)
 	case t.Kind() == reflect.Pointer:
 		s.walk(n, t.Elem(), key)
 	case t.Kind() == reflect.Struct:
@@ -78,6 +83,38 @@ func (s *shape) object(n *yaml.Node, t reflect.Type, key string) {
 			return
 		}
 		s.walk(v, ft, joinKey(key, k))
+	})
+}
+
+// upstreams checks each block against its provider's keys (registry.Provider.Keys).
+func (s *shape) upstreams(n *yaml.Node, key string) {
+	fields := yamlFields(reflect.TypeFor[Upstream]())
+	s.entries(n, key, func(kn *yaml.Node, name string, v *yaml.Node) {
+		prov := registry.ProviderNamed(name)
+		if prov == nil {
+			msg := "unknown provider; the providers are " + strings.Join(registry.ProviderNames(), ", ")
+			if near := suggest.Closest(name, registry.ProviderNames()); near != "" {
+				msg = "unknown provider; did you mean " + joinKey(key, near) + "?"
+			}
+			s.add(kn, joinKey(key, name), "%s", msg)
+			return
+		}
+		block := joinKey(key, name)
+		v = resolveAlias(v)
+		if isNull(v) {
+			return
+		}
+		s.entries(v, block, func(kn *yaml.Node, k string, v *yaml.Node) {
+			if !slices.Contains(prov.Keys, k) {
+				msg := "unknown key; the " + name + " upstream takes " + strings.Join(prov.Keys, ", ")
+				if near := suggest.Closest(k, prov.Keys); near != "" {
+					msg = "unknown key; did you mean " + joinKey(block, near) + "?"
+				}
+				s.add(kn, joinKey(block, k), "%s", msg)
+				return
+			}
+			s.walk(v, fields[k], joinKey(block, k))
+		})
 	})
 }
 

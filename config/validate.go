@@ -18,6 +18,7 @@ import (
 
 	"github.com/camproxy/camproxy/internal/redisx"
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/registry"
 	"github.com/camproxy/camproxy/replay/location"
 )
 
@@ -136,44 +137,38 @@ func (s Server) check(p *problems) {
 	checkPositive(p, "server.idle_timeout", s.IdleTimeout)
 }
 
+// check validates each provider's block by what its registry entry says of it: a
+// base URL it needs (or may go without), its timeouts, its websocket mode.
 func (u Upstreams) check(p *problems) {
-	u.OpenAI.check(p, "upstreams.openai")
-	u.Anthropic.check(p, "upstreams.anthropic")
-	switch u.OpenAI.WebSocket {
-	case "auto", "true", "false", "": // "": a config built in code; auto
-	default:
-		p.add("upstreams.openai.websocket", "must be auto, true or false, got %q", u.OpenAI.WebSocket)
-	}
-	if u.Anthropic.WebSocket != "" {
-		p.add("upstreams.anthropic.websocket", "the Anthropic API has no WebSocket mode: remove the key")
-	}
-	u.Gemini.check(p, "upstreams.gemini")
-	if u.Gemini.WebSocket != "" {
-		p.add("upstreams.gemini.websocket", "camproxy relays the Gemini API over HTTP only: remove the key")
-	}
-	if u.Azure.BaseURL != "" { // unset: no azure upstream
-		u.Azure.check(p, "upstreams.azure")
-	} else {
-		checkPositive(p, "upstreams.azure.first_byte_timeout", u.Azure.FirstByteTimeout)
-		checkPositive(p, "upstreams.azure.idle_timeout", u.Azure.IdleTimeout)
-		if u.Azure.APIKey != "" {
-			p.add("upstreams.azure.api_key", "set upstreams.azure.base_url (https://{resource}.openai.azure.com) too: the key is for that resource")
+	for name, b := range u {
+		prov := registry.ProviderNamed(name)
+		if prov == nil {
+			p.add("upstreams."+name, "unknown provider; the providers are %s", strings.Join(registry.ProviderNames(), ", "))
+			continue
 		}
-	}
-	if u.Azure.WebSocket != "" {
-		p.add("upstreams.azure.websocket", "camproxy relays Azure OpenAI over HTTP only: remove the key")
-	}
-	checkPositive(p, "upstreams.bedrock.first_byte_timeout", u.Bedrock.FirstByteTimeout)
-	checkPositive(p, "upstreams.bedrock.idle_timeout", u.Bedrock.IdleTimeout)
-	if u.Bedrock.Endpoint != "" {
-		checkHTTPURL(p, "upstreams.bedrock.endpoint", u.Bedrock.Endpoint)
+		b.check(p, prov, "upstreams."+name)
 	}
 }
 
-func (u Upstream) check(p *problems, key string) {
-	checkHTTPURL(p, key+".base_url", u.BaseURL)
+func (u *Upstream) check(p *problems, prov *registry.Provider, key string) {
+	takes := func(k string) bool { return slices.Contains(prov.Keys, k) }
+	switch {
+	case !takes("base_url"):
+	case !prov.OptionalBase() || u.BaseURL != "":
+		checkHTTPURL(p, key+".base_url", u.BaseURL)
+	case u.APIKey != "":
+		p.add(key+".api_key", "set %s.base_url too: the key is for that endpoint", key)
+	}
+	if takes("endpoint") && u.Endpoint != "" {
+		checkHTTPURL(p, key+".endpoint", u.Endpoint)
+	}
 	checkPositive(p, key+".first_byte_timeout", u.FirstByteTimeout)
 	checkPositive(p, key+".idle_timeout", u.IdleTimeout)
+	switch u.WebSocket {
+	case "auto", "true", "false", "": // "": a config built in code; auto
+	default:
+		p.add(key+".websocket", "must be auto, true or false, got %q", u.WebSocket)
+	}
 }
 
 // Compile turns side_calls into the protocol's rules, the built-in ones first. Its

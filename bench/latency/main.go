@@ -85,7 +85,7 @@ func run(n int, dataPath string, size int) error {
 	}
 	cfg := config.Default()
 	cfg.Server.Listen, cfg.Server.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Upstreams.OpenAI.BaseURL = up.URL
+	cfg.Upstreams["openai"].BaseURL = up.URL
 	ac := config.DefaultAugmenter()
 	ac.Type, ac.BaseURL = "cam", cam.URL+"/v1"
 	cfg.Augmenters = map[string]config.Augmenter{"cam": ac}
@@ -104,7 +104,7 @@ func run(n int, dataPath string, size int) error {
 	os.Setenv("AWS_ACCESS_KEY_ID", "AKIDBENCH")
 	os.Setenv("AWS_SECRET_ACCESS_KEY", "bench-secret")
 	os.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	cfg.Upstreams.Bedrock.Endpoint = br.URL
+	cfg.Upstreams["bedrock"].Endpoint = br.URL
 	cfg.Replay.Sinks = []string{"file://" + tmp + "/replay"}
 	cfg.Replay.SpoolDir = tmp + "/spool"
 	if err := cfg.Validate(); err != nil {

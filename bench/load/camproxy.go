@@ -22,7 +22,7 @@ const episodeIdle = 5 * time.Second
 func startCamproxy(upstreamAddr, camURL, dir string, rec proxy.Recorder) (*app.App, error) {
 	cfg := config.Default()
 	cfg.Server.Listen, cfg.Server.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Upstreams.OpenAI.BaseURL = "http://" + upstreamAddr
+	cfg.Upstreams["openai"].BaseURL = "http://" + upstreamAddr
 	ac := config.DefaultAugmenter()
 	ac.Type, ac.BaseURL = "cam", camURL+"/v1"
 	cfg.Augmenters = map[string]config.Augmenter{"cam": ac}

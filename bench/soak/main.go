@@ -124,9 +124,9 @@ func run(duration, every time.Duration, rate float64, heapProfile string) (*repo
 
 	cfg := config.Default()
 	cfg.Server.Listen, cfg.Server.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Upstreams.OpenAI.BaseURL = up.URL
-	cfg.Upstreams.OpenAI.FirstByteTimeout = 2 * time.Second
-	cfg.Upstreams.OpenAI.IdleTimeout = 2 * time.Second
+	cfg.Upstreams["openai"].BaseURL = up.URL
+	cfg.Upstreams["openai"].FirstByteTimeout = 2 * time.Second
+	cfg.Upstreams["openai"].IdleTimeout = 2 * time.Second
 	ac := config.DefaultAugmenter()
 	ac.Type, ac.BaseURL, ac.Timeout = config.AugmenterCAM, cam.URL+"/v1", 500*time.Millisecond
 	ac.Breaker = config.Breaker{Failures: 5, OpenFor: 2 * time.Second}

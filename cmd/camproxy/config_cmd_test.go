@@ -214,14 +214,14 @@ func TestExamples(t *testing.T) {
 	wants := map[string]want{
 		"openai-vllm-cam.yaml": {arms: []string{"baseline", "cam"}, augmenters: map[string]string{"cam": "cam"},
 			check: func(c *config.Config) string {
-				if c.Upstreams.OpenAI.BaseURL != "https://api.openai.com" || c.Augmenters["cam"].BaseURL != "http://localhost:8000/v1" {
+				if c.Upstreams["openai"].BaseURL != "https://api.openai.com" || c.Augmenters["cam"].BaseURL != "http://localhost:8000/v1" {
 					return "not OpenAI + a local vLLM CAM"
 				}
 				return ""
 			}},
 		"bedrock-cam.yaml": {arms: []string{"baseline", "cam"}, augmenters: map[string]string{"cam": "cam"},
 			check: func(c *config.Config) string {
-				if c.Upstreams.Bedrock.Region != "us-east-1" || c.Upstreams.Bedrock.Endpoint != "" {
+				if c.Upstreams["bedrock"].Region != "us-east-1" || c.Upstreams["bedrock"].Endpoint != "" {
 					return "not the regional Bedrock endpoint"
 				}
 				return ""

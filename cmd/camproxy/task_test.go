@@ -233,8 +233,8 @@ func TestTaskExplainIsTheProxys(t *testing.T) {
 	})
 	cfg := config.Default()
 	cfg.Server.Listen, cfg.Server.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Upstreams.OpenAI.BaseURL = up.URL
-	cfg.Upstreams.Anthropic.BaseURL = anth.URL
+	cfg.Upstreams["openai"].BaseURL = up.URL
+	cfg.Upstreams["anthropic"].BaseURL = anth.URL
 	ac := config.DefaultAugmenter()
 	ac.Type, ac.BaseURL, ac.Timeout = "cam", cam.URL+"/v1", 2*time.Second
 	cfg.Augmenters = map[string]config.Augmenter{"cam": ac}

@@ -90,7 +90,7 @@ func (l *Lab) Config(lc Learning) (*config.Config, error) {
 	}
 	c := config.Default()
 	c.Server.Listen, c.Server.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
-	c.Upstreams.OpenAI.BaseURL = l.Agent.URL
+	c.Upstreams["openai"].BaseURL = l.Agent.URL
 	pb := config.DefaultAugmenter()
 	pb.Type, pb.File = config.AugmenterPlaybook, seedFile
 	c.Augmenters = map[string]config.Augmenter{"seed": pb}

@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 func serveChild() int {
 	cfg := config.Default()
 	cfg.Server.Listen, cfg.Server.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Upstreams.OpenAI.BaseURL = os.Getenv("FLEET_UPSTREAM")
+	cfg.Upstreams["openai"].BaseURL = os.Getenv("FLEET_UPSTREAM")
 	ac := config.DefaultAugmenter()
 	ac.Type, ac.BaseURL, ac.Timeout = config.AugmenterCAM, os.Getenv("FLEET_CAM")+"/v1", 30*time.Second
 	cfg.Augmenters = map[string]config.Augmenter{"cam": ac}
