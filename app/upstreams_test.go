@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/camproxy/camproxy/config"
-	"github.com/camproxy/camproxy/proxy"
 	"github.com/camproxy/camproxy/protocol/registry"
+	"github.com/camproxy/camproxy/proxy"
 )
 
 // TestNewProviderNeedsNoConfigOrAppEdit: a provider added to the registry alone
