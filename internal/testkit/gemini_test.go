@@ -10,18 +10,20 @@ import (
 )
 
 // Google's own SDK reads the fake as the API: a function call without an id, then
-// a streamed text answer over SSE, on the Gemini API paths.
+// a streamed text answer over SSE, on the Gemini API paths with an API key and on
+// Vertex AI's publisher paths with an OAuth bearer token.
 func TestGeminiFakeWithGenAI(t *testing.T) {
 	dir, _ := filepath.Abs("../../clients/node")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules/@google/genai")); err != nil {
 		t.Skip("npm ci in clients/node first")
 	}
-	for _, vertex := range []string{"0"} {
+	for _, vertex := range []string{"0", "1"} {
 		g := NewGemini()
 		g.Configure(func(g *Gemini) { g.APIKey = "k-1" })
 		cmd := exec.Command("node", "genai.mjs")
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOOGLE_GEMINI_BASE_URL="+g.URL, "GEMINI_API_KEY=k-1", "CAMPROXY_VERTEX="+vertex)
+		cmd.Env = append(os.Environ(), "GOOGLE_GEMINI_BASE_URL="+g.URL, "GEMINI_API_KEY=k-1", "CAMPROXY_VERTEX="+vertex,
+			"CAMPROXY_BASE_URL="+g.URL, "CAMPROXY_VERTEX_TOKEN=k-1")
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("vertex=%s: %v %s", vertex, err, out)
