@@ -86,7 +86,8 @@ func trim(s string, n int) string {
 // or a clear 502/504 (a hang would hang the test: the timeouts are what end these
 // calls; the times are printed in the fault table, not asserted), a broken stream is an error in
 // the official SDK (not a truncated success), and the replay buffer records the
-// call with its outcome.
+// call with its outcome. Gemini's streams, in both framings, have rows of their own
+// (geminiFaultRows).
 func TestUpstreamFaultMatrix(t *testing.T) {
 	const firstByte, idle = 300 * time.Millisecond, 300 * time.Millisecond
 	timeouts := func(c *config.Config) {
