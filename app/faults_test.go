@@ -3,13 +3,16 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,7 +86,8 @@ func trim(s string, n int) string {
 // or a clear 502/504 (a hang would hang the test: the timeouts are what end these
 // calls; the times are printed in the fault table, not asserted), a broken stream is an error in
 // the official SDK (not a truncated success), and the replay buffer records the
-// call with its outcome.
+// call with its outcome. Gemini's streams, in both framings, have rows of their own
+// (geminiFaultRows).
 func TestUpstreamFaultMatrix(t *testing.T) {
 	const firstByte, idle = 300 * time.Millisecond, 300 * time.Millisecond
 	timeouts := func(c *config.Config) {
@@ -183,6 +187,173 @@ func TestUpstreamFaultMatrix(t *testing.T) {
 			faultRow(t, "upstream", c.name, agentSaw, describeSteps(steps))
 		})
 	}
+	geminiFaultRows(t)
+}
+
+// geminiSaw is what a Gemini client read of a streamed answer.
+type geminiSaw struct {
+	chunks  int    // answer chunks read
+	text    string // their text
+	errCode int    // the error it got (the SDK's ApiError status, an error element's code); 0 none
+	errMsg  string
+	broken  bool // the body broke off (the array unclosed, a read error)
+}
+
+func (s geminiSaw) String() string {
+	out := fmt.Sprintf("%d chunks", s.chunks)
+	if s.errCode != 0 {
+		out += fmt.Sprintf(", error %d %q", s.errCode, trim(s.errMsg, 60))
+	}
+	if s.broken {
+		out += ", then a broken body"
+	}
+	return out
+}
+
+// geminiFaultRows: the upstream faults of a streamed Gemini answer, in both
+// framings: alt=sse read by @google/genai (generateContentStream), and the JSON
+// array (no alt) read element by element as it comes, as a REST client does.
+//   - truncated (the connection dropped after two chunks): over SSE camproxy ends
+//     the relayed chunks with Google's error object as a bare data event, which the
+//     SDK raises (ApiError 502 naming the break); an array cannot take one: the
+//     client reads the two elements and a broken body, never a closed array. The
+//     step records the break.
+//   - an error mid-stream (the API's 503 after two chunks): relayed as it came, the
+//     SDK raises it, the array's client reads it as the last element of a closed
+//     array; the step records the answer as incomplete.
+//   - an answer past replay.max_answer_bytes: the client gets it whole, the step
+//     keeps its first bytes, says how many it lacks, and carries the whole answer's
+//     usage, with no error.
+//
+// Each row records one step, with the upstream's status (200: the stream began).
+func geminiFaultRows(t *testing.T) {
+	const limit = 2 << 10
+	const short = "Flight UA 100 leaves on time from gate B7."
+	long := strings.Join(slices.Repeat([]string{strings.Repeat("x", 99)}, 300), " ") // 30 KB in 300 chunks
+	reply := func(text string) func(*testkit.Gemini) {
+		return func(g *testkit.Gemini) {
+			g.ReplyFn = func(gjson.Result) testkit.Reply { return testkit.Reply{Content: text} }
+		}
+	}
+	rows := []struct {
+		name   string
+		fault  func(*testkit.Gemini)
+		check  func(t *testing.T, sse bool, saw geminiSaw)
+		stepOK func(s *replay.StepEvent) bool
+	}{
+		{"truncated stream", func(g *testkit.Gemini) { reply(short)(g); g.ResetAfter = 2 },
+			func(t *testing.T, sse bool, saw geminiSaw) {
+				if saw.chunks != 2 || saw.text != "Flight UA" ||
+					sse && (saw.errCode != 502 || !strings.Contains(saw.errMsg, "broke the stream") || !strings.Contains(saw.errMsg, "INTERNAL")) ||
+					!sse && (saw.errCode != 0 || !saw.broken) {
+					t.Fatalf("the client read %s", saw)
+				}
+			},
+			func(s *replay.StepEvent) bool { return strings.Contains(s.Error, "unexpected EOF") }},
+		{"error mid-stream", func(g *testkit.Gemini) { reply(short)(g); g.ErrorAfter = 2 },
+			func(t *testing.T, _ bool, saw geminiSaw) {
+				if saw.chunks != 2 || saw.text != "Flight UA" || saw.errCode != 503 || !strings.Contains(saw.errMsg, "overloaded") || saw.broken {
+					t.Fatalf("the client read %s", saw)
+				}
+			},
+			func(s *replay.StepEvent) bool { return strings.Contains(s.Error, "answer incomplete") }},
+		{"oversized answer", reply(long),
+			func(t *testing.T, _ bool, saw geminiSaw) {
+				if saw.chunks != 300 || saw.text != long || saw.errCode != 0 || saw.broken {
+					t.Fatalf("the client read %s, %d bytes of text of %d", saw, len(saw.text), len(long))
+				}
+			},
+			func(s *replay.StepEvent) bool {
+				kept := ""
+				if s.Response != nil {
+					kept = s.Response.Content
+				}
+				return s.Error == "" && kept != "" && len(kept) <= limit && strings.HasPrefix(long, kept) &&
+					s.AnswerTruncatedBytes >= int64(len(long)-limit) && s.Usage.OutputTokens == 7
+			}},
+	}
+	for _, sse := range []bool{true, false} {
+		framing := "gemini alt=sse"
+		if !sse {
+			framing = "gemini JSON array"
+		}
+		for _, row := range rows {
+			t.Run(framing+" "+row.name, func(t *testing.T) {
+				e, g := newGeminiEnv(t, func(c *config.Config) { c.Replay.MaxAnswerBytes = limit })
+				g.Configure(row.fault)
+				task := "Task: " + framing + " " + row.name
+				start := time.Now()
+				var saw geminiSaw
+				if sse {
+					saw = genaiStream(t, e, task)
+				} else {
+					saw = arrayStream(t, e, task)
+				}
+				took := time.Since(start)
+				row.check(t, sse, saw)
+				steps := recordedSteps(t, e)
+				if len(steps) != 1 || steps[0].Status != 200 || !row.stepOK(steps[0]) {
+					t.Fatalf("recorded %s", describeSteps(steps))
+				}
+				faultRow(t, "upstream", framing+": "+row.name, fmt.Sprintf("%s in %v", saw, took.Round(time.Millisecond)), describeSteps(steps))
+			})
+		}
+	}
+}
+
+// genaiStream streams task's answer through camproxy with @google/genai
+// (generateContentStream: alt=sse).
+func genaiStream(t *testing.T, e *env, task string) geminiSaw {
+	t.Helper()
+	out := gjson.ParseBytes(nodeScript(t, "genai.mjs", "GOOGLE_GEMINI_BASE_URL="+e.base, "GEMINI_API_KEY=gm-client",
+		"CAMPROXY_GENAI_RUN=stream", "CAMPROXY_TASK="+task))
+	if out.Get("error").Exists() && out.Get("errorName").String() != "ApiError" {
+		t.Fatalf("@google/genai raised no API error: %s", out.Raw)
+	}
+	return geminiSaw{chunks: int(out.Get("chunks").Int()), text: out.Get("text").String(),
+		errCode: int(out.Get("errorStatus").Int()), errMsg: out.Get("error").String()}
+}
+
+// arrayStream streams task's answer through camproxy as a JSON array
+// (streamGenerateContent without alt) and reads its elements as a streaming JSON
+// reader does, up to where the body ends or breaks.
+func arrayStream(t *testing.T, e *env, task string) geminiSaw {
+	t.Helper()
+	body := `{"contents":[{"role":"user","parts":[{"text":"` + jsonText(task) + `"}]}]}`
+	req, _ := http.NewRequest(http.MethodPost, e.base+"/v1beta/models/gemini-2.5-flash:streamGenerateContent", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Goog-Api-Key", "gm-client")
+	resp, err := (&http.Client{Timeout: testkit.Patience(t)}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, readErr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		t.Fatalf("%d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	saw := geminiSaw{broken: readErr != nil}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		t.Fatalf("not an array: %q", b)
+	}
+	for dec.More() {
+		var el json.RawMessage
+		if err := dec.Decode(&el); err != nil {
+			saw.broken = true
+			return saw
+		}
+		if e := gjson.GetBytes(el, "error"); e.Exists() {
+			saw.errCode, saw.errMsg = int(e.Get("code").Int()), e.Get("message").String()
+			continue
+		}
+		saw.chunks++
+		saw.text += gjson.GetBytes(el, "candidates.0.content.parts.0.text").String()
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim(']') {
+		saw.broken = true
+	}
+	return saw
 }
 
 // errorsAs is errors.As for the SDK's error type.

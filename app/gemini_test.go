@@ -43,15 +43,17 @@ func onlyEpisode(t *testing.T, e *env) *replay.Episode {
 	return buf.Episodes[0]
 }
 
-// checkGeminiTurns: every upstream call carried the key want as x-goog-api-key and
-// the task's text with the context right after the task, the same in each call, and
-// camproxy asked CAM once.
-func checkGeminiTurns(t *testing.T, e *env, reqs []testkit.Captured, task, key string) {
+// checkGeminiTurns: every upstream call carried the credentials creds (header →
+// value; "" = no such header) and the task's text with the context right after the
+// task, the same in each call, and camproxy asked CAM once.
+func checkGeminiTurns(t *testing.T, e *env, reqs []testkit.Captured, task string, creds map[string]string) {
 	t.Helper()
 	var first string
 	for i, r := range reqs {
-		if got := r.Header.Get("X-Goog-Api-Key"); got != key {
-			t.Errorf("call %d: x-goog-api-key %q, want %q", i, got, key)
+		for h, want := range creds {
+			if got := r.Header.Get(h); got != want {
+				t.Errorf("call %d: %s %q reached the upstream, want %q", i, h, got, want)
+			}
 		}
 		text := gjson.GetBytes(r.Body, "contents.0.parts.0.text").String()
 		if !strings.HasPrefix(text, task+"\n\n"+guidance(task)) {
@@ -68,35 +70,75 @@ func checkGeminiTurns(t *testing.T, e *env, reqs []testkit.Captured, task, key s
 	}
 }
 
-// TestNodeGenAI: Google's @google/genai, configured by GOOGLE_GEMINI_BASE_URL and
-// GEMINI_API_KEY alone, calls a function (generateContent) then streams the answer
-// to its response (generateContentStream, alt=sse) through camproxy: both calls go
-// to the gemini upstream augmented (the context right after the task), one CAM
-// call, one episode with the function call and its response; the client's key goes
-// through, or upstreams.gemini.api_key replaces it (the fake accepts only the one
-// it expects).
+// geminiKey is the credentials of a Gemini API call with key: x-goog-api-key, no bearer.
+func geminiKey(key string) map[string]string {
+	return map[string]string{"X-Goog-Api-Key": key, "Authorization": ""}
+}
+
+// TestNodeGenAI: Google's @google/genai calls a function (generateContent) then
+// streams the answer to its response (generateContentStream, alt=sse) through
+// camproxy, set up as its docs say: for the Gemini API by GOOGLE_GEMINI_BASE_URL and
+// GEMINI_API_KEY alone; for Vertex AI by vertexai, project, location and
+// httpOptions.baseUrl, with an OAuth access token from google-auth-library (an
+// OAuth2Client in googleAuthOptions.authClient), which it sends as Authorization:
+// Bearer to /v1beta1/projects/{p}/locations/{l}/publishers/google/models/{m}:….
+// Both calls reach the gemini upstream on the path the SDK sent, augmented (the
+// context right after the task, X-CAM-Context miss then episode, one episode id),
+// one CAM call, one episode with the model, the function call and its response. The
+// client's API key goes through, or upstreams.gemini.api_key replaces it; a Vertex
+// bearer token goes through untouched, configured key or not: no API key is added
+// (the fake accepts only the credential it expects).
 func TestNodeGenAI(t *testing.T) {
-	for _, tc := range []struct{ name, configured, want string }{
-		{"client key", "", "gm-client"},
-		{"configured key", "gm-camproxy", "gm-camproxy"},
+	const token, project, location = "ya29.a0-vertex-access-token", "cam-proj-7", "europe-west4"
+	bearer := map[string]string{"Authorization": "Bearer " + token, "X-Goog-Api-Key": ""}
+	for _, tc := range []struct {
+		name       string
+		vertex     bool
+		configured string            // upstreams.gemini.api_key
+		accepted   string            // the only credential the fake accepts
+		creds      map[string]string // what reaches it
+	}{
+		{"client key", false, "", "gm-client", geminiKey("gm-client")},
+		{"configured key", false, "gm-camproxy", "gm-camproxy", geminiKey("gm-camproxy")},
+		{"vertex bearer", true, "", token, bearer},
+		{"vertex bearer, configured key", true, "gm-camproxy", token, bearer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, g := newGeminiEnv(t, func(c *config.Config) { c.Upstreams["gemini"].APIKey = tc.configured })
-			g.Configure(func(g *testkit.Gemini) { g.APIKey = tc.want })
+			g.Configure(func(g *testkit.Gemini) { g.APIKey = tc.accepted })
 			const task = "Is flight UA 100 on time?"
-			out := gjson.ParseBytes(nodeScript(t, "genai.mjs", "GOOGLE_GEMINI_BASE_URL="+e.base, "GEMINI_API_KEY=gm-client", "CAMPROXY_TASK="+task))
+			env, prefix := []string{"GOOGLE_GEMINI_BASE_URL=" + e.base, "GEMINI_API_KEY=gm-client"}, "/v1beta/models/gemini-2.5-flash:"
+			if tc.vertex {
+				env = []string{"CAMPROXY_VERTEX=1", "CAMPROXY_BASE_URL=" + e.base, "CAMPROXY_VERTEX_TOKEN=" + token,
+					"CAMPROXY_VERTEX_PROJECT=" + project, "CAMPROXY_VERTEX_LOCATION=" + location}
+				prefix = "/v1beta1/projects/" + project + "/locations/" + location + "/publishers/google/models/gemini-2.5-flash:"
+			}
+			out := gjson.ParseBytes(nodeScript(t, "genai.mjs", append(env, "CAMPROXY_TASK="+task)...))
 			if out.Get("error").String() != "" || out.Get("calls.#").Int() != 1 || out.Get("calls.0.name").String() != "lookup_flight" ||
 				!strings.HasPrefix(out.Get("text").String(), "Done after 3 contents") {
 				t.Fatalf("@google/genai through camproxy: %s", out.Raw)
 			}
-			reqs := g.Requests()
-			if len(reqs) != 2 || !strings.HasSuffix(reqs[0].Path, ":generateContent") || !strings.HasSuffix(reqs[1].Path, ":streamGenerateContent?alt=sse") {
-				t.Fatalf("upstream calls: %d %v", len(reqs), reqs)
+			reqs, sent := g.Requests(), out.Get("sent").Array()
+			if len(reqs) != 2 || len(sent) != 2 {
+				t.Fatalf("%d upstream calls, %d client calls: %v", len(reqs), len(sent), reqs)
 			}
-			checkGeminiTurns(t, e, reqs, task, tc.want)
+			for i, suffix := range []string{"generateContent", "streamGenerateContent?alt=sse"} {
+				r, s := reqs[i], sent[i]
+				if r.Path != prefix+suffix || s.Get("url").String() != e.base+r.Path {
+					t.Errorf("call %d: the client sent %s, the upstream got %s; want %s", i, s.Get("url"), r.Path, prefix+suffix)
+				}
+				if want := []string{"miss", "episode"}[i]; s.Get("context").String() != want || s.Get("episode").String() != sent[0].Get("episode").String() ||
+					s.Get("episode").String() == "" {
+					t.Errorf("call %d: X-CAM-Context %q (want %q), X-CAM-Episode-Id %q", i, s.Get("context"), want, s.Get("episode"))
+				}
+				if tc.vertex && s.Get("authorization").String() != "Bearer "+token {
+					t.Errorf("call %d: the SDK sent Authorization %q, not the token it was given", i, s.Get("authorization"))
+				}
+			}
+			checkGeminiTurns(t, e, reqs, task, tc.creds)
 			ep := onlyEpisode(t, e)
-			if ep.Protocol != "gemini" || ep.Task != task || ep.Steps != 2 {
-				t.Fatalf("episode: protocol %q task %q steps %d", ep.Protocol, ep.Task, ep.Steps)
+			if ep.Protocol != "gemini" || ep.Task != task || ep.Steps != 2 || ep.Model != "gemini-2.5-flash" {
+				t.Fatalf("episode: protocol %q task %q steps %d model %q", ep.Protocol, ep.Task, ep.Steps, ep.Model)
 			}
 			var called, answered bool
 			for _, m := range ep.Messages {
@@ -150,7 +192,7 @@ func TestAISDKGoogle(t *testing.T) {
 			t.Errorf("upstream call %d: user agent %q", i, r.Header.Get("User-Agent"))
 		}
 	}
-	checkGeminiTurns(t, e, reqs, frameworkTask, "gm-ai-sdk-client")
+	checkGeminiTurns(t, e, reqs, frameworkTask, geminiKey("gm-ai-sdk-client"))
 	checkExportedCall(t, e, "lookup_flight", "query", "flight status", "on time")
 }
 

@@ -60,7 +60,7 @@ func TestNodeOpenAIClient(t *testing.T) {
 	}
 	wantCtx := "Guidance for: " + task + "\n- check the policy first."
 	for i := range reqs {
-		assertSpliced(t, []byte(sent[i].String()), reqs[i].Body, task, wantCtx)
+		assertSpliced(t, []byte(sent[i].Get("body").String()), reqs[i].Body, task, wantCtx)
 	}
 	if e.cam.Calls() != 1 {
 		t.Fatalf("CAM calls %d", e.cam.Calls())

@@ -1,47 +1,53 @@
-// Drives camproxy with the `openai` npm package's AzureOpenAI client, configured as
-// Azure's docs configure it: the resource endpoint (AZURE_OPENAI_ENDPOINT, read by
-// the client itself), an api key, an api version and a deployment. A tool call
-// (non-streaming), then the tool result with a streamed answer. Prints what it saw
-// as JSON for app/azure_test.go.
-import { AzureOpenAI } from "openai";
+// Drives camproxy with the `openai` npm package as Azure's docs configure it for an
+// Azure OpenAI resource: the resource endpoint (AZURE_OPENAI_ENDPOINT, read by
+// AzureOpenAI itself), an api version, and either an api key or a Microsoft Entra
+// token: with CAMPROXY_AZURE_TOKEN set, azureADTokenProvider (a function returning
+// the token, as @azure/identity's getBearerTokenProvider does) instead of the key,
+// which the client sends as Authorization: Bearer. Prints what it saw as JSON for
+// app/azure_test.go.
+//
+// CAMPROXY_AZURE_API=chat (default): the chat turns of openai-turns.mjs (a tool call,
+// then a streamed answer) with deployment "gpt4-deploy":
+// /openai/deployments/gpt4-deploy/chat/completions?api-version=2024-10-21.
+// CAMPROXY_AZURE_API=responses: one streamed Responses call (stream: true) for
+// CAMPROXY_TASK, reporting every event as the client parsed it, on the path
+// CAMPROXY_AZURE_PATH names:
+//   resource    AzureOpenAI → /openai/responses?api-version=2025-04-01-preview
+//   deployment  AzureOpenAI with baseURL {endpoint}/openai/deployments/gpt4-deploy (the
+//               client keeps a baseURL that names a deployment) →
+//               /openai/deployments/gpt4-deploy/responses?api-version=2025-04-01-preview
+//   v1          OpenAI with baseURL {endpoint}/openai/v1/ and the key or token provider
+//               as its apiKey, as Azure's v1 API docs set it up → /openai/v1/responses
+import OpenAI, { AzureOpenAI } from "openai";
+import { capturingFetch, chatTurns, report } from "./openai-turns.mjs";
 
 const sent = [];
-const capturingFetch = async (url, init) => {
-  sent.push({ url: String(url), body: typeof init.body === "string" ? init.body : new TextDecoder().decode(init.body) });
-  return fetch(url, init);
-};
+const endpoint = process.env.AZURE_OPENAI_ENDPOINT;
+const token = process.env.CAMPROXY_AZURE_TOKEN;
+const common = { maxRetries: 0, fetch: capturingFetch(sent) };
+// The credential, as AzureOpenAI takes it: a token provider or a key.
+const auth = token ? { azureADTokenProvider: async () => token } : { apiKey: "az-client-key" };
 
-const client = new AzureOpenAI({
-  apiKey: "az-client-key",
-  apiVersion: "2024-10-21",
-  deployment: "gpt4-deploy",
-  maxRetries: 0,
-  fetch: capturingFetch,
-});
-
-const task = process.env.CAMPROXY_TASK;
-const tools = [{ type: "function", function: { name: "lookup", parameters: { type: "object" } } }];
-const messages = [
-  { role: "system", content: "You are an airline agent." },
-  { role: "user", content: task },
-];
-
-const first = await client.chat.completions.create({ model: "gpt-4o", messages, tools }).withResponse();
-const msg = first.data.choices[0].message;
-
-messages.push(msg, { role: "tool", tool_call_id: msg.tool_calls[0].id, content: '{"status":"on time"}' });
-const stream = await client.chat.completions
-  .create({ model: "gpt-4o", messages, tools, stream: true, stream_options: { include_usage: true } })
-  .withResponse();
-let content = "";
-for await (const chunk of stream.data) {
-  if (chunk.choices[0]?.delta?.content) content += chunk.choices[0].delta.content;
+let out;
+if ((process.env.CAMPROXY_AZURE_API || "chat") === "chat") {
+  const client = new AzureOpenAI({ ...auth, apiVersion: "2024-10-21", deployment: "gpt4-deploy", ...common });
+  out = await chatTurns(client, process.env.CAMPROXY_TASK);
+} else {
+  const apiVersion = "2025-04-01-preview";
+  const client = {
+    resource: () => new AzureOpenAI({ ...auth, apiVersion, ...common }),
+    deployment: () => new AzureOpenAI({ ...auth, apiVersion, baseURL: `${endpoint}/openai/deployments/gpt4-deploy`, ...common }),
+    v1: () => new OpenAI({ apiKey: auth.azureADTokenProvider ?? auth.apiKey, baseURL: `${endpoint}/openai/v1/`, ...common }),
+  }[process.env.CAMPROXY_AZURE_PATH]();
+  const stream = await client.responses
+    .create({ model: "gpt4-deploy", instructions: "You are an airline agent.", input: process.env.CAMPROXY_TASK, stream: true })
+    .withResponse();
+  const events = [];
+  for await (const ev of stream.data) events.push(ev);
+  out = {
+    events,
+    headers: [stream.response.headers.get("x-cam-context")],
+    episodes: [stream.response.headers.get("x-cam-episode-id")],
+  };
 }
-
-console.log(JSON.stringify({
-  sent,
-  toolCall: msg.tool_calls[0],
-  headers: [first.response.headers.get("x-cam-context"), stream.response.headers.get("x-cam-context")],
-  episodes: [first.response.headers.get("x-cam-episode-id"), stream.response.headers.get("x-cam-episode-id")],
-  content,
-}));
+await report(sent, out);

@@ -50,6 +50,10 @@ type Gemini struct {
 	// ErrorAfter > 0: after that many chunks, send an error object (503 UNAVAILABLE,
 	// as the API does when the model is overloaded mid-answer) and end the stream.
 	ErrorAfter int
+	// ResetAfter > 0: after that many chunks, drop the connection without ending the
+	// body (no last chunk of the chunked encoding, no closing "]" of an array): a
+	// stream cut short, as by a crashed backend or a dropped connection.
+	ResetAfter int
 
 	mu      sync.Mutex
 	answers atomic.Int64 // numbers each answer's responseId
@@ -71,17 +75,17 @@ func (g *Gemini) Configure(fn func(*Gemini)) {
 }
 
 type geminiSettings struct {
-	apiKey                string
-	replyFn               func(body gjson.Result) Reply
-	thoughts              string
-	delay                 time.Duration
-	hangAfter, errorAfter int
+	apiKey                            string
+	replyFn                           func(body gjson.Result) Reply
+	thoughts                          string
+	delay                             time.Duration
+	hangAfter, errorAfter, resetAfter int
 }
 
 func (g *Gemini) settings() geminiSettings {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return geminiSettings{g.APIKey, g.ReplyFn, g.Thoughts, g.Delay, g.HangAfter, g.ErrorAfter}
+	return geminiSettings{g.APIKey, g.ReplyFn, g.Thoughts, g.Delay, g.HangAfter, g.ErrorAfter, g.ResetAfter}
 }
 
 // GeminiError is a Google API error body.
@@ -336,6 +340,9 @@ func (g *Gemini) stream(set geminiSettings, w http.ResponseWriter, r *http.Reque
 			return
 		}
 		fl.Flush()
+		if set.resetAfter > 0 && i+1 == set.resetAfter {
+			panic(http.ErrAbortHandler) // net/http closes the connection mid-body
+		}
 		if set.hangAfter > 0 && i+1 == set.hangAfter {
 			select {
 			case <-r.Context().Done():
