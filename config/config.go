@@ -26,7 +26,10 @@ type Config struct {
 	SideCalls  SideCalls            `yaml:"side_calls"`
 	Placement  Placement            `yaml:"placement"`
 	Augmenters map[string]Augmenter `yaml:"augmenters"`
-	Experiment Experiment           `yaml:"experiment"`
+	Experiment Experiment           `yaml:"experiment"` // the one-experiment form
+	// Experiments is the list form (a gateway's agents, each with its own experiment);
+	// given, it replaces experiment. PerExperiment reads either.
+	Experiments []Experiment `yaml:"experiments"`
 	Cache      Cache                `yaml:"cache"`
 	Episodes   Episodes             `yaml:"episodes"`
 	Replay     Replay               `yaml:"replay"`
@@ -292,13 +295,40 @@ type Breaker struct {
 	OpenFor  time.Duration `yaml:"open_for"` // time open before half-open
 }
 
-// Experiment assigns episodes to arms.
+// Experiment assigns episodes to arms. In the list form (experiments) each also has
+// the calls it takes (match), and may have its own task rules and learner.
 type Experiment struct {
 	Name          string   `yaml:"name"`
 	Sticky        string   `yaml:"sticky"`         // episode | task
-	AllowOverride bool     `yaml:"allow_override"` // honour X-CAM-Arm
+	AllowOverride bool     `yaml:"allow_override"` // honour X-CAM-Arm and X-CAM-Experiment
 	Arms          []Arm    `yaml:"arms"`
 	Adaptive      Adaptive `yaml:"adaptive"`
+	// Match (experiments only): the calls this experiment takes; every key given must
+	// hold. The first experiment that matches wins; the one named default takes what
+	// no other matched.
+	Match Match `yaml:"match"`
+	Task  *Task `yaml:"task"` // experiments only; nil = the top-level task rules
+	// Learn (experiments only): this experiment's learner, with a store of its own;
+	// nil = none. Its keys default as the top-level learn's.
+	Learn *Learn `yaml:"learn"`
+}
+
+// DefaultExperimentName is the experiment that takes the calls no other matched.
+const DefaultExperimentName = "default"
+
+// Match says which calls an experiment takes. Empty, it takes every call.
+type Match struct {
+	Agents          []string `yaml:"agents"`           // X-CAM-Agent header values
+	KeyFingerprints []string `yaml:"key_fingerprints"` // hex prefixes (8+) of sha256 of the client's credential
+	Protocols       []string `yaml:"protocols"`        // task explain's protocol names (responses, openai, anthropic, bedrock, gemini …)
+	Paths           []string `yaml:"paths"`            // globs on the request path
+	Models          []string `yaml:"models"`           // globs on the model, case-insensitive
+	Task            string   `yaml:"task"`             // a regexp searched in the task text (found by the experiment's task rules)
+}
+
+// Empty says whether m takes every call.
+func (m Match) Empty() bool {
+	return len(m.Agents)+len(m.KeyFingerprints)+len(m.Protocols)+len(m.Paths)+len(m.Models) == 0 && m.Task == ""
 }
 
 // Adaptive is Thompson-sampling allocation over episode rewards.
@@ -395,12 +425,7 @@ func Default() *Config {
 		SideCalls:  SideCalls{Builtin: true, Rules: []SideCallRule{}},
 		Placement:  Placement{Mode: "append_to_task", Template: "\n\n" + ContextPlaceholder},
 		Augmenters: map[string]Augmenter{},
-		Experiment: Experiment{
-			Name:     "default",
-			Sticky:   StickyEpisode,
-			Arms:     []Arm{{Name: "baseline", Weight: 1, Augmenter: AugmenterNone}},
-			Adaptive: Adaptive{UpdatePeriod: 30 * time.Second, MinShare: 0.05, Alpha: 0.05, MinEpisodes: 20},
-		},
+		Experiment: DefaultExperiment(),
 		Cache:    Cache{LocalEntries: 10000, TTL: 24 * time.Hour},
 		Episodes: Episodes{IdleTimeout: 30 * time.Minute, Store: StoreMemory},
 		Replay: Replay{
@@ -413,10 +438,75 @@ func Default() *Config {
 		},
 		Rollouts: Rollouts{MaxInFlight: 64, DefaultTimeout: 10 * time.Minute, QueueTimeout: time.Hour},
 		Tracing:  Tracing{ServiceName: "camproxy", SampleRatio: 1},
-		Learn: Learn{Every: 20, PromoteAlpha: 0.05, MaxCandidates: 2, MinEpisodes: 20, MaxTrial: 200, Store: "./camproxy-data/playbook",
-			BatchSize: 8, Prune: 3, MaxEntries: 100, MaxTurns: 12, GuidanceTasks: 5, CheckEvery: 5 * time.Second, LeaseTTL: 30 * time.Second,
-			StepTimeout: 10 * time.Minute},
+		Learn:    DefaultLearn(),
 	}
+}
+
+// DefaultExperiment is what experiment, and each experiments entry, starts from.
+func DefaultExperiment() Experiment {
+	return Experiment{
+		Name:     DefaultExperimentName,
+		Sticky:   StickyEpisode,
+		Arms:     []Arm{{Name: "baseline", Weight: 1, Augmenter: AugmenterNone}},
+		Adaptive: Adaptive{UpdatePeriod: 30 * time.Second, MinShare: 0.05, Alpha: 0.05, MinEpisodes: 20},
+	}
+}
+
+// DefaultLearn is what learn, and each experiment's learn, starts from.
+func DefaultLearn() Learn {
+	return Learn{Every: 20, PromoteAlpha: 0.05, MaxCandidates: 2, MinEpisodes: 20, MaxTrial: 200, Store: "./camproxy-data/playbook",
+		BatchSize: 8, Prune: 3, MaxEntries: 100, MaxTurns: 12, GuidanceTasks: 5, CheckEvery: 5 * time.Second, LeaseTTL: 30 * time.Second,
+		StepTimeout: 10 * time.Minute}
+}
+
+// PerExperiment is the config as each experiment sees it, in match order (the
+// default experiment last): the config itself for the one-experiment form; for the
+// list form a copy per entry whose experiment is that entry, whose task rules are
+// its own (else the top-level ones) and whose learn is its own (else disabled). The
+// copies share c's maps and lists: read them, do not change them.
+func (c *Config) PerExperiment() []*Config {
+	if len(c.Experiments) == 0 {
+		return []*Config{c}
+	}
+	out := make([]*Config, 0, len(c.Experiments))
+	var def *Config
+	for _, e := range c.Experiments {
+		v := c.view(e)
+		if e.Name == DefaultExperimentName {
+			def = v
+			continue
+		}
+		out = append(out, v)
+	}
+	if def != nil {
+		out = append(out, def)
+	}
+	return out
+}
+
+// view is the config as experiment e sees it (PerExperiment).
+func (c *Config) view(e Experiment) *Config {
+	v := *c
+	v.Experiments = nil
+	v.Experiment = e
+	v.Experiment.Task, v.Experiment.Learn = nil, nil
+	if e.Task != nil {
+		v.Task = *e.Task
+	}
+	v.Learn = Learn{}
+	if e.Learn != nil {
+		v.Learn = *e.Learn
+	}
+	return &v
+}
+
+// ExperimentNames are the configured experiments' names, in PerExperiment's order.
+func (c *Config) ExperimentNames() []string {
+	var names []string
+	for _, v := range c.PerExperiment() {
+		names = append(names, v.Experiment.Name)
+	}
+	return names
 }
 
 // defaultUpstreams is a block for every provider in the registry.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -115,14 +116,31 @@ func decode(root *yaml.Node, cfg *Config) ([]error, error) {
 		return nil, fmt.Errorf("invalid YAML: %w", decodeErr)
 	}
 	cfg.Augmenters = decodeAugmenters(root) // replaces the default map
+	cfg.Experiments = decodeExperiments(root)
 	cfg.fillArmPlacements()
 
 	errs := checkShape(root)
+	if k := mappingKey(root, "experiments"); k != nil && mappingKey(root, "experiment") != nil {
+		errs = append(errs, &FieldError{Key: "experiments", Msg: "give experiment (one) or experiments (a list), not both", Line: k.Line, Column: k.Column})
+	}
 	if typeErr != nil && len(errs) == 0 {
 		// checkShape mirrors the decoder's type checks; this is a safety net.
 		errs = append(errs, fmt.Errorf("invalid config: %w", typeErr))
 	}
 	return errs, nil
+}
+
+// mappingKey is the key node named name of mapping n, or nil.
+func mappingKey(n *yaml.Node, name string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == name {
+			return n.Content[i]
+		}
+	}
+	return nil
 }
 
 // decodeAugmenters decodes each augmenters entry over DefaultAugmenter().
@@ -142,10 +160,42 @@ func decodeAugmenters(root *yaml.Node) map[string]Augmenter {
 	return out
 }
 
+// decodeExperiments decodes each experiments entry over DefaultExperiment(), and
+// its learn over DefaultLearn(). Errors are dropped: checkShape reports each.
+func decodeExperiments(root *yaml.Node) []Experiment {
+	var raw struct {
+		Experiments []yaml.Node `yaml:"experiments"`
+	}
+	_ = root.Decode(&raw)
+	if raw.Experiments == nil {
+		return nil
+	}
+	out := make([]Experiment, 0, len(raw.Experiments))
+	for _, n := range raw.Experiments {
+		e := DefaultExperiment()
+		e.Name = ""
+		_ = n.Decode(&e)
+		var lr struct {
+			Learn yaml.Node `yaml:"learn"`
+		}
+		if _ = n.Decode(&lr); lr.Learn.Kind != 0 && !isNull(&lr.Learn) {
+			l := DefaultLearn()
+			_ = lr.Learn.Decode(&l)
+			e.Learn = &l
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // fillArmPlacements completes each per-arm placement override with the
 // top-level placement's values for the keys it omits.
 func (c *Config) fillArmPlacements() {
-	for _, arm := range c.Experiment.Arms {
+	arms := c.Experiment.Arms
+	for _, e := range c.Experiments {
+		arms = append(slices.Clip(arms), e.Arms...)
+	}
+	for _, arm := range arms {
 		if arm.Placement == nil {
 			continue
 		}

@@ -31,16 +31,25 @@ func (c *Config) Redacted() *Config {
 	for k := range r.Tracing.Headers {
 		r.Tracing.Headers[k] = mask // a backend's API key, most likely
 	}
-	r.Learn.APIKey = maskSecret(r.Learn.APIKey)
-	r.Learn.BaseURL = redactURL(r.Learn.BaseURL)
-	r.Learn.Store = redactURL(r.Learn.Store)
-	r.Learn.From = redactURL(r.Learn.From)
+	r.Learn.redact()
+	for _, e := range r.Experiments {
+		if e.Learn != nil {
+			e.Learn.redact()
+		}
+	}
 	r.Cache.RedisURL = redactURL(r.Cache.RedisURL)
 	r.Episodes.RedisURL = redactURL(r.Episodes.RedisURL)
 	for i, sink := range r.Replay.Sinks {
 		r.Replay.Sinks[i] = redactURL(sink)
 	}
 	return r
+}
+
+func (l *Learn) redact() {
+	l.APIKey = maskSecret(l.APIKey)
+	l.BaseURL = redactURL(l.BaseURL)
+	l.Store = redactURL(l.Store)
+	l.From = redactURL(l.From)
 }
 
 func (u *Upstream) redact() {
@@ -72,15 +81,7 @@ func (c *Config) clone() *Config {
 			out.Upstreams[name] = &b
 		}
 	}
-	out.Task.Rules = slices.Clone(c.Task.Rules)
-	for i := range out.Task.Rules {
-		r := &out.Task.Rules[i]
-		r.Skip, r.Strip = slices.Clone(r.Skip), slices.Clone(r.Strip)
-		if r.Envelopes != nil {
-			e := *r.Envelopes
-			r.Envelopes = &e
-		}
-	}
+	out.Task = cloneTask(c.Task)
 	if c.Augmenters != nil {
 		out.Augmenters = make(map[string]Augmenter, len(c.Augmenters))
 		for name, a := range c.Augmenters {
@@ -88,16 +89,53 @@ func (c *Config) clone() *Config {
 			out.Augmenters[name] = a
 		}
 	}
-	out.Experiment.Arms = slices.Clone(c.Experiment.Arms)
-	for i, arm := range out.Experiment.Arms {
-		if arm.Placement != nil {
-			pl := *arm.Placement
-			out.Experiment.Arms[i].Placement = &pl
+	out.Experiment = c.Experiment.clone()
+	if c.Experiments != nil {
+		out.Experiments = make([]Experiment, len(c.Experiments))
+		for i, e := range c.Experiments {
+			out.Experiments[i] = e.clone()
 		}
 	}
 	out.Replay.Sinks = slices.Clone(c.Replay.Sinks)
 	out.Tracing.Headers = maps.Clone(c.Tracing.Headers)
 	return &out
+}
+
+// clone deep-copies e's arms, match, task rules and learn.
+func (e Experiment) clone() Experiment {
+	out := e
+	out.Arms = slices.Clone(e.Arms)
+	for i, arm := range out.Arms {
+		if arm.Placement != nil {
+			pl := *arm.Placement
+			out.Arms[i].Placement = &pl
+		}
+	}
+	m := &out.Match
+	m.Agents, m.KeyFingerprints, m.Protocols = slices.Clone(m.Agents), slices.Clone(m.KeyFingerprints), slices.Clone(m.Protocols)
+	m.Paths, m.Models = slices.Clone(m.Paths), slices.Clone(m.Models)
+	if e.Task != nil {
+		t := cloneTask(*e.Task)
+		out.Task = &t
+	}
+	if e.Learn != nil {
+		l := *e.Learn
+		out.Learn = &l
+	}
+	return out
+}
+
+func cloneTask(t Task) Task {
+	t.Rules = slices.Clone(t.Rules)
+	for i := range t.Rules {
+		r := &t.Rules[i]
+		r.Skip, r.Strip = slices.Clone(r.Skip), slices.Clone(r.Strip)
+		if r.Envelopes != nil {
+			e := *r.Envelopes
+			r.Envelopes = &e
+		}
+	}
+	return t
 }
 
 func cloneMap(m map[string]any) map[string]any {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,13 +67,22 @@ func (c *Config) validate() []error {
 	c.SideCalls.compile(&p)
 	c.Placement.check(&p, "placement")
 	c.checkAugmenters(&p)
-	c.Experiment.check(&p, c.Augmenters)
+	if len(c.Experiments) > 0 {
+		c.checkExperiments(&p)
+	} else {
+		c.Experiment.checkSingle(&p)
+		c.Experiment.check(&p, c.Augmenters)
+	}
 	c.Cache.check(&p)
 	c.Episodes.check(&p, c.Cache)
 	c.Replay.check(&p)
 	c.Rollouts.check(&p)
 	c.Tracing.check(&p)
-	c.checkLearn(&p)
+	if len(c.Experiments) == 0 {
+		c.checkLearn(&p)
+	} else if c.Learn.Enabled {
+		p.add("learn.enabled", "with experiments, each experiment has a learn of its own (experiments[i].learn, with its own store): move it there")
+	}
 	// mask is what Redacted leaves: a printed config still validates.
 	if t := c.Admin.Token; t != "" && t != mask && (len(t) < 16 || strings.TrimSpace(t) != t) {
 		p.add("admin.token", "must be at least 16 characters without surrounding spaces (got %d characters)", len(t))
@@ -487,6 +497,109 @@ func (e Experiment) check(p *problems, augmenters map[string]Augmenter) {
 		p.add("experiment.arms", "the weights must sum to a finite number > 0")
 	}
 	e.Adaptive.check(p, seen, len(e.Arms))
+}
+
+// checkSingle refuses the list form's keys in the one-experiment form.
+func (e Experiment) checkSingle(p *problems) {
+	if !e.Match.Empty() {
+		p.add("experiment.match", "applies to experiments entries only: the one experiment takes every call")
+	}
+	if e.Task != nil {
+		p.add("experiment.task", "applies to experiments entries only: use the top-level task")
+	}
+	if e.Learn != nil {
+		p.add("experiment.learn", "applies to experiments entries only: use the top-level learn")
+	}
+}
+
+// checkExperiments checks the list form: each entry as the one experiment of its own
+// config (PerExperiment's view; its problems named under experiments[i]), plus what
+// only a list can get wrong — names, matches that shadow the rest, shared stores.
+func (c *Config) checkExperiments(p *problems) {
+	names := map[string]int{}
+	stores := map[string]int{}
+	for i, e := range c.Experiments {
+		key := fmt.Sprintf("experiments[%d]", i)
+		switch j, dup := names[e.Name]; {
+		case e.Name == "":
+			p.add(key+".name", "required")
+		case !validLabel(e.Name):
+			p.add(key+".name", "must be 1-64 characters of a-z 0-9 _ - (a metric label), got %q", e.Name)
+		case dup:
+			p.add(key+".name", "%q is already the name of experiments[%d]", e.Name, j)
+		default:
+			names[e.Name] = i
+		}
+		e.Match.check(p, key+".match")
+		switch {
+		case e.Name == DefaultExperimentName && !e.Match.Empty():
+			p.add(key+".match", "the default experiment takes the calls no other matched: remove its match")
+		case e.Name != DefaultExperimentName && e.Match.Empty() && (i < len(c.Experiments)-1 || c.hasDefault()):
+			p.add(key+".match", "empty, so it takes every call and the experiments after it (and default) get none: give it match keys, or name it default")
+		}
+		v := c.view(e)
+		var q problems
+		v.Experiment.check(&q, c.Augmenters)
+		if e.Task != nil {
+			e.Task.compile(&q)
+		}
+		if v.Learn.Enabled {
+			v.checkLearn(&q)
+			if j, dup := stores[v.Learn.Store]; dup {
+				q.add("learn.store", "is experiments[%d]'s store too: each learner needs its own (a directory, or a Redis ?prefix=)", j)
+			}
+			stores[v.Learn.Store] = i
+		}
+		for _, err := range q {
+			if fe, ok := err.(*FieldError); ok {
+				fe.Key = key + "." + strings.TrimPrefix(fe.Key, "experiment.")
+			}
+			*p = append(*p, err)
+		}
+	}
+}
+
+func (c *Config) hasDefault() bool {
+	return slices.ContainsFunc(c.Experiments, func(e Experiment) bool { return e.Name == DefaultExperimentName })
+}
+
+// check reports every match key that cannot match anything.
+func (m Match) check(p *problems, key string) {
+	for i, a := range m.Agents {
+		if strings.TrimSpace(a) == "" {
+			p.add(fmt.Sprintf("%s.agents[%d]", key, i), "empty")
+		}
+	}
+	for i, f := range m.KeyFingerprints {
+		if _, err := hex.DecodeString(padHex(f)); err != nil || len(f) < 8 || len(f) > 64 {
+			p.add(fmt.Sprintf("%s.key_fingerprints[%d]", key, i), "must be 8-64 hex digits of a key's sha256 (camproxy key fingerprint prints one), got %q", f)
+		}
+	}
+	for i, pr := range m.Protocols {
+		if registry.ByExplain(pr) == nil {
+			p.add(fmt.Sprintf("%s.protocols[%d]", key, i), "%q is not a protocol; the protocols are %s", pr, strings.Join(registry.ExplainNames(), ", "))
+		}
+	}
+	for field, globs := range map[string][]string{"paths": m.Paths, "models": m.Models} {
+		for i, g := range globs {
+			if _, err := path.Match(g, ""); err != nil || g == "" {
+				p.add(fmt.Sprintf("%s.%s[%d]", key, field, i), "%q is not a glob", g)
+			}
+		}
+	}
+	if m.Task != "" {
+		if _, err := regexp.Compile(m.Task); err != nil {
+			p.add(key+".task", "is not a regexp: %v", err)
+		}
+	}
+}
+
+// padHex makes an odd-length hex prefix decodable.
+func padHex(s string) string {
+	if len(s)%2 == 1 {
+		return s + "0"
+	}
+	return s
 }
 
 func (a Adaptive) check(p *problems, arms map[string]int, n int) {
