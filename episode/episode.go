@@ -28,6 +28,7 @@ type Episode struct {
 	ID            string    `json:"id"`
 	TaskID        string    `json:"task_id"`
 	Task          string    `json:"task"`
+	Experiment    string    `json:"experiment,omitempty"` // whose arms Arm is one of
 	Arm           string    `json:"arm"`
 	Context       string    `json:"context"`        // the exact text spliced on every turn ("" = none)
 	ContextSource string    `json:"context_source"` // miss, hit, none, fail-open, skip: how turn 0 got it

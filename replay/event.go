@@ -30,12 +30,15 @@ const (
 
 // EpisodeEvent opens an episode: who ran what, on which arm, with which exact context.
 type EpisodeEvent struct {
-	V             int       `json:"v"`
-	Type          string    `json:"type"`
-	ID            string    `json:"id"` // unique per event: readers drop duplicates of at-least-once delivery
-	EpisodeID     string    `json:"episode_id"`
-	TaskID        string    `json:"task_id"`
-	Task          string    `json:"task"`
+	V         int    `json:"v"`
+	Type      string `json:"type"`
+	ID        string `json:"id"` // unique per event: readers drop duplicates of at-least-once delivery
+	EpisodeID string `json:"episode_id"`
+	TaskID    string `json:"task_id"`
+	Task      string `json:"task"`
+	// Experiment is the experiment whose arms the episode was assigned among (absent
+	// in events written before experiments had names on them).
+	Experiment    string    `json:"experiment,omitempty"`
 	Arm           string    `json:"arm"`
 	Context       string    `json:"context"`
 	ContextSource string    `json:"context_source"`
@@ -47,13 +50,16 @@ type EpisodeEvent struct {
 // StepEvent is one call of an episode. Messages holds only the messages that are new
 // since the episode's previous step, so an episode costs O(its tokens) to store.
 type StepEvent struct {
-	V         int                `json:"v"`
-	Type      string             `json:"type"`
-	ID        string             `json:"id"`
-	EpisodeID string             `json:"episode_id"`
-	Turn      int                `json:"turn"`
-	Messages  []protocol.Message `json:"messages"`
-	Response  *protocol.Message  `json:"response,omitempty"` // nil when the call produced no answer
+	V         int    `json:"v"`
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	EpisodeID string `json:"episode_id"`
+	// Experiment is its episode's (EpisodeEvent.Experiment): a reader filtering by
+	// experiment need not join the episode first.
+	Experiment string             `json:"experiment,omitempty"`
+	Turn       int                `json:"turn"`
+	Messages   []protocol.Message `json:"messages"`
+	Response   *protocol.Message  `json:"response,omitempty"` // nil when the call produced no answer
 	// AnswerTruncatedBytes is how many bytes of the answer Response lacks, cut at
 	// replay.max_answer_bytes (the agent got it whole); absent when it is whole.
 	AnswerTruncatedBytes int64          `json:"answer_truncated_bytes,omitempty"`
@@ -77,14 +83,16 @@ type Timing struct {
 // RewardEvent is the harness's verdict on an episode. A later reward for the same
 // episode replaces an earlier one.
 type RewardEvent struct {
-	V         int             `json:"v"`
-	Type      string          `json:"type"`
-	ID        string          `json:"id"`
-	EpisodeID string          `json:"episode_id"`
-	Reward    float64         `json:"reward"`
-	Success   *bool           `json:"success,omitempty"`
-	Metadata  json.RawMessage `json:"metadata,omitempty"`
-	At        time.Time       `json:"at"`
+	V         int    `json:"v"`
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	EpisodeID string `json:"episode_id"`
+	// Experiment is the rewarded episode's, when the episode store still knew it.
+	Experiment string          `json:"experiment,omitempty"`
+	Reward     float64         `json:"reward"`
+	Success    *bool           `json:"success,omitempty"`
+	Metadata   json.RawMessage `json:"metadata,omitempty"`
+	At         time.Time       `json:"at"`
 }
 
 // LearnEvent is one decision of the online playbook learner: a version written, a
