@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -258,9 +259,12 @@ func geminiCLIScript(body gjson.Result) testkit.Reply {
 // TestGeminiCLI: Gemini CLI 0.61.0 headless (`gemini -p … --yolo`) through camproxy,
 // configured only by GOOGLE_GEMINI_BASE_URL and GEMINI_API_KEY (and the API-key auth
 // type in its settings, which headless mode needs with a custom base URL): a shell
-// tool round trip. Its router call is a side call; its turns go to the gemini upstream with the context right after
-// the task and the same in each, one CAM call, one episode whose export holds the
-// run_shell_command call and the shell's output.
+// tool round trip. Its router call is a side call, passed to the gemini upstream byte
+// for byte; its turns go there with the context right after the task, the same in
+// each, and every other byte the CLI's; one CAM call, one episode whose export holds
+// the run_shell_command call and the shell's output. A tap between the CLI and
+// camproxy keeps what the CLI sent: the router call and the two turns are the
+// gemini-cli captures (written with -capture, else their shape is checked).
 func TestGeminiCLI(t *testing.T) {
 	bin := nodeModule(t, "@google/gemini-cli/bundle/gemini.js")
 	e, g := newGeminiEnv(t, nil)
@@ -283,9 +287,14 @@ func TestGeminiCLI(t *testing.T) {
 	const task = "List the files in this folder."
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
+	tap, err := testkit.NewTap(e.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tap.Close()
 	cmd := exec.CommandContext(ctx, "node", bin, "-p", task, "--yolo")
 	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "HOME="+home, "GOOGLE_GEMINI_BASE_URL="+e.base, "GEMINI_API_KEY=gm-cli-client",
+	cmd.Env = append(os.Environ(), "HOME="+home, "GOOGLE_GEMINI_BASE_URL="+tap.URL, "GEMINI_API_KEY=gm-cli-client",
 		"GEMINI_CLI_TRUST_WORKSPACE=true", "NO_COLOR=1", "NODE_NO_WARNINGS=1")
 	cmd.Stdin = strings.NewReader("")
 	var stdout, stderr strings.Builder
@@ -293,22 +302,29 @@ func TestGeminiCLI(t *testing.T) {
 	if err := cmd.Run(); err != nil || !strings.Contains(stdout.String(), "alpha.txt, beta.go") {
 		t.Fatalf("gemini -p: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
-	var turns []testkit.Captured
-	for _, r := range g.Requests() {
-		if strings.Contains(r.Path, ":streamGenerateContent") {
-			turns = append(turns, r)
+	sent, got := tap.Requests(), g.Requests()
+	if len(sent) != len(got) {
+		t.Fatalf("the CLI made %d calls, the upstream got %d", len(sent), len(got))
+	}
+	// Each call reached the upstream as the CLI sent it, the turns with the context
+	// spliced right after the task (the same in both) and no other byte changed.
+	var router []byte
+	var turns [][]byte // as the CLI sent them
+	for i, r := range got {
+		want := string(sent[i].Body)
+		switch {
+		case strings.Contains(r.Path, ":streamGenerateContent"):
+			turns = append(turns, sent[i].Body)
+			want = strings.Replace(want, `"`+jsonText(task)+`"`, `"`+jsonText(task+"\n\n"+guidance(task))+`"`, 1)
+		case router == nil && strings.Contains(r.Path, ":generateContent"):
+			router = sent[i].Body
+		}
+		if r.Path != sent[i].Path || string(r.Body) != want {
+			t.Errorf("call %d: the CLI sent %s, the upstream got %s, %s", i, sent[i].Path, r.Path, firstByteDiff(string(r.Body), want))
 		}
 	}
-	if len(turns) != 2 {
-		t.Fatalf("%d streamed turns of %d calls, want 2", len(turns), len(g.Requests()))
-	}
-	for i, r := range turns {
-		if n := strings.Count(string(r.Body), jsonText(guidance(task))); n != 1 {
-			t.Errorf("turn %d: the context appears %d times", i, n)
-		}
-		if !strings.Contains(string(r.Body), jsonText(task+"\n\n"+guidance(task))) {
-			t.Errorf("turn %d: the context is not right after the task", i)
-		}
+	if len(turns) != 2 || router == nil {
+		t.Fatalf("%d streamed turns of %d calls (router call %v), want 2", len(turns), len(got), router != nil)
 	}
 	if n := e.cam.Calls(); n != 1 {
 		t.Errorf("%d CAM calls, want 1", n)
@@ -316,6 +332,21 @@ func TestGeminiCLI(t *testing.T) {
 	// Gemini CLI's model router (a generateContent before each turn) is a side call:
 	// augmented, it would be an episode of its own.
 	checkExportedCall(t, e, "run_shell_command", "command", "ls", "beta.go")
+	writeCaptures(t, "gemini-cli", []captured{{"side-router.json", router}, {"first.json", turns[0]}, {"tool-result.json", turns[1]}})
+	logHarness(t, "gemini-cli", sent)
+}
+
+// firstByteDiff shows where got first differs from want (bodies are one line).
+func firstByteDiff(got, want string) string {
+	i := 0
+	for i < min(len(got), len(want)) && got[i] == want[i] {
+		i++
+	}
+	if i == len(got) && i == len(want) {
+		return "the same bytes"
+	}
+	from := max(0, i-60)
+	return fmt.Sprintf("differing at byte %d:\n got  …%.160s\n want …%.160s", i, got[from:], want[from:])
 }
 
 // checkExportedCall shuts camproxy down and checks that it exported one episode,

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/camproxy/camproxy/internal/testkit"
 )
@@ -24,9 +25,10 @@ var captureHarness = flag.Bool("capture", false, "rerun the real agent harnesses
 
 const harnessDir = "../protocol/testdata/harness"
 
-// captureRun is the -run pattern of the tests that capture: TestCaptureHarness, and
-// the framework tests that capture what their client sent through camproxy.
-const captureRun = "TestCaptureHarness|TestOpenAIAgents|TestFramework"
+// captureRun is the -run pattern of the tests that capture: TestCaptureHarness, the
+// framework tests that capture what their client sent through camproxy, and
+// TestGeminiCLI, which keeps what Gemini CLI sent through a tap in front of camproxy.
+const captureRun = "TestCaptureHarness|TestOpenAIAgents|TestFramework|TestGeminiCLI"
 
 // captured is one request body a harness sent, and the file it goes to.
 type captured struct {
@@ -35,9 +37,9 @@ type captured struct {
 }
 
 // writeCaptures writes the bodies under harnessDir/client; with -capture off it only
-// checks that a new run still has the shape of the committed capture (same top-level
-// keys and the same sequence of item types and roles), so that a client update that
-// changes what it sends is noticed.
+// checks that a new run still has the shape of the committed capture (bodyShape: same
+// top-level keys and the same sequence of item types and roles, or of Gemini contents'
+// roles and part kinds), so that a client update that changes what it sends is noticed.
 func writeCaptures(t *testing.T, client string, caps []captured) {
 	t.Helper()
 	dir := filepath.Join(harnessDir, client)
@@ -67,11 +69,12 @@ func writeCaptures(t *testing.T, client string, caps []captured) {
 	}
 }
 
-// bodyShape is a body's top-level keys and its conversation as type/role per item.
+// bodyShape is a body's top-level keys and its conversation: type/role per item
+// (input, messages) with its content parts' types, or (Gemini's contents) role per
+// content with its parts' kinds.
 func bodyShape(b []byte) string {
 	r := gjson.ParseBytes(b)
-	var keys []string
-	r.ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.String()); return true })
+	keys := objectKeys(r)
 	var items []string
 	for _, field := range []string{"input", "messages"} {
 		for _, it := range r.Get(field).Array() {
@@ -86,7 +89,62 @@ func bodyShape(b []byte) string {
 			items = append(items, s)
 		}
 	}
+	for _, c := range r.Get("contents").Array() {
+		var parts []string
+		// A part's kind is its keys in order: "text", "text+thought" (a thought
+		// summary), "functionCall+thoughtSignature" (a signed call), "functionResponse"…
+		for _, p := range c.Get("parts").Array() {
+			parts = append(parts, strings.Join(objectKeys(p), "+"))
+		}
+		items = append(items, c.Get("role").String()+"["+strings.Join(parts, ",")+"]")
+	}
 	return strings.Join(keys, ",") + " | " + strings.Join(items, " ")
+}
+
+// objectKeys is a JSON object's keys in order.
+func objectKeys(r gjson.Result) []string {
+	var keys []string
+	r.ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.String()); return true })
+	return keys
+}
+
+// TestBodyShapeGemini: the shape check reads Gemini's contents (role and part kinds
+// of each), so that Gemini CLI sending another conversation shape is noticed, as a
+// change of keys alone would not show: the committed tool round trip with its call's
+// thought signature dropped, a thought part added, the response as text, or another
+// role each has another shape; another text does not.
+func TestBodyShapeGemini(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(harnessDir, "gemini-cli", "tool-result.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "contents,systemInstruction,tools,generationConfig | user[text,text] model[functionCall+thoughtSignature] user[functionResponse]"
+	if got := bodyShape(b); got != want {
+		t.Fatalf("shape %s, want %s", got, want)
+	}
+	for _, c := range []struct {
+		name string
+		edit func([]byte) ([]byte, error)
+		same bool
+	}{
+		{"no signature", func(b []byte) ([]byte, error) { return sjson.DeleteBytes(b, "contents.1.parts.0.thoughtSignature") }, false},
+		{"thought part", func(b []byte) ([]byte, error) {
+			return sjson.SetRawBytes(b, "contents.1.parts.-1", []byte(`{"text":"Listing.","thought":true}`))
+		}, false},
+		{"response as text", func(b []byte) ([]byte, error) {
+			return sjson.SetRawBytes(b, "contents.2.parts.0", []byte(`{"text":"alpha.txt beta.go"}`))
+		}, false},
+		{"role", func(b []byte) ([]byte, error) { return sjson.SetBytes(b, "contents.2.role", "function") }, false},
+		{"other prompt", func(b []byte) ([]byte, error) { return sjson.SetBytes(b, "contents.0.parts.1.text", "Something else.") }, true},
+	} {
+		e, err := c.edit(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bodyShape(e); (got == want) != c.same {
+			t.Errorf("%s: shape %s (same %v)", c.name, got, c.same)
+		}
+	}
 }
 
 // modelCalls keeps the bodies of the fake's model calls (POST to the given path).
