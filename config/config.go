@@ -30,13 +30,13 @@ type Config struct {
 	// Experiments is the list form (a gateway's agents, each with its own experiment);
 	// given, it replaces experiment. PerExperiment reads either.
 	Experiments []Experiment `yaml:"experiments"`
-	Cache      Cache                `yaml:"cache"`
-	Episodes   Episodes             `yaml:"episodes"`
-	Replay     Replay               `yaml:"replay"`
-	Rollouts   Rollouts             `yaml:"rollouts"`
-	Admin      Admin                `yaml:"admin"`
-	Tracing    Tracing              `yaml:"tracing"`
-	Learn      Learn                `yaml:"learn"`
+	Cache       Cache        `yaml:"cache"`
+	Episodes    Episodes     `yaml:"episodes"`
+	Replay      Replay       `yaml:"replay"`
+	Rollouts    Rollouts     `yaml:"rollouts"`
+	Admin       Admin        `yaml:"admin"`
+	Tracing     Tracing      `yaml:"tracing"`
+	Learn       Learn        `yaml:"learn"`
 }
 
 // Learn is the online playbook learner inside serve (RCL's reflect → mutate on live
@@ -426,8 +426,8 @@ func Default() *Config {
 		Placement:  Placement{Mode: "append_to_task", Template: "\n\n" + ContextPlaceholder},
 		Augmenters: map[string]Augmenter{},
 		Experiment: DefaultExperiment(),
-		Cache:    Cache{LocalEntries: 10000, TTL: 24 * time.Hour},
-		Episodes: Episodes{IdleTimeout: 30 * time.Minute, Store: StoreMemory},
+		Cache:      Cache{LocalEntries: 10000, TTL: 24 * time.Hour},
+		Episodes:   Episodes{IdleTimeout: 30 * time.Minute, Store: StoreMemory},
 		Replay: Replay{
 			Sinks:    []string{"file://./camproxy-data/replay"},
 			Queue:    10000,
