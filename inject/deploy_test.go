@@ -728,6 +728,27 @@ func TestChartGPUFree(t *testing.T) {
 	}
 }
 
+// TestChartConfigGolden: the config.yaml that values with one experiment render —
+// what every sidecar reads, with the variables the injector sets — stays as it was
+// (testdata/golden/chart-*.config.yaml); a change to it is made on purpose, with
+// go test -update.
+func TestChartConfigGolden(t *testing.T) {
+	for _, tc := range []struct{ golden, values string }{
+		{"chart-default.config.yaml", ""},
+		{"chart-gpu-free.config.yaml", "values-gpu-free.yaml"},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			in := install{release: "camproxy", namespace: "camproxy"}
+			if tc.values != "" {
+				in.files = []string{tc.values}
+			}
+			r := render(t, in)
+			cm := get[corev1.ConfigMap](t, r, "ConfigMap", "camproxy", "camproxy")
+			goldenFile(t, tc.golden, []byte(cm.Data[ConfigKey]))
+		})
+	}
+}
+
 func TestChartPaper(t *testing.T) {
 	r := render(t, install{release: "camproxy", namespace: "camproxy", files: []string{"values-paper.yaml"}})
 	checkCommon(t, r)
