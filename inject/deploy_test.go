@@ -829,6 +829,32 @@ func TestChartGatewayExperiments(t *testing.T) {
 	}
 	checkGatewayExperiments(t, gw)
 
+	// docs/gateway.md shows these experiments: its first YAML block is the file's.
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "gateway.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(doc), "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	file, err := os.ReadFile(filepath.Join(chartDir, values))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown, given struct {
+		Config struct {
+			Experiments []map[string]any `json:"experiments"`
+		} `json:"config"`
+	}
+	if err := yaml.Unmarshal([]byte(block), &shown); err != nil {
+		t.Fatalf("docs/gateway.md: %v", err)
+	}
+	if err := yaml.Unmarshal(file, &given); err != nil {
+		t.Fatal(err)
+	}
+	if len(given.Config.Experiments) == 0 || !reflect.DeepEqual(shown.Config.Experiments, given.Config.Experiments) {
+		t.Errorf("docs/gateway.md shows experiments %v, %s has %v", shown.Config.Experiments, values, given.Config.Experiments)
+	}
+
 	// With the injector too, a sidecar reads the same list: the sidecars' variables do
 	// not move it, and camproxy.io/arm, with no one experiment's arm to pin, is refused
 	// (the pod starts without camproxy and kubectl prints why).
