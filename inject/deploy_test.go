@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -398,10 +399,150 @@ func releaseNames(ns, fullname string) objNames {
 	return objNames{ns, fullname, fullname + "-injector", fullname + "-redis", fullname + "-cam"}
 }
 
-// checkCamproxy checks the chart's own contract: the injector and its webhook, the
-// config every sidecar reads, the gateway, Redis and the CAM agree with each other.
+// checkCamproxy checks the chart's own contract: the injector and its webhook (when
+// installed), the config every sidecar reads, the gateway, Redis and the CAM agree
+// with each other.
 func checkCamproxy(t *testing.T, r *rendered, n objNames) (injector *appsv1.Deployment, opts Options, gw *config.Config) {
-	injector = get[appsv1.Deployment](t, r, "Deployment", n.ns, n.injector)
+	opts = DefaultOptions("ghcr.io/camproxy/camproxy:test")
+	injector, _ = r.objs[key("Deployment", n.ns, n.injector)].(*appsv1.Deployment)
+	if injector != nil {
+		opts = checkInjector(t, r, n, injector)
+	}
+
+	// The config: valid for the gateway and for sidecars, pinned or not; the arms the
+	// injector can pin are the config's; every host is a rendered Service.
+	cm := get[corev1.ConfigMap](t, r, "ConfigMap", n.ns, n.gateway)
+	if injector != nil && opts.ConfigMap != cm.Name {
+		t.Errorf("--config-map %q, the ConfigMap is %q", opts.ConfigMap, cm.Name)
+	}
+	gw = sidecarConfig(t, cm, opts, nil)
+	// With an experiments list a sidecar reads the list: there is no one experiment
+	// whose arm camproxy.io/arm could pin, so the injector is told no arms.
+	var cfgArms []string
+	if len(gw.Experiments) == 0 {
+		for _, a := range gw.Experiment.Arms {
+			cfgArms = append(cfgArms, a.Name)
+		}
+	}
+	if injector != nil && !slices.Equal(cfgArms, opts.Arms) {
+		t.Errorf("--arms %v, the config's arms %v", opts.Arms, cfgArms)
+	}
+	if gw.Server.Listen != "0.0.0.0:8080" || gw.Server.AdminListen != "0.0.0.0:9090" || gw.Admin.Token != gatewayToken || gw.Admin.LoopbackOnly {
+		t.Errorf("gateway listens on %s / %s, admin %+v: want every interface, the API behind the token", gw.Server.Listen, gw.Server.AdminListen, gw.Admin)
+	}
+	// Without its Secret the gateway refuses to start rather than open its admin API.
+	if _, err := config.Parse([]byte(cm.Data[ConfigKey]), func(string) (string, bool) { return "", false }); err == nil ||
+		!strings.Contains(err.Error(), "admin.token") {
+		t.Errorf("the gateway's config without CAMPROXY_ADMIN_TOKEN: %v, want refused", err)
+	}
+	if gw.Cache.RedisURL == "" || gw.Episodes.Store != config.StoreRedis || len(gw.Replay.Sinks) != 1 || strings.HasPrefix(gw.Replay.Sinks[0], "file:") {
+		t.Errorf("the fleet must share Redis and one replay sink: cache %q episodes %q sinks %v", gw.Cache.RedisURL, gw.Episodes.Store, gw.Replay.Sinks)
+	}
+	hosts := map[string]string{}
+	if _, ok := r.objs[key("StatefulSet", n.ns, n.redis)]; ok {
+		hosts["cache.redis_url"], hosts["replay.sinks[0]"] = gw.Cache.RedisURL, gw.Replay.Sinks[0]
+	}
+	if cam, ok := gw.Augmenters["cam"]; ok {
+		hosts["augmenters.cam.base_url"] = cam.BaseURL
+	}
+	for what, u := range hosts {
+		serviceURL(t, r, what, u)
+	}
+	if strings.HasPrefix(gw.Replay.SpoolDir, "/") {
+		t.Errorf("replay.spool_dir %q: keep it relative, under the working dir (the emptyDir)", gw.Replay.SpoolDir)
+	}
+	// A file an augmenter reads is in the ConfigMap, which the gateway and every
+	// sidecar mount at ConfigDir.
+	for name, a := range gw.Augmenters {
+		for _, f := range []string{a.File, a.GuidanceFile} {
+			if f == "" {
+				continue
+			}
+			if dir, base := filepath.Split(f); filepath.Clean(dir) != ConfigDir || cm.Data[base] == "" {
+				t.Errorf("augmenters.%s reads %s: not a key of the ConfigMap %s mounted at %s", name, f, cm.Name, ConfigDir)
+			}
+		}
+	}
+	if injector != nil {
+		// A sidecar of a pod with no camproxy.io/* settings runs the gateway's
+		// experiments on its own loopback.
+		s, err := opts.readSettings(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := sidecarConfig(t, cm, opts, &s)
+		if sc.Server.Listen != "127.0.0.1:8080" || !slices.Equal(sc.ExperimentNames(), gw.ExperimentNames()) {
+			t.Errorf("unpinned sidecar: listen %s experiments %v, the gateway's %v", sc.Server.Listen, sc.ExperimentNames(), gw.ExperimentNames())
+		}
+	}
+	for _, arm := range opts.Arms {
+		s, err := opts.readSettings(map[string]string{AnnotationArm: arm, AnnotationExperiment: "pinned-" + arm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := sidecarConfig(t, cm, opts, &s)
+		if !sc.Admin.LoopbackOnly || sc.Admin.Token != "" {
+			t.Errorf("sidecar pinned to %s: admin %+v, want its API for the pod's own containers only", arm, sc.Admin)
+		}
+		if sc.Server.Listen != "127.0.0.1:8080" || sc.Server.AdminListen != ":9090" || sc.Experiment.Name != "pinned-"+arm || sc.Experiment.Adaptive.Enabled {
+			t.Errorf("sidecar pinned to %s: listen %s admin %s experiment %s adaptive %v", arm, sc.Server.Listen,
+				sc.Server.AdminListen, sc.Experiment.Name, sc.Experiment.Adaptive.Enabled)
+		}
+		for _, a := range sc.Experiment.Arms {
+			if want := map[bool]float64{true: 1, false: 0}[a.Name == arm]; a.Weight != want {
+				t.Errorf("sidecar pinned to %s: arm %s weight %v, want %v", arm, a.Name, a.Weight, want)
+			}
+		}
+	}
+
+	// The gateway runs that config as the sidecar does, with its token from a Secret.
+	gwd := get[appsv1.Deployment](t, r, "Deployment", n.ns, n.gateway)
+	gc := gwd.Spec.Template.Spec.Containers[0]
+	i := slices.IndexFunc(gc.Env, func(e corev1.EnvVar) bool { return e.Name == "CAMPROXY_ADMIN_TOKEN" })
+	if i < 0 || gc.Env[i].ValueFrom == nil || gc.Env[i].ValueFrom.SecretKeyRef == nil {
+		t.Fatalf("the gateway's CAMPROXY_ADMIN_TOKEN does not come from a Secret: %+v", gc.Env)
+	}
+	if ref := gc.Env[i].ValueFrom.SecretKeyRef; ref.Optional != nil && *ref.Optional {
+		t.Error("the admin token's Secret is optional: a gateway without it does not start")
+	} else if s, ok := r.objs[key("Secret", n.ns, ref.Name)].(*corev1.Secret); ok && len(s.Data[ref.Key]) < 32 {
+		t.Errorf("Secret %s key %s: %d bytes, want a token of 32 or more", ref.Name, ref.Key, len(s.Data[ref.Key]))
+	}
+	if !slices.Equal(gc.Args, []string{"serve", "--config", ConfigDir + "/" + ConfigKey}) || gc.WorkingDir != DataDir {
+		t.Errorf("gateway args %v workingDir %s", gc.Args, gc.WorkingDir)
+	}
+	if gc.ReadinessProbe.HTTPGet.Path != "/readyz" || gc.LivenessProbe.HTTPGet.Path != "/healthz" || gc.ReadinessProbe.HTTPGet.Port.String() != "admin" {
+		t.Errorf("gateway probes")
+	}
+	if s := gwd.Spec.Template.Spec.TerminationGracePeriodSeconds; s == nil || int(*s) <= int(gw.Server.ShutdownGrace.Seconds()) {
+		t.Errorf("gateway terminationGracePeriodSeconds %v: not longer than server.shutdown_grace %s", s, gw.Server.ShutdownGrace)
+	}
+
+	// The CAM, when the config has one on the cluster, serves the model it asks
+	// for, on GPUs, with /health probes.
+	if _, ok := gw.Augmenters["cam"]; !ok {
+		return injector, opts, gw
+	}
+	cam := get[appsv1.Deployment](t, r, "Deployment", n.ns, n.cam)
+	vc := cam.Spec.Template.Spec.Containers[0]
+	if v, _ := flagValue(vc.Args, "served-model-name"); v != gw.Augmenters["cam"].Model || !slices.Equal(vc.Command, []string{"vllm", "serve"}) {
+		t.Errorf("vLLM %v %v: does not serve the model %q", vc.Command, vc.Args, gw.Augmenters["cam"].Model)
+	}
+	gpu := vc.Resources.Limits["nvidia.com/gpu"]
+	if tp, _ := flagValue(vc.Args, "tensor-parallel-size"); gpu.Value() < 1 || tp != strconv.FormatInt(gpu.Value(), 10) {
+		t.Errorf("the CAM has %d GPUs and --tensor-parallel-size=%s", gpu.Value(), tp)
+	}
+	for _, p := range []*corev1.Probe{vc.StartupProbe, vc.ReadinessProbe, vc.LivenessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/health" {
+			t.Errorf("vLLM probe %+v: want GET /health", p)
+		}
+	}
+	return injector, opts, gw
+}
+
+// checkInjector checks the injector and its webhook, and returns the options it runs
+// with (its flags: --self-label, --config-map, --arms).
+func checkInjector(t *testing.T, r *rendered, n objNames, injector *appsv1.Deployment) (opts Options) {
+	t.Helper()
 	pod := injector.Spec.Template
 	c := pod.Spec.Containers[0]
 	if c.Args[0] != "inject" || c.Args[1] != "serve" {
@@ -522,124 +663,13 @@ func checkCamproxy(t *testing.T, r *rendered, n objNames) (injector *appsv1.Depl
 	if len(all[certificate](r)) == 0 {
 		checkChartTLS(t, r, mwc, get[corev1.Secret](t, r, "Secret", n.ns, tlsSecret))
 	}
-
-	// The config: valid for the gateway and for sidecars, pinned or not; the arms the
-	// injector can pin are the config's; every host is a rendered Service.
-	cm := get[corev1.ConfigMap](t, r, "ConfigMap", n.ns, n.gateway)
-	if v, _ := flagValue(c.Args, "config-map"); v != cm.Name {
-		t.Errorf("--config-map %q, the ConfigMap is %q", v, cm.Name)
+	if arms, _ := flagValue(c.Args, "arms"); arms != "" {
+		opts.Arms = strings.Split(arms, ",")
 	}
-	arms, _ := flagValue(c.Args, "arms")
-	opts.Arms = strings.Split(arms, ",")
 	if err := opts.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	gw = sidecarConfig(t, cm, opts, nil)
-	var cfgArms []string
-	for _, a := range gw.Experiment.Arms {
-		cfgArms = append(cfgArms, a.Name)
-	}
-	if !slices.Equal(cfgArms, opts.Arms) {
-		t.Errorf("--arms %v, the config's arms %v", opts.Arms, cfgArms)
-	}
-	if gw.Server.Listen != "0.0.0.0:8080" || gw.Server.AdminListen != "0.0.0.0:9090" || gw.Admin.Token != gatewayToken || gw.Admin.LoopbackOnly {
-		t.Errorf("gateway listens on %s / %s, admin %+v: want every interface, the API behind the token", gw.Server.Listen, gw.Server.AdminListen, gw.Admin)
-	}
-	// Without its Secret the gateway refuses to start rather than open its admin API.
-	if _, err := config.Parse([]byte(cm.Data[ConfigKey]), func(string) (string, bool) { return "", false }); err == nil ||
-		!strings.Contains(err.Error(), "admin.token") {
-		t.Errorf("the gateway's config without CAMPROXY_ADMIN_TOKEN: %v, want refused", err)
-	}
-	if gw.Cache.RedisURL == "" || gw.Episodes.Store != config.StoreRedis || len(gw.Replay.Sinks) != 1 || strings.HasPrefix(gw.Replay.Sinks[0], "file:") {
-		t.Errorf("the fleet must share Redis and one replay sink: cache %q episodes %q sinks %v", gw.Cache.RedisURL, gw.Episodes.Store, gw.Replay.Sinks)
-	}
-	hosts := map[string]string{}
-	if _, ok := r.objs[key("StatefulSet", n.ns, n.redis)]; ok {
-		hosts["cache.redis_url"], hosts["replay.sinks[0]"] = gw.Cache.RedisURL, gw.Replay.Sinks[0]
-	}
-	if cam, ok := gw.Augmenters["cam"]; ok {
-		hosts["augmenters.cam.base_url"] = cam.BaseURL
-	}
-	for what, u := range hosts {
-		serviceURL(t, r, what, u)
-	}
-	if strings.HasPrefix(gw.Replay.SpoolDir, "/") {
-		t.Errorf("replay.spool_dir %q: keep it relative, under the working dir (the emptyDir)", gw.Replay.SpoolDir)
-	}
-	// A file an augmenter reads is in the ConfigMap, which the gateway and every
-	// sidecar mount at ConfigDir.
-	for name, a := range gw.Augmenters {
-		for _, f := range []string{a.File, a.GuidanceFile} {
-			if f == "" {
-				continue
-			}
-			if dir, base := filepath.Split(f); filepath.Clean(dir) != ConfigDir || cm.Data[base] == "" {
-				t.Errorf("augmenters.%s reads %s: not a key of the ConfigMap %s mounted at %s", name, f, cm.Name, ConfigDir)
-			}
-		}
-	}
-	for _, arm := range opts.Arms {
-		s, err := opts.readSettings(map[string]string{AnnotationArm: arm, AnnotationExperiment: "pinned-" + arm})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := sidecarConfig(t, cm, opts, &s)
-		if !sc.Admin.LoopbackOnly || sc.Admin.Token != "" {
-			t.Errorf("sidecar pinned to %s: admin %+v, want its API for the pod's own containers only", arm, sc.Admin)
-		}
-		if sc.Server.Listen != "127.0.0.1:8080" || sc.Server.AdminListen != ":9090" || sc.Experiment.Name != "pinned-"+arm || sc.Experiment.Adaptive.Enabled {
-			t.Errorf("sidecar pinned to %s: listen %s admin %s experiment %s adaptive %v", arm, sc.Server.Listen,
-				sc.Server.AdminListen, sc.Experiment.Name, sc.Experiment.Adaptive.Enabled)
-		}
-		for _, a := range sc.Experiment.Arms {
-			if want := map[bool]float64{true: 1, false: 0}[a.Name == arm]; a.Weight != want {
-				t.Errorf("sidecar pinned to %s: arm %s weight %v, want %v", arm, a.Name, a.Weight, want)
-			}
-		}
-	}
-
-	// The gateway runs that config as the sidecar does, with its token from a Secret.
-	gwd := get[appsv1.Deployment](t, r, "Deployment", n.ns, n.gateway)
-	gc := gwd.Spec.Template.Spec.Containers[0]
-	i := slices.IndexFunc(gc.Env, func(e corev1.EnvVar) bool { return e.Name == "CAMPROXY_ADMIN_TOKEN" })
-	if i < 0 || gc.Env[i].ValueFrom == nil || gc.Env[i].ValueFrom.SecretKeyRef == nil {
-		t.Fatalf("the gateway's CAMPROXY_ADMIN_TOKEN does not come from a Secret: %+v", gc.Env)
-	}
-	if ref := gc.Env[i].ValueFrom.SecretKeyRef; ref.Optional != nil && *ref.Optional {
-		t.Error("the admin token's Secret is optional: a gateway without it does not start")
-	} else if s, ok := r.objs[key("Secret", n.ns, ref.Name)].(*corev1.Secret); ok && len(s.Data[ref.Key]) < 32 {
-		t.Errorf("Secret %s key %s: %d bytes, want a token of 32 or more", ref.Name, ref.Key, len(s.Data[ref.Key]))
-	}
-	if !slices.Equal(gc.Args, []string{"serve", "--config", ConfigDir + "/" + ConfigKey}) || gc.WorkingDir != DataDir {
-		t.Errorf("gateway args %v workingDir %s", gc.Args, gc.WorkingDir)
-	}
-	if gc.ReadinessProbe.HTTPGet.Path != "/readyz" || gc.LivenessProbe.HTTPGet.Path != "/healthz" || gc.ReadinessProbe.HTTPGet.Port.String() != "admin" {
-		t.Errorf("gateway probes")
-	}
-	if s := gwd.Spec.Template.Spec.TerminationGracePeriodSeconds; s == nil || int(*s) <= int(gw.Server.ShutdownGrace.Seconds()) {
-		t.Errorf("gateway terminationGracePeriodSeconds %v: not longer than server.shutdown_grace %s", s, gw.Server.ShutdownGrace)
-	}
-
-	// The CAM, when the config has one on the cluster, serves the model it asks
-	// for, on GPUs, with /health probes.
-	if _, ok := gw.Augmenters["cam"]; !ok {
-		return injector, opts, gw
-	}
-	cam := get[appsv1.Deployment](t, r, "Deployment", n.ns, n.cam)
-	vc := cam.Spec.Template.Spec.Containers[0]
-	if v, _ := flagValue(vc.Args, "served-model-name"); v != gw.Augmenters["cam"].Model || !slices.Equal(vc.Command, []string{"vllm", "serve"}) {
-		t.Errorf("vLLM %v %v: does not serve the model %q", vc.Command, vc.Args, gw.Augmenters["cam"].Model)
-	}
-	gpu := vc.Resources.Limits["nvidia.com/gpu"]
-	if tp, _ := flagValue(vc.Args, "tensor-parallel-size"); gpu.Value() < 1 || tp != strconv.FormatInt(gpu.Value(), 10) {
-		t.Errorf("the CAM has %d GPUs and --tensor-parallel-size=%s", gpu.Value(), tp)
-	}
-	for _, p := range []*corev1.Probe{vc.StartupProbe, vc.ReadinessProbe, vc.LivenessProbe} {
-		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/health" {
-			t.Errorf("vLLM probe %+v: want GET /health", p)
-		}
-	}
-	return injector, opts, gw
+	return opts
 }
 
 // checkChartTLS: the pair the chart made serves the name the apiserver calls and
@@ -728,6 +758,27 @@ func TestChartGPUFree(t *testing.T) {
 	}
 }
 
+// TestChartConfigGolden: the config.yaml that values with one experiment render —
+// what every sidecar reads, with the variables the injector sets — stays as it was
+// (testdata/golden/chart-*.config.yaml); a change to it is made on purpose, with
+// go test -update.
+func TestChartConfigGolden(t *testing.T) {
+	for _, tc := range []struct{ golden, values string }{
+		{"chart-default.config.yaml", ""},
+		{"chart-gpu-free.config.yaml", "values-gpu-free.yaml"},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			in := install{release: "camproxy", namespace: "camproxy"}
+			if tc.values != "" {
+				in.files = []string{tc.values}
+			}
+			r := render(t, in)
+			cm := get[corev1.ConfigMap](t, r, "ConfigMap", "camproxy", "camproxy")
+			goldenFile(t, tc.golden, []byte(cm.Data[ConfigKey]))
+		})
+	}
+}
+
 func TestChartPaper(t *testing.T) {
 	r := render(t, install{release: "camproxy", namespace: "camproxy", files: []string{"values-paper.yaml"}})
 	checkCommon(t, r)
@@ -760,6 +811,120 @@ func TestChartPaper(t *testing.T) {
 	side := opts.sidecar(settings{native: true, configMap: "camproxy", port: DefaultPort, adminPort: DefaultAdminPort})
 	if pm.Spec.PodMetricsEndpoints[0].Port != side.Ports[1].Name || pm.Spec.PodMetricsEndpoints[0].Path != "/metrics" || !pm.Spec.NamespaceSelector.Any {
 		t.Errorf("PodMonitor %+v does not scrape the sidecars' %s port in every namespace", pm.Spec, side.Ports[1].Name)
+	}
+}
+
+// TestChartGatewayExperiments: values-gateway-experiments.yaml is a gateway for
+// three agents: config.experiments renders as camproxy's experiments list (and
+// experiment not at all, which camproxy would refuse beside it), which camproxy
+// loads with each experiment's match, arms and settings as the values give them,
+// and a learner store of its own in the fleet's Redis.
+func TestChartGatewayExperiments(t *testing.T) {
+	const values = "values-gateway-experiments.yaml"
+	r := render(t, install{release: "camproxy", namespace: "camproxy", files: []string{values}})
+	checkCommon(t, r)
+	_, _, gw := checkCamproxy(t, r, releaseNames("camproxy", "camproxy"))
+	if n := len(all[admissionregistrationv1.MutatingWebhookConfiguration](r)); n != 0 {
+		t.Errorf("the gateway install has %d webhooks: its agents call it over the network", n)
+	}
+	checkGatewayExperiments(t, gw)
+
+	// docs/gateway.md shows these experiments: its first YAML block is the file's.
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "gateway.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(doc), "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	file, err := os.ReadFile(filepath.Join(chartDir, values))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown, given struct {
+		Config struct {
+			Experiments []map[string]any `json:"experiments"`
+		} `json:"config"`
+	}
+	if err := yaml.Unmarshal([]byte(block), &shown); err != nil {
+		t.Fatalf("docs/gateway.md: %v", err)
+	}
+	if err := yaml.Unmarshal(file, &given); err != nil {
+		t.Fatal(err)
+	}
+	if len(given.Config.Experiments) == 0 || !reflect.DeepEqual(shown.Config.Experiments, given.Config.Experiments) {
+		t.Errorf("docs/gateway.md shows experiments %v, %s has %v", shown.Config.Experiments, values, given.Config.Experiments)
+	}
+
+	// With the injector too, a sidecar reads the same list: the sidecars' variables do
+	// not move it, and camproxy.io/arm, with no one experiment's arm to pin, is refused
+	// (the pod starts without camproxy and kubectl prints why).
+	r = render(t, install{release: "camproxy", namespace: "camproxy", files: []string{values}, set: []string{"injector.enabled=true"}})
+	checkCommon(t, r)
+	_, opts, gw := checkCamproxy(t, r, releaseNames("camproxy", "camproxy"))
+	checkGatewayExperiments(t, gw)
+	s, err := opts.readSettings(map[string]string{AnnotationExperiment: "pinned"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.arm = "cam" // as a pinning injector would set it
+	opts.Arms = []string{"baseline", "cam"}
+	sc := sidecarConfig(t, get[corev1.ConfigMap](t, r, "ConfigMap", "camproxy", "camproxy"), opts, &s)
+	checkGatewayExperiments(t, sc)
+	if _, err := (Options{}).readSettings(map[string]string{AnnotationArm: "cam"}); err == nil || !strings.Contains(err.Error(), "knows no arms") {
+		t.Errorf("camproxy.io/arm with the experiments list: %v, want refused", err)
+	}
+}
+
+// checkGatewayExperiments: cfg holds values-gateway-experiments.yaml's experiments.
+func checkGatewayExperiments(t *testing.T, cfg *config.Config) {
+	t.Helper()
+	if got := cfg.ExperimentNames(); !slices.Equal(got, []string{"support", "research", "coding", "default"}) {
+		t.Fatalf("experiments %v", got)
+	}
+	views := cfg.PerExperiment()
+	support, research, coding, def := views[0].Experiment, views[1].Experiment, views[2].Experiment, views[3].Experiment
+	for _, c := range []struct {
+		name      string
+		got, want config.Match
+	}{
+		{"support", support.Match, config.Match{Agents: []string{"support-bot"}}},
+		{"research", research.Match, config.Match{KeyFingerprints: []string{"3f9a1c2e"}}},
+		{"coding", coding.Match, config.Match{Models: []string{"claude-*", "gpt-5*"}, Protocols: []string{"anthropic", "responses"}}},
+		{"default", def.Match, config.Match{}},
+	} {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s match %+v, want %+v", c.name, c.got, c.want)
+		}
+	}
+	for _, v := range views {
+		var arms []string
+		for _, a := range v.Experiment.Arms {
+			if a.Weight != 1 {
+				t.Errorf("%s arm %s weight %v", v.Experiment.Name, a.Name, a.Weight)
+			}
+			arms = append(arms, a.Name+":"+a.Augmenter)
+		}
+		want := []string{"baseline:none", "cam:cam"}
+		if v.Experiment.Name == config.DefaultExperimentName {
+			want = want[:1]
+		}
+		if !slices.Equal(arms, want) {
+			t.Errorf("%s arms %v, want %v", v.Experiment.Name, arms, want)
+		}
+	}
+	if !support.Adaptive.Enabled || research.Adaptive.Enabled || !research.AllowOverride || support.AllowOverride || coding.AllowOverride {
+		t.Errorf("settings: support adaptive %v override %v, research adaptive %v override %v, coding override %v",
+			support.Adaptive.Enabled, support.AllowOverride, research.Adaptive.Enabled, research.AllowOverride, coding.AllowOverride)
+	}
+	// Only coding learns, from its own store in the fleet's Redis, which holds its lease.
+	const store = "redis://camproxy-redis.camproxy.svc.cluster.local:6379/0?prefix=camproxy:playbook:coding"
+	if l := views[2].Learn; !l.Enabled || l.Store != store || l.Model == "" {
+		t.Errorf("coding learn: enabled %v store %q model %q, want its own store %s", l.Enabled, l.Store, l.Model, store)
+	}
+	for _, v := range []*config.Config{views[0], views[1], views[3]} {
+		if v.Learn.Enabled {
+			t.Errorf("%s learns", v.Experiment.Name)
+		}
 	}
 }
 
@@ -829,6 +994,17 @@ func TestChartRefuses(t *testing.T) {
 		{"arm twice", []string{"config.experiment.arms[0].name=a", "config.experiment.arms[0].weight=1", "config.experiment.arms[0].augmenter=none",
 			"config.experiment.arms[1].name=a", "config.experiment.arms[1].weight=1", "config.experiment.arms[1].augmenter=none"}, "names repeat"},
 		{"arm without weight", []string{"config.experiment.arms[0].name=a", "config.experiment.arms[0].augmenter=none"}, "weight"},
+		{"experiments: cam arm without cam", []string{"cam.enabled=false", "config.experiments[0].name=support",
+			"config.experiments[0].arms[0].name=cam", "config.experiments[0].arms[0].weight=1", "config.experiments[0].arms[0].augmenter=cam"},
+			`config.experiments[0].arms: arm "cam" uses the augmenter cam`},
+		{"experiments: arm twice", []string{"config.experiments[0].name=default",
+			"config.experiments[0].arms[0].name=a", "config.experiments[0].arms[0].weight=1", "config.experiments[0].arms[0].augmenter=none",
+			"config.experiments[0].arms[1].name=a", "config.experiments[0].arms[1].weight=1", "config.experiments[0].arms[1].augmenter=none"},
+			"config.experiments[0].arms: names repeat"},
+		{"experiments: unnamed", []string{"config.experiments[0].match.agents={bot}"}, "missing property 'name'"},
+		{"experiments: unknown key", []string{"config.experiments[0].name=a", "config.experiments[0].matches.agents={bot}"}, "'matches' not allowed"},
+		{"experiments: unknown match key", []string{"config.experiments[0].name=a", "config.experiments[0].match.agent={bot}"}, "'agent' not allowed"},
+		{"experiments: not a fingerprint", []string{"config.experiments[0].name=a", "config.experiments[0].match.key_fingerprints={sk-live-1234}"}, "key_fingerprints/0"},
 		{"unknown value", []string{"gatway.replicas=1"}, "gatway"},
 		{"unknown nested value", []string{"redis.externalURL=redis://x"}, "externalURL"},
 	} {

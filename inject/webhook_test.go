@@ -407,12 +407,18 @@ func golden(t *testing.T, name string, pod []byte) {
 		t.Fatal(err)
 	}
 	buf.WriteByte('\n')
-	p := filepath.Join("testdata", "golden", name+".json")
+	goldenFile(t, name+".json", buf.Bytes())
+}
+
+// goldenFile compares got with testdata/golden/FILE (-update rewrites it).
+func goldenFile(t *testing.T, file string, got []byte) {
+	t.Helper()
+	p := filepath.Join("testdata", "golden", file)
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(p, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -421,8 +427,8 @@ func golden(t *testing.T, name string, pod []byte) {
 	if err != nil {
 		t.Fatalf("%v (run go test -update to create it)", err)
 	}
-	if !bytes.Equal(want, buf.Bytes()) {
-		t.Errorf("the patched pod differs from %s (go test -update rewrites it):\n%s", p, buf.String())
+	if !bytes.Equal(want, got) {
+		t.Errorf("%s differs (go test -update rewrites it):\n%s", p, got)
 	}
 }
 

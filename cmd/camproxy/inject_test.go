@@ -108,13 +108,14 @@ func TestInjectFlags(t *testing.T) {
 }
 
 // TestInjectDeployArgs: the injector's args in the Helm chart (its own certificate,
-// and cert-manager's) are accepted by this very flag parser.
+// cert-manager's, an experiments list) are accepted by this very flag parser.
 func TestInjectDeployArgs(t *testing.T) {
 	ch, err := loader.Load(filepath.Join("..", "..", "deploy", "helm", "camproxy"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, set := range [][]string{nil, {"injector.certManager.enabled=true"}} {
+	// With config.experiments the injector knows no arms: --arms= is empty.
+	for _, set := range [][]string{nil, {"injector.certManager.enabled=true"}, {"config.experiments[0].name=default"}} {
 		vals, err := (&values.Options{Values: set}).MergeValues(getter.Providers{})
 		if err != nil {
 			t.Fatal(err)

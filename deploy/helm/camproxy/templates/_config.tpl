@@ -50,6 +50,23 @@ augmenters:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+{{- if $c.experiments }}
+# config.experiments: a call goes to the first experiment whose match it meets, else
+# to the one named default, else upstream untouched. A sidecar reads this list too:
+# camproxy.io/experiment and camproxy.io/arm do not apply to it.
+experiments:
+{{- range $c.experiments }}
+  {{- $e := deepCopy . }}
+  {{- if and (dig "learn" "enabled" false $e) (not (dig "learn" "store" "" $e)) }}
+  {{- /* A learner of its own per experiment, in the fleet's Redis (with its lease). */}}
+  {{- $_ := set $e.learn "store" (include "camproxy.redisURLWith" (dict "root" $ "query" (printf "prefix=camproxy:playbook:%s" $e.name))) }}
+  {{- end }}
+  - name: {{ $e.name | quote }}
+    {{- with omit $e "name" }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end }}
+{{- else }}
 experiment:
   name: "${CAMPROXY_EXPERIMENT:-{{ $c.experiment.name }}}"
   {{- with $c.experiment.sticky }}
@@ -71,13 +88,13 @@ experiment:
   {{- with omit $c.experiment "name" "sticky" "adaptive" "arms" }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
+{{- end }}
 # One Redis for every gateway replica and sidecar: contexts, episodes, arm statistics.
 cache: {redis_url: {{ include "camproxy.redisURL" . | quote }}}
 episodes: {store: redis}
 # One replay sink for the fleet; the spool is on the pod's emptyDir (working dir).
-{{- $redis := include "camproxy.redisURL" . }}
 replay:
-  sinks: [{{ printf "%s%sstream=%s" $redis (ternary "&" "?" (contains "?" $redis)) .Values.redis.stream | quote }}]
+  sinks: [{{ include "camproxy.redisURLWith" (dict "root" . "query" (printf "stream=%s" .Values.redis.stream)) | quote }}]
   spool_dir: "./camproxy-data/spool"
 {{- with $c.extra }}
 {{ toYaml . }}

@@ -70,6 +70,13 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
+{{/* The fleet's Redis URL with one more query parameter ("root", "query"): a replay
+stream, a learner's store prefix. */}}
+{{- define "camproxy.redisURLWith" -}}
+{{- $redis := include "camproxy.redisURL" .root -}}
+{{- printf "%s%s%s" $redis (ternary "&" "?" (contains "?" $redis)) .query -}}
+{{- end -}}
+
 {{/* camproxy's own containers: non-root (the image's distroless nonroot user), read-only. */}}
 {{- define "camproxy.podSecurityContext" -}}
 runAsNonRoot: true
@@ -86,15 +93,25 @@ capabilities: {drop: ["ALL"]}
 
 {{/* Checks of values no schema can express. */}}
 {{- define "camproxy.validate" -}}
+{{- $experiments := list (dict "key" "config.experiment" "arms" .Values.config.experiment.arms) -}}
+{{- if .Values.config.experiments -}}
+{{- $experiments = list -}}
+{{- range $i, $e := .Values.config.experiments -}}
+{{- $experiments = append $experiments (dict "key" (printf "config.experiments[%d]" $i) "arms" $e.arms) -}}
+{{- end -}}
+{{- end -}}
+{{- range $experiments -}}
+{{- $key := .key -}}
 {{- $arms := list -}}
-{{- range .Values.config.experiment.arms -}}
+{{- range .arms -}}
 {{- $arms = append $arms .name -}}
 {{- if and (eq .augmenter "cam") (not $.Values.cam.enabled) (not (hasKey $.Values.config.augmenters "cam")) -}}
-{{- fail (printf "config.experiment.arms: arm %q uses the augmenter cam, but cam.enabled is false and config.augmenters has no cam" .name) -}}
+{{- fail (printf "%s.arms: arm %q uses the augmenter cam, but cam.enabled is false and config.augmenters has no cam" $key .name) -}}
 {{- end -}}
 {{- end -}}
 {{- if ne (len $arms) (len (uniq $arms)) -}}
-{{- fail (printf "config.experiment.arms: names repeat: %v" $arms) -}}
+{{- fail (printf "%s.arms: names repeat: %v" $key $arms) -}}
+{{- end -}}
 {{- end -}}
 {{- if and .Values.cam.enabled (hasKey .Values.config.augmenters "cam") -}}
 {{- fail "config.augmenters.cam: the chart defines cam when cam.enabled; name yours otherwise or disable cam" -}}
