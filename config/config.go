@@ -29,7 +29,7 @@ type Config struct {
 	Experiment Experiment           `yaml:"experiment"` // the one-experiment form
 	// Experiments is the list form (a gateway's agents, each with its own experiment);
 	// given, it replaces experiment. PerExperiment reads either.
-	Experiments []Experiment `yaml:"experiments"`
+	Experiments []Experiment `yaml:"experiments,omitempty"`
 	Cache       Cache        `yaml:"cache"`
 	Episodes    Episodes     `yaml:"episodes"`
 	Replay      Replay       `yaml:"replay"`
@@ -306,11 +306,11 @@ type Experiment struct {
 	// Match (experiments only): the calls this experiment takes; every key given must
 	// hold. The first experiment that matches wins; the one named default takes what
 	// no other matched.
-	Match Match `yaml:"match"`
-	Task  *Task `yaml:"task"` // experiments only; nil = the top-level task rules
+	Match Match `yaml:"match,omitempty"`
+	Task  *Task `yaml:"task,omitempty"` // experiments only; nil = the top-level task rules
 	// Learn (experiments only): this experiment's learner, with a store of its own;
 	// nil = none. Its keys default as the top-level learn's.
-	Learn *Learn `yaml:"learn"`
+	Learn *Learn `yaml:"learn,omitempty"`
 }
 
 // DefaultExperimentName is the experiment that takes the calls no other matched.
@@ -318,12 +318,12 @@ const DefaultExperimentName = "default"
 
 // Match says which calls an experiment takes. Empty, it takes every call.
 type Match struct {
-	Agents          []string `yaml:"agents"`           // X-CAM-Agent header values
-	KeyFingerprints []string `yaml:"key_fingerprints"` // hex prefixes (8+) of sha256 of the client's credential
-	Protocols       []string `yaml:"protocols"`        // task explain's protocol names (responses, openai, anthropic, bedrock, gemini …)
-	Paths           []string `yaml:"paths"`            // globs on the request path
-	Models          []string `yaml:"models"`           // globs on the model, case-insensitive
-	Task            string   `yaml:"task"`             // a regexp searched in the task text (found by the experiment's task rules)
+	Agents          []string `yaml:"agents,omitempty"`           // X-CAM-Agent header values
+	KeyFingerprints []string `yaml:"key_fingerprints,omitempty"` // hex prefixes (8+) of sha256 of the client's credential
+	Protocols       []string `yaml:"protocols,omitempty"`        // task explain's protocol names (responses, openai, anthropic, bedrock, gemini …)
+	Paths           []string `yaml:"paths,omitempty"`            // globs on the request path
+	Models          []string `yaml:"models,omitempty"`           // globs on the model, case-insensitive
+	Task            string   `yaml:"task,omitempty"`             // a regexp searched in the task text (found by the experiment's task rules)
 }
 
 // Empty says whether m takes every call.

@@ -120,7 +120,7 @@ func decode(root *yaml.Node, cfg *Config) ([]error, error) {
 	cfg.fillArmPlacements()
 
 	errs := checkShape(root)
-	if k := mappingKey(root, "experiments"); k != nil && mappingKey(root, "experiment") != nil {
+	if k := mappingKey(root, "experiments"); k != nil && len(cfg.Experiments) > 0 && mappingKey(root, "experiment") != nil {
 		errs = append(errs, &FieldError{Key: "experiments", Msg: "give experiment (one) or experiments (a list), not both", Line: k.Line, Column: k.Column})
 	}
 	if typeErr != nil && len(errs) == 0 {
