@@ -134,7 +134,8 @@ func (rs Reports) WriteHTML(w io.Writer) error {
 	}
 	ew.printf("<p class=\"sub\">%d experiments, each compared on its own: %s</p>\n", len(rs), html.EscapeString(strings.Join(names, ", ")))
 	for _, r := range rs {
-		ew.printf("<section class=\"experiment\">\n<h2>%s</h2>\n", html.EscapeString(strings.ToUpper(groupName(r.Experiment)[:1])+groupName(r.Experiment)[1:]))
+		name := groupName(r.Experiment)
+		ew.printf("<section class=\"experiment\">\n<h2>%s</h2>\n", html.EscapeString(strings.ToUpper(name[:1])+name[1:]))
 		r.writeHTMLBody(ew)
 		ew.printf("</section>\n")
 	}

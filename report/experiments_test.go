@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -36,13 +37,7 @@ var experimentStart = time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
 func experimentLines(t *testing.T) [][]byte {
 	t.Helper()
 	var lines [][]byte
-	add := func(v any) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, b)
-	}
+	add := lineAdder(t, &lines)
 	i := 0
 	episode := func(id, exp, arm, task string, reward float64, where string) {
 		start := experimentStart.Add(time.Duration(i) * 3 * time.Minute)
@@ -83,23 +78,7 @@ func experimentLines(t *testing.T) [][]byte {
 
 func experimentBuffer(t *testing.T) *replay.Buffer {
 	t.Helper()
-	b, err := replay.Read(context.Background(), readerOf(experimentLines(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// readerOf is a Source over lines.
-type readerOf [][]byte
-
-func (s readerOf) Scan(ctx context.Context, fn func([]byte) error) error {
-	for _, l := range s {
-		if err := fn(l); err != nil {
-			return err
-		}
-	}
-	return nil
+	return readLines(t, experimentLines(t))
 }
 
 // TestExperimentsFixtureFile keeps testdata/episodes-experiments.jsonl, which the CLI
@@ -199,28 +178,22 @@ func TestSplitControl(t *testing.T) {
 	}
 }
 
-func TestGoldenExperimentsText(t *testing.T) {
+// TestGoldenExperiments: the gateway fixture's reports as text and JSON (golden
+// files), and as one HTML page with a section per experiment.
+func TestGoldenExperiments(t *testing.T) {
 	rs, err := Split(experimentBuffer(t), Options{Source: "file:///gateway"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := rs.WriteText(&buf); err != nil {
-		t.Fatal(err)
+	out := map[string]*bytes.Buffer{}
+	for name, write := range map[string]func(io.Writer) error{"txt": rs.WriteText, "json": rs.WriteJSON, "html": rs.WriteHTML} {
+		out[name] = &bytes.Buffer{}
+		if err := write(out[name]); err != nil {
+			t.Fatal(err)
+		}
 	}
-	golden(t, "report-experiments.txt", buf.Bytes())
-}
-
-func TestGoldenExperimentsJSON(t *testing.T) {
-	rs, err := Split(experimentBuffer(t), Options{Source: "file:///gateway"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := rs.WriteJSON(&buf); err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "report-experiments.json", buf.Bytes())
+	golden(t, "report-experiments.txt", out["txt"].Bytes())
+	golden(t, "report-experiments.json", out["json"].Bytes())
 	var doc struct {
 		V           int    `json:"v"`
 		Source      string `json:"source"`
@@ -232,24 +205,13 @@ func TestGoldenExperimentsJSON(t *testing.T) {
 			} `json:"arms"`
 		} `json:"experiments"`
 	}
-	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil || doc.V != 1 || doc.Source != "file:///gateway" || len(doc.Experiments) != 4 {
+	if err := json.Unmarshal(out["json"].Bytes(), &doc); err != nil || doc.V != 1 || doc.Source != "file:///gateway" || len(doc.Experiments) != 4 {
 		t.Fatalf("%v %+v", err, doc)
 	}
 	if e := doc.Experiments[2]; e.Experiment != "support" || e.Arms[1].Arm != "cam" || e.Arms[1].MeanReward != 0.833333 {
 		t.Fatalf("support: %+v", e)
 	}
-}
-
-func TestExperimentsHTML(t *testing.T) {
-	rs, err := Split(experimentBuffer(t), Options{Source: "file:///gateway"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := rs.WriteHTML(&buf); err != nil {
-		t.Fatal(err)
-	}
-	page := buf.String()
+	page := out["html"].String()
 	if strings.Count(page, `<section class="experiment">`) != 4 || strings.Count(page, "<h1>") != 1 ||
 		!strings.Contains(page, "<h2>Experiment research</h2>") || !strings.Contains(page, "<h2>Episodes that record no experiment</h2>") ||
 		!strings.Contains(page, "4 experiments, each compared on its own: coding, research, support, (none)") || !strings.HasSuffix(page, "</html>\n") {
@@ -259,7 +221,7 @@ func TestExperimentsHTML(t *testing.T) {
 
 // SplitStream reports what Split reports on Read's buffer.
 func TestSplitStreamSameAsSplit(t *testing.T) {
-	src := readerOf(experimentLines(t))
+	src := replay.NewFileSource(writeLines(t, experimentLines(t)))
 	want, err := Split(experimentBuffer(t), Options{Source: "s"})
 	if err != nil {
 		t.Fatal(err)
