@@ -35,8 +35,11 @@ type Options struct {
 	Ready    []Check
 	Episodes episode.Store
 	Record   func(ev any) // takes replay events (the recorder's Add)
-	// Reward, if set, sees every reward and the one it replaces (adaptive allocation).
-	Reward   func(ctx context.Context, arm string, reward float64, previous *float64)
+	// Reward, if set, sees every reward and the one it replaces (adaptive allocation),
+	// with the rewarded episode's experiment and arm: the statistics it moves are that
+	// experiment's only. experiment is "" for an episode stored before episodes
+	// carried one; it is the experiment's only in a single-experiment config.
+	Reward   func(ctx context.Context, experiment, arm string, reward float64, previous *float64)
 	Rollouts RolloutOptions
 	// Token, if set, is required on every endpoint but /healthz, /readyz and /metrics.
 	// Without one the API answers loopback peers only, unless AllowUnauthenticated.

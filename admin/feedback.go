@@ -20,7 +20,10 @@ import (
 const maxFeedbackBytes = 1 << 20
 
 // feedback handles POST /v1/feedback: the harness's reward for an episode. It is
-// recorded as a reward event; a second reward for the same episode replaces the first.
+// recorded as a reward event naming the episode's experiment; a second reward for
+// the same episode replaces the first. Only the statistics of the episode's own
+// experiment see it (Options.Reward): another experiment's arm of the same name
+// never does.
 func (a *api) feedback(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFeedbackBytes))
 	if err != nil {
@@ -52,9 +55,9 @@ func (a *api) feedback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.o.Record(&replay.RewardEvent{V: replay.Version, Type: replay.TypeReward, ID: replay.NewEventID(), EpisodeID: ep.ID,
-		Reward: fb.Reward, Success: fb.Success, Metadata: fb.Metadata, At: time.Now().UTC()})
+		Experiment: ep.Experiment, Reward: fb.Reward, Success: fb.Success, Metadata: fb.Metadata, At: time.Now().UTC()})
 	if a.o.Reward != nil {
-		a.o.Reward(ctx, ep.Arm, fb.Reward, previous)
+		a.o.Reward(ctx, ep.Experiment, ep.Arm, fb.Reward, previous)
 	}
 	a.rollouts.rewarded(ep.ID)
 	if m := a.o.Metrics; m != nil {
@@ -135,7 +138,7 @@ func (a *api) episodeInfo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"episode_id": ep.ID, "task_id": ep.TaskID, "task": ep.Task, "arm": ep.Arm, "context": ep.Context,
+		"episode_id": ep.ID, "task_id": ep.TaskID, "task": ep.Task, "experiment": ep.Experiment, "arm": ep.Arm, "context": ep.Context,
 		"context_source": ep.ContextSource, "protocol": ep.Protocol, "model": ep.Model, "turns": ep.Turns,
 		"reward": ep.Reward, "success": ep.Success, "started_at": ep.StartedAt, "updated_at": ep.UpdatedAt,
 	})

@@ -198,12 +198,12 @@ type dashboard struct {
 
 // newDashboard hooks the dashboard's reward statistics into o.Reward.
 func newDashboard(o *Options) *dashboard {
-	d := &dashboard{o: o, since: time.Now().UTC(), rewards: rewardStats{arms: map[string]*moments{}}, csp: pageCSP(indexHTML)}
+	d := &dashboard{o: o, since: time.Now().UTC(), rewards: rewardStats{arms: map[armKey]*moments{}}, csp: pageCSP(indexHTML)}
 	next := o.Reward
-	o.Reward = func(ctx context.Context, arm string, reward float64, previous *float64) {
-		d.rewards.observe(arm, reward, previous)
+	o.Reward = func(ctx context.Context, experiment, arm string, reward float64, previous *float64) {
+		d.rewards.observe(experiment, arm, reward, previous)
 		if next != nil {
-			next(ctx, arm, reward, previous)
+			next(ctx, experiment, arm, reward, previous)
 		}
 	}
 	return d
@@ -307,7 +307,7 @@ func (d *dashboard) build() Status {
 			}
 		}
 	}
-	for name, m := range d.rewards.snapshot() {
+	for name, m := range d.rewards.snapshot(ex.Name) {
 		a := arm(name)
 		a.Rewarded = int64(m.n)
 		a.MeanReward, a.CI95 = m.meanCI()
@@ -374,22 +374,26 @@ func quantileMs(q float64, h augment.LatencySnapshot) *float64 {
 	return ptr(lower * 1000)
 }
 
-// rewardStats are the dashboard's per-arm reward moments, fed by every reward
-// posted to this instance; a replaced reward moves them back.
+// rewardStats are the dashboard's reward moments per arm of each experiment, fed
+// by every reward posted to this instance; a replaced reward moves them back.
 type rewardStats struct {
 	mu   sync.Mutex
-	arms map[string]*moments
+	arms map[armKey]*moments
 }
+
+// armKey is an arm of an experiment ("": the episode recorded none).
+type armKey struct{ experiment, arm string }
 
 type moments struct{ n, sum, sumSq float64 }
 
-func (s *rewardStats) observe(arm string, reward float64, previous *float64) {
+func (s *rewardStats) observe(experiment, arm string, reward float64, previous *float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := s.arms[arm]
+	k := armKey{experiment, arm}
+	m := s.arms[k]
 	if m == nil {
 		m = &moments{}
-		s.arms[arm] = m
+		s.arms[k] = m
 	}
 	if previous == nil {
 		m.n++
@@ -401,12 +405,21 @@ func (s *rewardStats) observe(arm string, reward float64, previous *float64) {
 	m.sumSq += reward * reward
 }
 
-func (s *rewardStats) snapshot() map[string]moments {
+// snapshot is the moments of experiment's arms, by arm, with those of episodes that
+// recorded no experiment (stored before episodes carried one: the running
+// experiment's when there is one); other experiments' arms of the same names are
+// left out.
+func (s *rewardStats) snapshot(experiment string) map[string]moments {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]moments, len(s.arms))
+	out := map[string]moments{}
 	for k, v := range s.arms {
-		out[k] = *v
+		if k.experiment != experiment && k.experiment != "" {
+			continue
+		}
+		m := out[k.arm]
+		m.n, m.sum, m.sumSq = m.n+v.n, m.sum+v.sum, m.sumSq+v.sumSq
+		out[k.arm] = m
 	}
 	return out
 }
@@ -431,6 +444,7 @@ type recentRow struct {
 	ID            string    `json:"episode_id"`
 	TaskID        string    `json:"task_id"`
 	Task          string    `json:"task"`
+	Experiment    string    `json:"experiment"` // "" for an episode stored before episodes carried one
 	Arm           string    `json:"arm"`
 	ContextSource string    `json:"context_source"`
 	Model         string    `json:"model"`
@@ -473,7 +487,7 @@ func (d *dashboard) recent(w http.ResponseWriter, r *http.Request) {
 			if len(task) > maxTaskPreview {
 				task = truncate(task, maxTaskPreview) + "…"
 			}
-			rows = append(rows, recentRow{ID: ep.ID, TaskID: ep.TaskID, Task: task, Arm: ep.Arm, ContextSource: ep.ContextSource,
+			rows = append(rows, recentRow{ID: ep.ID, TaskID: ep.TaskID, Task: task, Experiment: ep.Experiment, Arm: ep.Arm, ContextSource: ep.ContextSource,
 				Model: ep.Model, Turns: ep.Turns, Reward: ep.Reward, Success: ep.Success, StartedAt: ep.StartedAt, UpdatedAt: ep.UpdatedAt})
 		}
 	}

@@ -304,11 +304,12 @@ func TestUIRewardMoments(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := rewardStats{arms: map[string]*moments{}}
+			s := rewardStats{arms: map[armKey]*moments{}}
 			for _, o := range c.obs {
-				s.observe("a", o.r, o.prev)
+				s.observe("x", "a", o.r, o.prev)
+				s.observe("y", "a", 1-o.r, nil) // another experiment's arm a: apart
 			}
-			mean, ci := s.snapshot()["a"].meanCI()
+			mean, ci := s.snapshot("x")["a"].meanCI()
 			if (mean == nil) != (c.mean == nil) || (mean != nil && !near(*mean, *c.mean)) {
 				t.Errorf("mean %v, want %v", deref(mean), deref(c.mean))
 			}

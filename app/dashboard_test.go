@@ -65,6 +65,16 @@ func TestDashboardInChromium(t *testing.T) {
 		postReward(t, e, a.episode, r.reward)
 	}
 	opened := ids[3] // the cam run of task B
+	// The first run belongs to another experiment (a gateway's other agent): the
+	// recent episodes are grouped by experiment.
+	first, err := e.app.Episodes.Get(context.Background(), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Experiment = "other"
+	if err := e.app.Episodes.Update(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
 
 	b := launchChromium(t, bin)
 	// The admin token once in the address: it becomes a cookie, and leaves the address.
@@ -107,6 +117,13 @@ func TestDashboardInChromium(t *testing.T) {
 	rows := b.eval(`[...document.querySelectorAll("#recent tbody tr[data-episode]")].map(r => r.dataset.episode).join(" ")`).String()
 	if want := strings.Join([]string{ids[4], ids[3], ids[2], ids[1], ids[0]}, " "); rows != want {
 		t.Fatalf("recent episodes %q, want %q", rows, want)
+	}
+	groups := b.eval(`[...document.querySelectorAll("#recent tbody tr.group")].map(r => r.innerText).join("|")`).String()
+	if n := strings.Count(groups, "|") + 1; n != 2 || !strings.HasSuffix(groups, "Experiment other · 1 episode") {
+		t.Errorf("recent episodes grouped as %q, want the others, then experiment other's one episode", groups)
+	}
+	if got := b.text(fmt.Sprintf(`#recent tr[data-episode=%q]`, ids[0])); !strings.Contains(got, "other") {
+		t.Errorf("the other experiment's episode row shows %q, without its experiment", got)
 	}
 	if b.visible("#episode") {
 		t.Fatal("an episode is open before any was selected")

@@ -125,12 +125,18 @@ func (a *App) setWeights(p *policies.Policy) {
 	}
 }
 
-// observeReward feeds a reward to the adaptive allocator, if one runs.
-func (a *App) observeReward(ctx context.Context, arm string, reward float64, previous *float64) {
+// observeReward feeds a reward to the adaptive allocator of the rewarded episode's
+// experiment, if one runs. A reward for another experiment's episode is never
+// counted here, whatever its arm is called; an episode that records no experiment
+// (stored before episodes carried one) is the running experiment's.
+func (a *App) observeReward(ctx context.Context, experiment, arm string, reward float64, previous *float64) {
 	a.mu.Lock()
 	run := a.run
 	a.mu.Unlock()
 	if run == nil || run.adaptive == nil {
+		return
+	}
+	if experiment != "" && experiment != run.rt.Policy.Name() {
 		return
 	}
 	if err := run.adaptive.Observe(ctx, arm, reward, previous); err != nil {

@@ -16,12 +16,11 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
 	pqzstd "github.com/parquet-go/parquet-go/compress/zstd"
-	"github.com/tidwall/gjson"
 )
 
 // Partition columns of ExportParquetPartitioned. dt and hr (UTC) come from the
-// episode's started_at, experiment from its reward's metadata (where a harness
-// names it, as the report reads it); they are not columns of the files. arm and
+// episode's started_at, experiment is ExperimentOf's (the null partition for an
+// episode that records none); they are not columns of the files. arm and
 // task_id are, and leave the files when they become directories (the Hive
 // convention: an engine reading the directory tree adds them back from the path).
 const (
@@ -432,18 +431,10 @@ func partitionDir(e *Episode, cols []string) string {
 		case PartitionTask:
 			b.WriteString(hiveEscape(e.TaskID))
 		case PartitionExperiment:
-			b.WriteString(hiveEscape(experimentOf(e)))
+			b.WriteString(hiveEscape(ExperimentOf(e)))
 		}
 	}
 	return b.String()
-}
-
-// experimentOf is the "experiment" string of the reward's metadata, or "".
-func experimentOf(e *Episode) string {
-	if r := gjson.GetBytes(e.Metadata, "experiment"); r.Type == gjson.String {
-		return r.Str
-	}
-	return ""
 }
 
 // hiveDate and hiveHour are the dt and hr of a start time; an episode without one

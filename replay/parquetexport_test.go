@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,6 +101,9 @@ func exportEpisodes(n int) []*Episode {
 			ok := r == 1
 			ep.Reward, ep.Success = &r, &ok
 			ep.Metadata = json.RawMessage(fmt.Sprintf(`{"experiment":"exp-%d"}`, i%2))
+		}
+		if i%3 == 0 {
+			ep.Experiment = "fleet" // recorded by the events: the metadata's is not read
 		}
 		eps = append(eps, ep)
 	}
@@ -258,7 +262,7 @@ func checkPartitionedExport(t *testing.T, dir string, m Manifest, eps []*Episode
 				var exp struct{ Experiment string }
 				_ = json.Unmarshal(e.Metadata, &exp)
 				want := map[string]string{PartitionDate: at.Format(time.DateOnly), PartitionHour: fmt.Sprintf("%02d", at.Hour()),
-					PartitionArm: e.Arm, PartitionTask: e.TaskID, PartitionExperiment: exp.Experiment}[c]
+					PartitionArm: e.Arm, PartitionTask: e.TaskID, PartitionExperiment: cmp.Or(e.Experiment, exp.Experiment)}[c]
 				if kv[i] != [2]string{c, want} {
 					t.Errorf("%s: episode %s has %s %q, in directory %q", mf.Path, e.ID, c, want, kv[i])
 				}

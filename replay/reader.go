@@ -15,6 +15,9 @@ import (
 // trajectory, and the harness's verdict.
 type Episode struct {
 	ID, TaskID, Task, Arm, Context, ContextSource, Protocol, Model string
+	// Experiment is the experiment its events record: the episode event's, else its
+	// reward event's; "" when they record none (see ExperimentOf).
+	Experiment string
 
 	StartedAt time.Time          // from the episode event; else the first step's At
 	EndedAt   time.Time          // the last contributing step's At
@@ -176,6 +179,9 @@ func (e *readEpisode) addEpisode(ev *EpisodeEvent) {
 	ep.TaskID, ep.Task, ep.Arm, ep.Model = ev.TaskID, ev.Task, ev.Arm, ev.Model
 	ep.Context, ep.ContextSource, ep.Protocol = ev.Context, ev.ContextSource, ev.Protocol
 	ep.StartedAt = ev.StartedAt
+	if ev.Experiment != "" {
+		ep.Experiment = ev.Experiment // the assignment's record wins over a reward's
+	}
 }
 
 func (e *readEpisode) addStep(ev *StepEvent) {
@@ -200,6 +206,9 @@ func (e *readEpisode) addReward(ev *RewardEvent) {
 	e.reward = true
 	v := ev.Reward
 	e.ep.Reward, e.ep.Success, e.ep.Metadata, e.ep.RewardAt = &v, ev.Success, ev.Metadata, ev.At
+	if ev.Experiment != "" && (!e.opened || e.ep.Experiment == "") {
+		e.ep.Experiment = ev.Experiment
+	}
 }
 
 // finish reassembles every episode and orders them.

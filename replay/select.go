@@ -2,10 +2,11 @@ package replay
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/tidwall/gjson"
 )
 
 // DefaultLate is how long after Selection.Until events of a selected episode may
@@ -21,8 +22,9 @@ type Selection struct {
 	Since, Until time.Time
 	// Arms and Tasks keep episodes whose Arm (TaskID) is one of these; empty keeps all.
 	Arms, Tasks []string
-	// Experiment keeps the episodes that record this experiment plus those that
-	// record none (see ExperimentOf); "" keeps all. The same rule as report's.
+	// Experiment keeps the episodes that belong to this experiment (ExperimentOf)
+	// plus those that record none, which may be its own from before events carried
+	// the name; "" keeps all. report --experiment counts the latter apart.
 	Experiment string
 	// Late is how long after Until the events of a selected episode may still be
 	// written; a windowed source reads [Since, Until+Late). 0 means DefaultLate.
@@ -106,20 +108,36 @@ func (s Selection) Selects(ep *Episode) bool {
 	return true
 }
 
-// ExperimentOf returns the experiment an episode records, or "". Episode events do
-// not carry the experiment's name (an arm name can serve several experiments over
-// time, and learn events name the experiment but belong to no episode), so the only
-// record is an "experiment" string in the reward's metadata, what a harness may send
-// with POST /v1/feedback.
+// ExperimentOf returns the experiment an episode belongs to, by the one rule every
+// reader of the buffer uses (replay stats, report, export's partitions, the
+// learner): the experiment its events record (Episode.Experiment: the episode
+// event's, else its reward event's), else an "experiment" string in its reward's
+// metadata (what a harness may send with POST /v1/feedback, and the only record
+// before events carried the name), else "". An episode that records none belongs to
+// the one experiment of a single-experiment config; a reader that cannot know the
+// config treats it as SoleExperiment says.
 func ExperimentOf(ep *Episode) string {
-	if len(ep.Metadata) == 0 {
-		return ""
+	if ep.Experiment != "" {
+		return ep.Experiment
 	}
-	var m struct {
-		Experiment string `json:"experiment"`
+	if r := gjson.GetBytes(ep.Metadata, "experiment"); r.Type == gjson.String {
+		return r.Str
 	}
-	if json.Unmarshal(ep.Metadata, &m) != nil {
-		return ""
+	return ""
+}
+
+// NoExperiment is how tables name the group of episodes that record no experiment
+// when it stands apart from named ones.
+const NoExperiment = "(none)"
+
+// SoleExperiment is where the episodes that record no experiment go when a set of
+// episodes is grouped by experiment (named lists the experiments the others record,
+// each once): to the one named experiment when there is exactly one (a
+// single-experiment config's, whose older episodes predate the name), else to no
+// experiment (""), never to one of several.
+func SoleExperiment(named []string) string {
+	if len(named) == 1 {
+		return named[0]
 	}
-	return m.Experiment
+	return ""
 }

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -20,9 +21,13 @@ type Stats struct {
 	RewardedShare float64     `json:"rewarded_share"` // Rewarded / Episodes
 	MeanReward    float64     `json:"mean_reward"`    // over rewarded episodes
 	SuccessRate   float64     `json:"success_rate"`   // successes / rewarded episodes
-	Arms          []ArmStats  `json:"arms"`           // by arm name
-	Skipped       int         `json:"skipped"`        // lines the reader could not use
-	Duplicates    int         `json:"duplicates"`     // events dropped as repeats
+	// Experiments are the experiments the episodes belong to (ExperimentOf), by name;
+	// "" stands for the episodes that record none when they stand apart from several
+	// named ones (else they are SoleExperiment's). Empty when no episode records one.
+	Experiments []string   `json:"experiments"`
+	Arms        []ArmStats `json:"arms"`       // by experiment, then arm name: one row per arm of each experiment
+	Skipped     int        `json:"skipped"`    // lines the reader could not use
+	Duplicates  int        `json:"duplicates"` // events dropped as repeats
 }
 
 // RunsPerTask is the spread of episodes per task. Median is the lower middle value
@@ -33,8 +38,10 @@ type RunsPerTask struct {
 	Max    int `json:"max"`
 }
 
-// ArmStats is one arm's share of the buffer and its outcome.
+// ArmStats is one arm's share of the buffer and its outcome. Two experiments'
+// arms of one name are two rows: their rewards are never averaged together.
 type ArmStats struct {
+	Experiment  string  `json:"experiment,omitempty"`
 	Arm         string  `json:"arm"`
 	Episodes    int     `json:"episodes"`
 	Rewarded    int     `json:"rewarded"`
@@ -58,6 +65,13 @@ func (t *tally) add(e *Episode) {
 	if e.Success != nil && *e.Success {
 		t.successes++
 	}
+}
+
+func (t *tally) merge(o *tally) {
+	t.episodes += o.episodes
+	t.rewarded += o.rewarded
+	t.successes += o.successes
+	t.rewardSum += o.rewardSum
 }
 
 func (t *tally) mean() float64 { return ratio(t.rewardSum, t.rewarded) }
@@ -97,32 +111,37 @@ func StatsOf(ctx context.Context, src Source, o ReadOptions) (Stats, Summary, er
 // statsAcc is what stats need of the episodes, taken one at a time.
 type statsAcc struct {
 	all   tally
-	arms  map[string]*tally
+	arms  map[armKey]*tally
 	tasks map[string]int // episodes per TaskID
 }
 
+// armKey is an arm of an experiment ("": the episodes record none).
+type armKey struct{ experiment, arm string }
+
 func newStatsAcc() *statsAcc {
-	return &statsAcc{arms: map[string]*tally{}, tasks: map[string]int{}}
+	return &statsAcc{arms: map[armKey]*tally{}, tasks: map[string]int{}}
 }
 
 func (a *statsAcc) add(e *Episode) {
 	a.all.add(e)
-	t := a.arms[e.Arm]
+	k := armKey{ExperimentOf(e), e.Arm}
+	t := a.arms[k]
 	if t == nil {
 		t = &tally{}
-		a.arms[e.Arm] = t
+		a.arms[k] = t
 	}
 	t.add(e)
 	a.tasks[e.TaskID]++
 }
 
 func (a *statsAcc) stats(skipped, duplicates int) Stats {
+	arms, experiments := armStats(a.arms)
 	return Stats{
 		Episodes: a.all.episodes, Tasks: len(a.tasks), Rewarded: a.all.rewarded,
 		RunsPerTask:   runsPerTask(a.tasks),
 		RewardedShare: ratio(float64(a.all.rewarded), a.all.episodes),
 		MeanReward:    a.all.mean(), SuccessRate: a.all.rate(),
-		Arms:    armStats(a.arms),
+		Experiments: experiments, Arms: arms,
 		Skipped: skipped, Duplicates: duplicates,
 	}
 }
@@ -139,17 +158,45 @@ func runsPerTask(tasks map[string]int) RunsPerTask {
 	return RunsPerTask{Min: n[0], Median: n[(len(n)-1)/2], Max: n[len(n)-1]}
 }
 
-func armStats(arms map[string]*tally) []ArmStats {
-	out := make([]ArmStats, 0, len(arms))
-	for name, t := range arms {
-		out = append(out, ArmStats{Arm: name, Episodes: t.episodes, Rewarded: t.rewarded, MeanReward: t.mean(), SuccessRate: t.rate()})
+// armStats is a row per arm of each experiment, the episodes that record no
+// experiment under SoleExperiment's, and the experiments' names.
+func armStats(arms map[armKey]*tally) ([]ArmStats, []string) {
+	var named []string
+	for k := range arms {
+		if k.experiment != "" && !slices.Contains(named, k.experiment) {
+			named = append(named, k.experiment)
+		}
 	}
-	slices.SortFunc(out, func(a, b ArmStats) int { return strings.Compare(a.Arm, b.Arm) })
-	return out
+	sole := SoleExperiment(named)
+	merged := make(map[armKey]*tally, len(arms))
+	for k, t := range arms {
+		if k.experiment == "" {
+			k.experiment = sole
+		}
+		m := merged[k]
+		if m == nil {
+			m = &tally{}
+			merged[k] = m
+		}
+		m.merge(t)
+	}
+	out := make([]ArmStats, 0, len(merged))
+	experiments := []string{}
+	for k, t := range merged {
+		out = append(out, ArmStats{Experiment: k.experiment, Arm: k.arm, Episodes: t.episodes, Rewarded: t.rewarded, MeanReward: t.mean(), SuccessRate: t.rate()})
+		if len(named) > 0 && !slices.Contains(experiments, k.experiment) {
+			experiments = append(experiments, k.experiment)
+		}
+	}
+	slices.SortFunc(out, func(a, b ArmStats) int {
+		return cmp.Or(strings.Compare(a.Experiment, b.Experiment), strings.Compare(a.Arm, b.Arm))
+	})
+	slices.Sort(experiments)
+	return out, experiments
 }
 
 // WriteText prints the stats as two aligned tables: the buffer as a whole, then one
-// line per arm.
+// line per arm, with the experiment it belongs to when the buffer holds several.
 func (s Stats) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "episodes\t%d\n", s.Episodes)
@@ -158,6 +205,9 @@ func (s Stats) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "rewarded\t%d (%.1f%%)\n", s.Rewarded, 100*s.RewardedShare)
 	fmt.Fprintf(tw, "mean reward\t%.3f\n", s.MeanReward)
 	fmt.Fprintf(tw, "success rate\t%.1f%%\n", 100*s.SuccessRate)
+	if names := s.named(); len(names) > 0 {
+		fmt.Fprintf(tw, "experiments\t%s\n", strings.Join(names, ", "))
+	}
 	fmt.Fprintf(tw, "skipped lines\t%d\n", s.Skipped)
 	fmt.Fprintf(tw, "duplicates\t%d\n", s.Duplicates)
 	if err := tw.Flush(); err != nil {
@@ -166,14 +216,26 @@ func (s Stats) WriteText(w io.Writer) error {
 	return s.writeArms(w)
 }
 
+// named is the experiments the stats name, without "".
+func (s Stats) named() []string {
+	return slices.DeleteFunc(slices.Clone(s.Experiments), func(x string) bool { return x == "" })
+}
+
 func (s Stats) writeArms(w io.Writer) error {
 	if len(s.Arms) == 0 {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w)
+	several := len(s.Experiments) > 1
+	if several {
+		fmt.Fprint(tw, "experiment\t")
+	}
 	fmt.Fprint(tw, "arm\tepisodes\trewarded\tmean reward\tsuccess rate\n")
 	for _, a := range s.Arms {
+		if several {
+			fmt.Fprintf(tw, "%s\t", cmp.Or(a.Experiment, NoExperiment))
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.1f%%\n", a.Arm, a.Episodes, a.Rewarded, a.MeanReward, 100*a.SuccessRate)
 	}
 	if err := tw.Flush(); err != nil {

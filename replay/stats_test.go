@@ -33,6 +33,7 @@ func TestComputeStats(t *testing.T) {
 		Episodes: 6, Tasks: 3, Rewarded: 4,
 		RunsPerTask:   RunsPerTask{Min: 1, Median: 2, Max: 3},
 		RewardedShare: 4.0 / 6, MeanReward: 2.5 / 4, SuccessRate: 1.0 / 4,
+		Experiments: []string{},
 		Arms: []ArmStats{
 			{Arm: "baseline", Episodes: 3, Rewarded: 2, MeanReward: 0.5, SuccessRate: 0},
 			{Arm: "cam", Episodes: 3, Rewarded: 2, MeanReward: 0.75, SuccessRate: 0.5},
@@ -130,8 +131,10 @@ func TestStatsOfSameAsComputeStats(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("StatsOf:\n got %+v\nwant %+v", got, want)
 	}
-	if len(want.Arms) != 3 || want.Tasks != 50 {
-		t.Fatalf("the buffer has %d arms and %d tasks, want 3 and 50", len(want.Arms), want.Tasks)
+	// Three arms in each of the experiments x1 and x2 and in the episodes that record
+	// none: nine rows.
+	if len(want.Arms) != 9 || want.Tasks != 50 || !reflect.DeepEqual(want.Experiments, []string{"", "x1", "x2"}) {
+		t.Fatalf("the buffer has %d arm rows of experiments %q and %d tasks, want 9 of \"\", x1, x2 and 50", len(want.Arms), want.Experiments, want.Tasks)
 	}
 
 	one, _, err := StatsOf(context.Background(), src, ReadOptions{Select: Selection{Arms: []string{"cam"}}})
@@ -141,10 +144,11 @@ func TestStatsOfSameAsComputeStats(t *testing.T) {
 	var cam ArmStats
 	for _, a := range want.Arms {
 		if a.Arm == "cam" {
-			cam = a
+			cam.Episodes += a.Episodes
+			cam.Rewarded += a.Rewarded
 		}
 	}
-	if len(one.Arms) != 1 || one.Episodes != cam.Episodes || one.Rewarded != cam.Rewarded {
-		t.Fatalf("selected arm cam: %+v, want the arm's %+v", one, cam)
+	if len(one.Arms) != 3 || one.Episodes != cam.Episodes || one.Rewarded != cam.Rewarded {
+		t.Fatalf("selected arm cam: %+v, want the arm's %+v in each experiment", one, cam)
 	}
 }

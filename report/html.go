@@ -64,15 +64,34 @@ th:first-child,td:first-child,.l{text-align:left}
 // style sheet, font or image; the charts are inline SVG.
 func (r *Report) WriteHTML(w io.Writer) error {
 	ew := &errWriter{w: w}
-	esc := html.EscapeString
+	writePageHead(ew, r.Source)
+	r.writeHTMLBody(ew)
+	writePageFoot(ew, r.notes()+learnNote(r.Learning))
+	return ew.err
+}
+
+// writePageHead opens the page, up to its title.
+func writePageHead(ew *errWriter, source string) {
 	title := "camproxy report"
-	if r.Source != "" {
-		title += " \u2014 " + r.Source
+	if source != "" {
+		title += " \u2014 " + source
 	}
 	ew.printf("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")
 	ew.printf("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
-	ew.printf("<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n<main>\n", esc(title), pageCSS)
-	ew.printf("<h1>camproxy report</h1>\n<p class=\"sub\">%s</p>\n", esc(r.heading()))
+	ew.printf("<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n<main>\n", html.EscapeString(title), pageCSS)
+	ew.printf("<h1>camproxy report</h1>\n")
+}
+
+// writePageFoot writes the notes under everything and closes the page.
+func writePageFoot(ew *errWriter, notes string) {
+	ew.printf("<p class=\"notes\">%s</p>\n</main>\n</body>\n</html>\n", html.EscapeString(notes))
+}
+
+// writeHTMLBody is the report under the page's title: what it covers, the
+// verdicts, the charts and the tables.
+func (r *Report) writeHTMLBody(ew *errWriter) {
+	esc := html.EscapeString
+	ew.printf("<p class=\"sub\">%s</p>\n", esc(r.heading()))
 	if r.Experiment != "" && r.Unlabelled > 0 {
 		ew.printf("<p class=\"sub\">%d episodes record no experiment and are counted under %s.</p>\n", r.Unlabelled, esc(r.Experiment))
 	}
@@ -109,8 +128,6 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	ew.printf("</div>\n")
 	r.writeLearningHTML(ew, lo, hi)
 	r.writeTables(ew)
-	ew.printf("<p class=\"notes\">%s</p>\n</main>\n</body>\n</html>\n", esc(r.notes()+learnNote(r.Learning)))
-	return ew.err
 }
 
 // timed reports whether some rewarded episode has a recorded start time to draw

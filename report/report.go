@@ -31,8 +31,9 @@ const BaselineArm = "baseline"
 type Options struct {
 	// Source names where the episodes came from (a redacted URI), for the heading.
 	Source string
-	// Experiment keeps only episodes that record this experiment, plus episodes that
-	// record none (see ExperimentOf); "" keeps every episode.
+	// Experiment keeps only episodes that belong to this experiment, plus episodes
+	// that record none (see ExperimentOf); "" keeps every episode (New) or reports
+	// each experiment apart (Split).
 	Experiment string
 	// Control is the arm the others are compared to; "" picks "baseline" if there is
 	// such an arm, else the first arm by name.
@@ -73,6 +74,7 @@ type Report struct {
 
 	series    map[string][]Point // cumulative mean reward by arm, for the HTML chart
 	lastStart time.Time          // the latest episode start, where the learning chart ends
+	none      bool               // the episodes that record no experiment, apart from several named (Split)
 }
 
 // Arm is one arm's outcome. Pointers are nil (JSON null) where there is nothing to
@@ -154,9 +156,8 @@ type Point struct {
 	Mean float64
 }
 
-// ExperimentOf returns the experiment an episode records, or "": an "experiment"
-// string in the reward's metadata (replay.ExperimentOf, shared with replay's
-// selection).
+// ExperimentOf returns the experiment an episode belongs to, or "" when it records
+// none: replay.ExperimentOf, the rule replay's selection, stats and export share.
 func ExperimentOf(ep *replay.Episode) string { return replay.ExperimentOf(ep) }
 
 // New computes the report for the episodes of b.
@@ -545,8 +546,8 @@ func (r *Report) heading() string {
 	if r.Source != "" {
 		b.WriteString(r.Source + ", ")
 	}
-	if r.Experiment != "" {
-		fmt.Fprintf(&b, "experiment %s, ", r.Experiment)
+	if r.Experiment != "" || r.none {
+		b.WriteString(groupName(r.Experiment) + ", ")
 	}
 	fmt.Fprintf(&b, "%s, %s, control arm %s", plural(r.Episodes, "episode"), plural(len(r.Arms), "arm"), r.Control)
 	return b.String()

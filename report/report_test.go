@@ -104,13 +104,7 @@ func fixtureRuns() []fixtureRun {
 func fixtureLines(t *testing.T) [][]byte {
 	t.Helper()
 	var lines [][]byte
-	add := func(v any) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, b)
-	}
+	add := lineAdder(t, &lines)
 	for i, r := range fixtureRuns() {
 		id := fmt.Sprintf("%s-%s-%03d", r.arm, r.task, i)
 		add(replay.EpisodeEvent{V: replay.Version, Type: replay.TypeEpisode, ID: id + "-e", EpisodeID: id, TaskID: r.task,
@@ -131,26 +125,50 @@ func fixtureLines(t *testing.T) [][]byte {
 	return lines
 }
 
+// lineAdder returns a func that appends v, as a JSON line, to lines.
+func lineAdder(t *testing.T, lines *[][]byte) func(v any) {
+	return func(v any) {
+		t.Helper()
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*lines = append(*lines, b)
+	}
+}
+
 // fixtureBuffer writes the fixture into a FileSink and reads it back, so the report
 // sees what the reader makes of real events.
 func fixtureBuffer(t *testing.T) *replay.Buffer {
+	t.Helper()
+	return readLines(t, fixtureLines(t))
+}
+
+// readLines writes lines into a FileSink and reads them back as a Buffer.
+func readLines(t *testing.T, lines [][]byte) *replay.Buffer {
+	t.Helper()
+	b, err := replay.Read(context.Background(), replay.NewFileSource(writeLines(t, lines)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// writeLines writes lines into a FileSink in a new directory, and returns it.
+func writeLines(t *testing.T, lines [][]byte) string {
 	t.Helper()
 	dir := t.TempDir()
 	sink, err := replay.NewFileSink(dir, replay.FileOptions{Writer: "fixture"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sink.Write(context.Background(), fixtureLines(t)); err != nil {
+	if err := sink.Write(context.Background(), lines); err != nil {
 		t.Fatal(err)
 	}
 	if err := sink.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := replay.Read(context.Background(), replay.NewFileSource(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return dir
 }
 
 func fixtureReport(t *testing.T) *Report {

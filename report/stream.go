@@ -2,7 +2,6 @@ package report
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/camproxy/camproxy/replay"
 )
@@ -14,6 +13,27 @@ import (
 // counts, reward and experiment, about 250 bytes, never the task text, context or
 // messages. The result is New's on the same buffer.
 func FromStream(ctx context.Context, src replay.Source, ro replay.ReadOptions, o Options) (*Report, replay.Summary, error) {
+	b, sum, err := slimBuffer(ctx, src, ro)
+	if err != nil {
+		return nil, sum, err
+	}
+	r, err := New(b, o)
+	return r, sum, err
+}
+
+// SplitStream is FromStream by experiment: Split's reports on the same buffer.
+func SplitStream(ctx context.Context, src replay.Source, ro replay.ReadOptions, o Options) (Reports, replay.Summary, error) {
+	b, sum, err := slimBuffer(ctx, src, ro)
+	if err != nil {
+		return nil, sum, err
+	}
+	rs, err := Split(b, o)
+	return rs, sum, err
+}
+
+// slimBuffer reads the episodes of src that ro selects as slim copies, in Buffer
+// order, with the learn events.
+func slimBuffer(ctx context.Context, src replay.Source, ro replay.ReadOptions) (*replay.Buffer, replay.Summary, error) {
 	ro.Light = true
 	var eps []*replay.Episode
 	sum, err := replay.Episodes(ctx, src, ro, func(ep *replay.Episode) error {
@@ -24,17 +44,12 @@ func FromStream(ctx context.Context, src replay.Source, ro replay.ReadOptions, o
 		return nil, sum, err
 	}
 	replay.SortEpisodes(eps)
-	r, err := New(&replay.Buffer{Episodes: eps, Learn: sum.Learn}, o)
-	return r, sum, err
+	return &replay.Buffer{Episodes: eps, Learn: sum.Learn}, sum, nil
 }
 
-// slim keeps what a report reads of an episode; Metadata shrinks to the
-// experiment it records.
+// slim keeps what a report reads of an episode; of its metadata, only the
+// experiment it belongs to.
 func slim(ep *replay.Episode) *replay.Episode {
-	s := &replay.Episode{ID: ep.ID, TaskID: ep.TaskID, Arm: ep.Arm, StartedAt: ep.StartedAt, EndedAt: ep.EndedAt,
-		Steps: ep.Steps, AugmentMs: ep.AugmentMs, Reward: ep.Reward, Success: ep.Success, RewardAt: ep.RewardAt}
-	if x := ExperimentOf(ep); x != "" {
-		s.Metadata, _ = json.Marshal(map[string]string{"experiment": x})
-	}
-	return s
+	return &replay.Episode{ID: ep.ID, TaskID: ep.TaskID, Arm: ep.Arm, Experiment: ExperimentOf(ep), StartedAt: ep.StartedAt,
+		EndedAt: ep.EndedAt, Steps: ep.Steps, AugmentMs: ep.AugmentMs, Reward: ep.Reward, Success: ep.Success, RewardAt: ep.RewardAt}
 }

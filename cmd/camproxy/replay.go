@@ -541,7 +541,11 @@ func (c *cli) replayStatsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stats",
 		Short: "Episodes, tasks, rewards and arms of a replay buffer",
+		Long: `Episodes, tasks, runs per task, the rewarded share and reward of a replay buffer,
+and a row per arm of each experiment its episodes belong to (two experiments' arms
+of one name are two rows).`,
 		Example: `  camproxy replay stats
+  camproxy replay stats --experiment support
   camproxy replay stats --from s3://my-bucket/replay --format json`,
 		Args: c.checks(func(p *problems, args []string) {
 			p.noArgs(args)

@@ -23,8 +23,13 @@ func (c *cli) reportCmd() *cobra.Command {
 and context latency, and its lift over the control arm with a p-value and the
 episodes per arm a decisive answer needs.
 
+A buffer whose episodes belong to several experiments (a gateway's agents) gives
+a report per experiment, never one row for two experiments' arms of one name;
+--experiment NAME reports that one.
+
 A buffer with no episode fails (exit 1): there is nothing to report yet.`,
 		Example: `  camproxy report
+  camproxy report --experiment support
   camproxy report --format html --out report.html
   camproxy report --from s3://my-bucket/replay --control baseline --format json`,
 		Args: c.checks(func(p *problems, args []string) {
@@ -62,11 +67,11 @@ A buffer with no episode fails (exit 1): there is nothing to report yet.`,
 func (c *cli) report(ctx context.Context, in bufferFlags, o report.Options, format, out string) error {
 	o.Source = replay.Redact(in.from)
 	// One streaming pass: a slim copy of each episode, never its messages.
-	var r *report.Report
+	var r report.Reports
 	var err error // the report's own, apart from the read's
 	_, rerr := in.scan(ctx, "report", c.stderr, true, func(src replay.Source, ro replay.ReadOptions) (replay.Summary, error) {
 		var sum replay.Summary
-		r, sum, err = report.FromStream(ctx, src, ro, o)
+		r, sum, err = report.SplitStream(ctx, src, ro, o)
 		if errors.Is(err, report.ErrEmpty) || errors.Is(err, report.ErrNoControl) {
 			return sum, nil // read whole: the report's error follows
 		}

@@ -178,3 +178,92 @@ func TestReportExitCodes(t *testing.T) {
 		})
 	}
 }
+
+// The report package's gateway fixture: three experiments whose arms share names.
+const (
+	reportExperimentsFixture = "../../report/testdata/episodes-experiments.jsonl"
+	reportExperimentsText    = "../../report/testdata/report-experiments.txt"
+	reportExperimentsSrc     = "file:///gateway"
+)
+
+// TestReportExperiments: a buffer of several experiments reports each apart (the
+// golden file: never a baseline row averaging two experiments' rewards);
+// --experiment reports one; replay stats keeps a row per arm of each experiment and
+// selects one; an export partitions by the experiment the events record.
+func TestReportExperiments(t *testing.T) {
+	uri := "file://" + filepath.ToSlash(t.TempDir())
+	if _, errOut, code := runCLI(t, "replay", "import", "--format", "jsonl", reportExperimentsFixture, "--to", uri); code != 0 {
+		t.Fatalf("import exit %d: %s", code, errOut)
+	}
+
+	out, errOut, code := runCLI(t, "report", "--from", uri)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	b, err := os.ReadFile(reportExperimentsText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.ReplaceAll(string(b), reportExperimentsSrc, uri); out != want {
+		t.Errorf("report differs from report/testdata/report-experiments.txt:\n%s", out)
+	}
+
+	out, errOut, code = runCLI(t, "report", "--from", uri, "--experiment", "support", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var one struct {
+		Experiment string `json:"experiment"`
+		Episodes   int    `json:"episodes"`
+		Unlabelled int    `json:"experiment_unlabelled"`
+		Arms       []struct {
+			Arm        string  `json:"arm"`
+			MeanReward float64 `json:"mean_reward"`
+		} `json:"arms"`
+	}
+	if err := json.Unmarshal([]byte(out), &one); err != nil || one.Experiment != "support" || one.Episodes != 14 || one.Unlabelled != 2 ||
+		len(one.Arms) != 2 || one.Arms[0].Arm != "baseline" || one.Arms[0].MeanReward != 0.333333 {
+		t.Fatalf("--experiment support: %v %+v", err, one)
+	}
+
+	out, errOut, code = runCLI(t, "report", "--from", uri, "--format", "json")
+	var all struct {
+		Experiments []struct {
+			Experiment string `json:"experiment"`
+		} `json:"experiments"`
+	}
+	if err := json.Unmarshal([]byte(out), &all); code != 0 || err != nil || len(all.Experiments) != 4 || all.Experiments[0].Experiment != "coding" {
+		t.Fatalf("json of several experiments: exit %d %v %s", code, err, errOut)
+	}
+
+	out, errOut, code = runCLI(t, "replay", "stats", "--from", uri)
+	if code != 0 {
+		t.Fatalf("stats exit %d: %s", code, errOut)
+	}
+	for _, frag := range []string{"experiments    coding, research, support", "coding      baseline  6         6         0.833",
+		"support     baseline  6         6         0.333", "(none)      cam       2         2         0.500"} {
+		if !strings.Contains(out, frag) {
+			t.Errorf("stats lack %q:\n%s", frag, out)
+		}
+	}
+	out, errOut, code = runCLI(t, "replay", "stats", "--from", uri, "--experiment", "coding", "--format", "json")
+	var st struct {
+		Episodes int `json:"episodes"`
+		Arms     []struct {
+			Experiment string `json:"experiment"`
+		} `json:"arms"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Episodes != 14 || len(st.Arms) != 2 || st.Arms[0].Experiment != "coding" {
+		t.Fatalf("stats --experiment coding: exit %d %v %+v %s", code, err, st, errOut)
+	}
+
+	dir := t.TempDir()
+	if _, errOut, code := runCLI(t, "replay", "export", "--from", uri, "--out", dir, "--partition-by", "experiment"); code != 0 {
+		t.Fatalf("export exit %d: %s", code, errOut)
+	}
+	for _, part := range []string{"experiment=coding", "experiment=research", "experiment=support", "experiment=__HIVE_DEFAULT_PARTITION__"} {
+		if _, err := os.Stat(filepath.Join(dir, part)); err != nil {
+			t.Errorf("export: %v", err)
+		}
+	}
+}
