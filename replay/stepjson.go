@@ -21,6 +21,10 @@ func appendStep(b []byte, s *StepEvent) []byte {
 	b = protocol.AppendString(b, s.ID)
 	b = append(b, `,"episode_id":`...)
 	b = protocol.AppendString(b, s.EpisodeID)
+	if s.Experiment != "" {
+		b = append(b, `,"experiment":`...)
+		b = protocol.AppendString(b, s.Experiment)
+	}
 	b = append(b, `,"turn":`...)
 	b = strconv.AppendInt(b, int64(s.Turn), 10)
 	b = append(b, `,"messages":`...)

@@ -32,7 +32,7 @@ func TestAppendStepIsJSONMarshal(t *testing.T) {
 		{ID: "c2", Type: "function", Name: "f", Arguments: `{"a":"<x>"}`}},
 		Raw: []protocol.RawJSON{`{"type":"reasoning","summary":[]}`}}
 	steps := []*StepEvent{
-		{V: 1, Type: TypeStep, ID: "s1", EpisodeID: "ep", Turn: 3, Messages: []protocol.Message{
+		{V: 1, Type: TypeStep, ID: "s1", EpisodeID: "ep", Experiment: "support", Turn: 3, Messages: []protocol.Message{
 			{Role: "user", Content: "look", Parts: []protocol.Part{{Type: "text", Text: "look"},
 				{Type: "image_url", Media: &protocol.Media{SHA256: "ab", MediaType: "image/png"}}}},
 			{Role: "tool", Content: "\x01\"\\", ToolCallID: "c0", Name: "n"}},
@@ -53,7 +53,7 @@ func TestAppendStepIsJSONMarshal(t *testing.T) {
 		}
 		back := ev.(*StepEvent)
 		if back.ID != s.ID || len(back.Messages) != len(s.Messages) || back.Error != s.Error || !back.At.Equal(s.At) ||
-			back.AnswerTruncatedBytes != s.AnswerTruncatedBytes || back.Transport != s.Transport {
+			back.AnswerTruncatedBytes != s.AnswerTruncatedBytes || back.Transport != s.Transport || back.Experiment != s.Experiment {
 			t.Errorf("decoded %+v", back)
 		}
 		if s.Response != nil && !reflect.DeepEqual(back.Response.ToolCalls, s.Response.ToolCalls) {
@@ -72,7 +72,7 @@ func FuzzAppendStep(f *testing.F) {
 		if math.IsNaN(a) || math.IsInf(a, 0) || math.IsNaN(b) || math.IsInf(b, 0) {
 			return // encoding/json refuses them; appendStep writes 0
 		}
-		s := &StepEvent{V: 1, Type: TypeStep, ID: id, EpisodeID: "ep", Turn: int(n % 1000),
+		s := &StepEvent{V: 1, Type: TypeStep, ID: id, EpisodeID: "ep", Experiment: name, Turn: int(n % 1000),
 			Messages: []protocol.Message{{Role: role, Content: content, ToolCalls: []protocol.ToolCall{{ID: id, Type: "custom", Name: name, Arguments: args}}}},
 			Usage:    protocol.Usage{InputTokens: n}, Timing: Timing{Augment: a, Total: b}, Error: content, At: time.Unix(n%1e9, 0).UTC(), Transport: name}
 		if got, want := appendStep(nil, s), marshalStep(t, s); !bytes.Equal(got, want) {

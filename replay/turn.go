@@ -42,7 +42,7 @@ func (r *Recorder) Record(t *Turn) {
 	ep := &t.Episode
 	if t.NewEpisode {
 		r.Add(&EpisodeEvent{V: Version, Type: TypeEpisode, ID: NewEventID(),
-			EpisodeID: ep.ID, TaskID: ep.TaskID, Task: ep.Task, Arm: ep.Arm, Context: ep.Context,
+			EpisodeID: ep.ID, TaskID: ep.TaskID, Task: ep.Task, Experiment: ep.Experiment, Arm: ep.Arm, Context: ep.Context,
 			ContextSource: ep.ContextSource, Protocol: ep.Protocol, Model: ep.Model, StartedAt: ep.StartedAt})
 	}
 	var resp *protocol.Message
@@ -53,7 +53,7 @@ func (r *Recorder) Record(t *Turn) {
 	if msgs == nil {
 		msgs = []protocol.Message{} // "messages": [], never null
 	}
-	r.Add(&StepEvent{V: Version, Type: TypeStep, ID: NewEventID(), EpisodeID: ep.ID,
+	r.Add(&StepEvent{V: Version, Type: TypeStep, ID: NewEventID(), EpisodeID: ep.ID, Experiment: ep.Experiment,
 		Turn: t.Index, Messages: msgs, Response: resp, AnswerTruncatedBytes: t.AnswerTruncated, Usage: t.Usage,
 		Timing: Timing{Augment: ms(t.Augment), UpstreamTTFB: ms(t.TTFB), Total: ms(t.Total)},
 		Status: t.Status, Error: t.Error, At: t.At, Transport: stepTransport(t.Transport)})

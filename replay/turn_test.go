@@ -50,10 +50,11 @@ func recordTurns(t *testing.T, turns ...*Turn) [][]byte {
 
 // TestRecordTurn: a turn that opens its episode is recorded as the episode event then
 // its step; a later turn as its step alone; a failed call has no response and its
-// messages are [] rather than null; timings are milliseconds to the microsecond.
+// messages are [] rather than null; timings are milliseconds to the microsecond; the
+// episode event and every step carry the episode's experiment.
 func TestRecordTurn(t *testing.T) {
 	at := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
-	ep := episode.Episode{ID: "ep-1", TaskID: "t-1", Task: "book a flight", Arm: "cam", Context: "ctx",
+	ep := episode.Episode{ID: "ep-1", TaskID: "t-1", Task: "book a flight", Experiment: "support", Arm: "cam", Context: "ctx",
 		ContextSource: "miss", Protocol: "openai", Model: "m", StartedAt: at}
 	user := []protocol.Message{{Role: "user", Content: "book a flight"}}
 	answer := protocol.Message{Role: "assistant", Content: "done"}
@@ -88,7 +89,7 @@ func TestRecordTurn(t *testing.T) {
 					t.Fatal(err)
 				}
 				e, ok := ev.(*EpisodeEvent)
-				if !ok || e.EpisodeID != ep.ID || e.TaskID != ep.TaskID || e.Task != ep.Task || e.Arm != ep.Arm ||
+				if !ok || e.EpisodeID != ep.ID || e.TaskID != ep.TaskID || e.Task != ep.Task || e.Experiment != ep.Experiment || e.Arm != ep.Arm ||
 					e.Context != ep.Context || e.ContextSource != ep.ContextSource || e.Protocol != ep.Protocol ||
 					e.Model != ep.Model || !e.StartedAt.Equal(at) || e.ID == "" {
 					t.Errorf("episode event: %s", lines[0])
@@ -100,7 +101,7 @@ func TestRecordTurn(t *testing.T) {
 				t.Fatal(err)
 			}
 			s, ok := ev.(*StepEvent)
-			if !ok || s.EpisodeID != ep.ID || s.Turn != c.turn.Index || s.Status != c.turn.Status || s.Error != c.turn.Error ||
+			if !ok || s.EpisodeID != ep.ID || s.Experiment != ep.Experiment || s.Turn != c.turn.Index || s.Status != c.turn.Status || s.Error != c.turn.Error ||
 				s.Usage != c.turn.Usage || !s.At.Equal(at) || len(s.Messages) != len(c.turn.Messages) {
 				t.Errorf("step: %s", raw)
 			}
