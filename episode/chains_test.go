@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/openai"
 )
@@ -12,6 +14,20 @@ import (
 // (slots empty: digests computed and stored) and the next (digests from the slots),
 // for messages whose canonical form is not their text (volatile parts, envelopes,
 // reserialised arguments) and for messages read without slots.
+// TestChainSeedOfATask: a declared task alone seeds the chains as it did before
+// experiments seeded them, so the tips a store holds of declared tasks stay found.
+func TestChainSeedOfATask(t *testing.T) {
+	if got, want := chainSeed("", "tau-airline-47"), xxhash.Sum64String("task\x00tau-airline-47"); got != want {
+		t.Fatalf("chainSeed of a task = %x, want %x", got, want)
+	}
+	if chainSeed("", "") != 0 {
+		t.Fatal("no experiment and no task must leave the chains Chain's")
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = chainSeed("coding", "tau-airline-47") }); n != 0 {
+		t.Fatalf("chainSeed allocates %v times", n)
+	}
+}
+
 func TestChainsRemembered(t *testing.T) {
 	bodies := []string{
 		`{"messages":[{"role":"system","content":"Today is 2025-01-02. cwd: /home/ann/proj"},{"role":"user","content":"<system-reminder>r</system-reminder>Fix  the bug in /home/ann/proj/a.go"},` +
@@ -30,7 +46,7 @@ func TestChainsRemembered(t *testing.T) {
 			if round == 2 {
 				v.Slots = nil // read without a memo: computed every time
 			}
-			strict, loose := Chains(v, "")
+			strict, loose := Chains(v, "", "")
 			if !reflect.DeepEqual(strict, Chain(v.Messages)) {
 				t.Fatalf("round %d, %.60s: Chains strict %x, Chain %x", round, b, strict, Chain(v.Messages))
 			}
@@ -42,7 +58,7 @@ func TestChainsRemembered(t *testing.T) {
 				t.Fatalf("round %d, %.60s: Chains loose %x, LooseChain %x", round, b, loose, wantLoose)
 			}
 			// A declared task gives the same history other hashes, at every message.
-			ts, tl := Chains(v, "tau-airline-47")
+			ts, tl := Chains(v, "", "tau-airline-47")
 			if len(ts) != len(strict) || len(tl) != len(loose) {
 				t.Fatalf("round %d, %.60s: task chains %d/%d long, want %d/%d", round, b, len(ts), len(tl), len(strict), len(loose))
 			}
@@ -51,8 +67,24 @@ func TestChainsRemembered(t *testing.T) {
 					t.Fatalf("round %d, %.60s: message %d hashes alike with and without a task", round, b, i)
 				}
 			}
-			if o, _ := Chains(v, "tau-airline-49"); len(o) > 0 && o[len(o)-1] == ts[len(ts)-1] {
+			if o, _ := Chains(v, "", "tau-airline-49"); len(o) > 0 && o[len(o)-1] == ts[len(ts)-1] {
 				t.Fatalf("round %d, %.60s: two tasks hash one history alike", round, b)
+			}
+			// An experiment seeds them too: two experiments, an experiment and none, an
+			// experiment with and without the task, each hash the history apart.
+			if len(strict) > 0 {
+				last := func(c []uint64) uint64 { return c[len(c)-1] }
+				support, _ := Chains(v, "support", "")
+				coding, _ := Chains(v, "coding", "")
+				supportTask, _ := Chains(v, "support", "tau-airline-47")
+				seen := map[uint64]string{}
+				for name, c := range map[string][]uint64{"none": strict, "support": support, "coding": coding,
+					"task": ts, "support+task": supportTask} {
+					if other, dup := seen[last(c)]; dup {
+						t.Fatalf("round %d, %.60s: %s and %s hash one history alike", round, b, name, other)
+					}
+					seen[last(c)] = name
+				}
 			}
 			for i := range v.Messages {
 				if i < len(v.Slots) && round > 0 {

@@ -94,12 +94,14 @@ func LooseChain(msgs []protocol.Message) []uint64 { return chain(0, msgs, nil, t
 // remembered in its slot (v.Slots), so the messages a call resends, which the adapter
 // read from the memo, are not canonicalised again.
 //
-// task, when not empty, is the task the call declares (X-CAM-Task-Id): it seeds both
-// chains, so the tips of a declared task are its own and two runs of different tasks
-// that open alike (the same policy, the same first user message and answer) never
-// trade episodes. Without it the chains are Chain's and LooseChain's.
-func Chains(v *protocol.View, task string) (strict, loose []uint64) {
-	seed := taskSeed(task)
+// experiment, when not empty, is the experiment the call belongs to, and task, when
+// not empty, the task it declares (X-CAM-Task-Id): each seeds both chains, so the tips
+// of an experiment and of a declared task are their own. Two agents in two
+// experiments whose calls open alike (the same system prompt and first message),
+// like two runs of different tasks, never trade episodes. Without either the chains
+// are Chain's and LooseChain's.
+func Chains(v *protocol.View, experiment, task string) (strict, loose []uint64) {
+	seed := chainSeed(experiment, task)
 	strict = chain(seed, v.Messages, v.Slots, false)
 	if HasSystem(v.Messages) {
 		loose = chain(seed, v.Messages, v.Slots, true)
@@ -107,12 +109,25 @@ func Chains(v *protocol.View, task string) (strict, loose []uint64) {
 	return strict, loose
 }
 
-// taskSeed is the hash a declared task's chains start from (0, Chain's, without one).
-func taskSeed(task string) uint64 {
-	if task == "" {
+// chainSeed is the hash an experiment's or a declared task's chains start from (0,
+// Chain's, without either). It is written into a digest, not concatenated: a call
+// allocates nothing for it.
+func chainSeed(experiment, task string) uint64 {
+	if experiment == "" && task == "" {
 		return 0
 	}
-	return xxhash.Sum64String("task\x00" + task)
+	var d xxhash.Digest
+	d.Reset()
+	if experiment != "" {
+		_, _ = d.WriteString("experiment\x00")
+		_, _ = d.WriteString(experiment)
+		_, _ = d.WriteString("\x00")
+	}
+	if task != "" {
+		_, _ = d.WriteString("task\x00")
+		_, _ = d.WriteString(task)
+	}
+	return d.Sum64()
 }
 
 // HasSystem reports whether msgs hold a system or developer message: without one,

@@ -11,23 +11,26 @@ import (
 const namespace = "camproxy"
 
 // Metrics is every metric camproxy exports. The names are a contract (DESIGN.md).
+// A series labelled by arm is labelled by its experiment too (an arm's name is its
+// experiment's own: two experiments may each have a baseline); the experiment label's
+// values are the configured experiments' names, "" on calls no experiment took.
 type Metrics struct {
-	Requests        *prometheus.CounterVec   // protocol, arm, code
-	RequestDuration *prometheus.HistogramVec // protocol, arm
+	Requests        *prometheus.CounterVec   // protocol, experiment, arm, code
+	RequestDuration *prometheus.HistogramVec // protocol, experiment, arm
 	UpstreamTTFB    *prometheus.HistogramVec // protocol
-	Context         *prometheus.CounterVec   // arm, result
+	Context         *prometheus.CounterVec   // experiment, arm, result
 	AugmentDuration *prometheus.HistogramVec // augmenter
-	ContextDuration *prometheus.HistogramVec // arm: time to a new episode's context (cache or augmenter)
-	ArmWeight       *prometheus.GaugeVec     // arm: current traffic share
+	ContextDuration *prometheus.HistogramVec // experiment, arm: time to a new episode's context (cache or augmenter)
+	ArmWeight       *prometheus.GaugeVec     // experiment, arm: current traffic share
 	BreakerState    *prometheus.GaugeVec     // augmenter; 0 closed, 1 half-open, 2 open
-	Episodes        *prometheus.CounterVec   // arm
+	Episodes        *prometheus.CounterVec   // experiment, arm
 	SideCalls       *prometheus.CounterVec   // reason: an agent's auxiliary calls relayed unaugmented
-	Rewards         *prometheus.CounterVec   // arm
-	RewardSum       *prometheus.GaugeVec     // arm; a gauge: rewards may be negative, and a replaced reward moves it back
+	Rewards         *prometheus.CounterVec   // experiment, arm
+	RewardSum       *prometheus.GaugeVec     // experiment, arm; a gauge: rewards may be negative, and a replaced reward moves it back
 	ReplayEvents    *prometheus.CounterVec   // type, sink, result
 	ReplayQueue     prometheus.Gauge
 	ReplaySpooled   *prometheus.GaugeVec   // sink: events waiting in the local spool
-	Tokens          *prometheus.CounterVec // arm, direction
+	Tokens          *prometheus.CounterVec // experiment, arm, direction
 	Dependencies    *Dependencies          // dependency_up{dependency,part}
 	// RolloutsInFlight and RolloutsQueued are the rollouts (POST /v1/rollouts) holding
 	// one of rollouts.max_in_flight slots, and those waiting for one.
@@ -45,29 +48,29 @@ var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 2.5, 16)
 func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "requests_total",
-			Help: "Data-plane requests by protocol, arm and HTTP status code."}, []string{"protocol", "arm", "code"}),
+			Help: "Data-plane requests by protocol, experiment, arm and HTTP status code."}, []string{"protocol", "experiment", "arm", "code"}),
 		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "request_duration_seconds",
-			Help: "Time from request to the end of the response.", Buckets: latencyBuckets}, []string{"protocol", "arm"}),
+			Help: "Time from request to the end of the response.", Buckets: latencyBuckets}, []string{"protocol", "experiment", "arm"}),
 		UpstreamTTFB: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "upstream_ttfb_seconds",
 			Help: "Time until the upstream's response headers arrived.", Buckets: latencyBuckets}, []string{"protocol"}),
 		Context: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "context_total",
-			Help: "Context decisions by arm and result (miss, hit, episode, none, fail-open, skip)."}, []string{"arm", "result"}),
+			Help: "Context decisions by experiment, arm and result (miss, hit, episode, none, fail-open, skip)."}, []string{"experiment", "arm", "result"}),
 		AugmentDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "augment_duration_seconds",
 			Help: "Duration of augmenter calls (cache misses).", Buckets: latencyBuckets}, []string{"augmenter"}),
 		ContextDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "context_duration_seconds",
-			Help: "Time to get a new episode's context (cache, then augmenter), by arm.", Buckets: latencyBuckets}, []string{"arm"}),
+			Help: "Time to get a new episode's context (cache, then augmenter), by experiment and arm.", Buckets: latencyBuckets}, []string{"experiment", "arm"}),
 		ArmWeight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "arm_weight",
-			Help: "Share of new episodes assigned to each arm (configured, or set by adaptive allocation)."}, []string{"arm"}),
+			Help: "Share of its experiment's new episodes assigned to each arm (configured, or set by adaptive allocation)."}, []string{"experiment", "arm"}),
 		BreakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "breaker_state",
 			Help: "Circuit breaker state per augmenter: 0 closed, 1 half-open, 2 open."}, []string{"augmenter"}),
 		Episodes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "episodes_total",
-			Help: "Episodes started, by arm."}, []string{"arm"}),
+			Help: "Episodes started, by experiment and arm."}, []string{"experiment", "arm"}),
 		SideCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "side_calls_total",
 			Help: "Side calls (an agent's title, compaction or probe calls) relayed unaugmented, by reason."}, []string{"reason"}),
 		Rewards: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "rewards_total",
-			Help: "Episodes rewarded, by arm (a replaced reward is not counted again)."}, []string{"arm"}),
+			Help: "Episodes rewarded, by experiment and arm (a replaced reward is not counted again)."}, []string{"experiment", "arm"}),
 		RewardSum: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "reward_sum",
-			Help: "Sum of the current rewards of rewarded episodes, by arm."}, []string{"arm"}),
+			Help: "Sum of the current rewards of rewarded episodes, by experiment and arm."}, []string{"experiment", "arm"}),
 		ReplayEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "replay_events_total",
 			Help: "Replay events by type, sink and result."}, []string{"type", "sink", "result"}),
 		Dependencies: &Dependencies{desc: prometheus.NewDesc(namespace+"_dependency_up",
@@ -78,7 +81,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		ReplaySpooled: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "replay_spooled_events",
 			Help: "Replay events waiting in the local spool of a sink that was down or behind."}, []string{"sink"}),
 		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "tokens_total",
-			Help: "Tokens reported by upstreams, by arm and direction (input, output)."}, []string{"arm", "direction"}),
+			Help: "Tokens reported by upstreams, by experiment, arm and direction (input, output)."}, []string{"experiment", "arm", "direction"}),
 		RolloutsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "rollouts_in_flight",
 			Help: "Rollouts holding one of rollouts.max_in_flight slots: their agent runs, or they wait for its reward."}),
 		RolloutsQueued: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "rollouts_queued",

@@ -33,6 +33,12 @@ const (
 	hdrContext  = "X-CAM-Context"
 	// hdrSideCall names the kind of a side call camproxy relayed unaugmented.
 	hdrSideCall = "X-CAM-Side-Call"
+	// hdrAgent names the calling agent (match.agents); hdrExperiment, inbound, asks
+	// for an experiment (honoured where it allows overrides) and, outbound, names the
+	// one that took the call; hdrExperimentOverride answers "ignored" as hdrOverride does.
+	hdrAgent              = "X-CAM-Agent"
+	hdrExperiment         = "X-CAM-Experiment"
+	hdrExperimentOverride = "X-CAM-Experiment-Override"
 )
 
 // storeTimeout bounds each episode-store call on the request path; a slow store is
@@ -51,9 +57,10 @@ func (s *Server) storeCtx() (context.Context, context.CancelFunc) {
 func noCancel() {}
 
 // serveAugmented is the pipeline of DESIGN.md, one named step per line: parse the
-// call, relay a side call as it came (sideCall), find or start its episode, assign a new episode's arm and context, splice the
-// context in, forward and relay the answer; record runs when the answer has ended
-// (call.done, called by the relay).
+// call and choose its experiment, relay a side call as it came (sideCall), find or
+// start its episode, assign a new episode's arm and context, splice the context in,
+// forward and relay the answer; record runs when the answer has ended (call.done,
+// called by the relay).
 func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 	c, e := s.parse(fc, rt)
 	switch {
@@ -61,6 +68,11 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 	case e.Err == registry.ErrPass:
 		s.passthrough(fc, rt)
 		fc.Response.Header.Set(hdrContext, "skip")
+		return
+	case e.Err == ErrNoExperiment:
+		// No experiment takes the call and none is the default: relayed as it came,
+		// unrecorded, and answered without a header of camproxy's.
+		s.passthrough(fc, rt)
 		return
 	default:
 		s.fail(fc, rt, e)
@@ -85,8 +97,8 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 		c.context()
 		c.open()
 	}
-	s.m.Context.WithLabelValues(c.ep.Arm, c.source).Inc()
-	s.stats.contextServed(c.ep.Arm, c.source)
+	s.m.Context.WithLabelValues(c.x.Name, c.ep.Arm, c.source).Inc()
+	s.stats.contextServed(c.x.Name, c.ep.Arm, c.source)
 	out, buf := c.splice(fc.PostBody())
 	if buf != nil {
 		// Spliced: the received body is needed no more (the view holds none of it), and
@@ -95,21 +107,27 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 	}
 	propagate(c.sctx, s, fc)
 	// Read before forwarding: once a stream starts, c belongs to the relay.
-	id, arm, source := c.ep.ID, c.ep.Arm, c.source
-	ignored := len(fc.Request.Header.Peek(hdrArm)) > 0 && !c.run.Policy.AllowOverride()
+	id, arm, source, x, xIgnored := c.ep.ID, c.ep.Arm, c.source, c.x.Name, c.xIgnored
+	ignored := len(fc.Request.Header.Peek(hdrArm)) > 0 && !c.x.Policy.AllowOverride()
 	s.forward(fc, rt.up, out, true, rt.Protocol, c) // c.done records the turn
 	s.putSpliceBuf(rt.up, buf)                      // written upstream by now
 	h := &fc.Response.Header
 	h.Set(hdrEpisode, id)
+	h.Set(hdrExperiment, x)
 	h.Set(hdrArm, arm)
 	h.Set(hdrContext, source)
 	if ignored {
 		h.Set(hdrOverride, "ignored")
 	}
+	if xIgnored {
+		h.Set(hdrExperimentOverride, "ignored")
+	}
 }
 
-// parse is step 1: the call's method, opt-out header and media type, then its body
-// read by the route's protocol. registry.ErrPass: forward the call untouched.
+// parse is step 1: the call's method, opt-out header and media type, then the
+// experiment that takes it (experiment) and its body read by the route's protocol with
+// that experiment's task rules. registry.ErrPass: forward the call untouched;
+// ErrNoExperiment: forward it untouched and answer it without X-CAM-* headers.
 func (s *Server) parse(fc *fasthttp.RequestCtx, rt *route) (*call, *Error) {
 	start := time.Now()
 	if !fc.IsPost() {
@@ -124,15 +142,13 @@ func (s *Server) parse(fc *fasthttp.RequestCtx, rt *route) (*call, *Error) {
 			Msg: "Content-Type " + strconv.Quote(string(ct)) + " is not supported on " + string(fc.Path()) + "; send application/json"}
 	}
 	run := s.rt.Load()
-	r, err := rt.Parse(fcCall{fc}, fc.PostBody(), run.TaskRules)
-	if errors.Is(err, registry.ErrPass) {
-		return nil, &Error{Err: registry.ErrPass}
+	ch, e := experiment(fc, rt, run)
+	if e != nil {
+		return nil, e
 	}
-	if err != nil {
-		return nil, badRequest("%v", err)
-	}
+	r := ch.Request
 	req := r.Parsed()
-	c := &call{s: s, rt: rt, run: run, r: r, req: req, dec: r.Decoder(), start: start, transport: replay.TransportHTTP}
+	c := &call{s: s, rt: rt, run: run, x: ch.Experiment, xIgnored: ch.Ignored, r: r, req: req, dec: r.Decoder(), start: start, transport: replay.TransportHTTP}
 	if fc.UserValue(wsSessionKey) != nil {
 		c.transport = replay.TransportWebSocket
 	}
@@ -141,10 +157,27 @@ func (s *Server) parse(fc *fasthttp.RequestCtx, rt *route) (*call, *Error) {
 	return c, nil
 }
 
+// experiment is step 1's choice of the experiment that takes the call (Choose: the
+// first whose match holds, X-CAM-Experiment where it allows overrides), with the call's
+// body read by its task rules.
+func experiment(fc *fasthttp.RequestCtx, rt *route, run *Runtime) (Choice, *Error) {
+	ch, err := Choose(run.Experiments, rt.Protocol, fcCall{fc}, fc.PostBody())
+	switch {
+	case err == nil:
+		return ch, nil
+	case errors.Is(err, registry.ErrPass):
+		return ch, &Error{Err: registry.ErrPass}
+	case errors.Is(err, ErrNoExperiment):
+		return ch, &Error{Err: ErrNoExperiment}
+	default: // the body, or an X-CAM-Experiment naming no experiment
+		return ch, badRequest("%v", err)
+	}
+}
+
 // fail answers a call camproxy refuses, in the route's error shape.
 func (s *Server) fail(fc *fasthttp.RequestCtx, rt *route, e *Error) {
 	writeError(fc, rt.Errors, e)
-	s.m.Requests.WithLabelValues(rt.Name, "", statusLabel(e.Status)).Inc()
+	s.m.Requests.WithLabelValues(rt.Name, "", "", statusLabel(e.Status)).Inc()
 }
 
 // episode is step 2: the episode the call continues (named by header, or stitched by
@@ -159,10 +192,16 @@ func (c *call) episode(fc *fasthttp.RequestCtx) *Error {
 	if taskID != "" && !episode.ValidID(taskID) {
 		return badRequest("%s must be 1-128 characters of A-Z a-z 0-9 . _ : - (got %d bytes)", hdrTask, len(taskID))
 	}
-	// A declared task scopes stitching: runs of two tasks that open alike stay apart.
-	c.chain, c.loose = episode.Chains(req, taskID)
+	// The experiment and a declared task scope stitching: two experiments' calls, and
+	// runs of two tasks, that open alike stay apart.
+	c.chain, c.loose = episode.Chains(req, c.x.Name, taskID)
 	if ep, from, tip, ok := c.s.findEpisode(id, req, c.chain, c.loose); ok {
 		c.ep, c.newFrom, c.index, c.claimed = ep, from, ep.Turns, tip
+		// A known episode keeps the experiment it started on (one named by its id may
+		// have started on another), while the runtime still has it.
+		if x := c.run.experiment(ep.Experiment); x != nil {
+			c.x = x
+		}
 		c.source = "none"
 		if ep.Context != "" {
 			c.source = "episode"
@@ -176,7 +215,7 @@ func (c *call) episode(fc *fasthttp.RequestCtx) *Error {
 		taskID = episode.TaskID(req.Task)
 	}
 	now := time.Now().UTC()
-	c.ep = &episode.Episode{ID: id, TaskID: taskID, Task: req.Task, Protocol: c.rt.Name, Model: req.Model, StartedAt: now, UpdatedAt: now}
+	c.ep = &episode.Episode{ID: id, TaskID: taskID, Task: req.Task, Experiment: c.x.Name, Protocol: c.rt.Name, Model: req.Model, StartedAt: now, UpdatedAt: now}
 	c.isNew = true
 	return nil
 }
@@ -185,7 +224,7 @@ func (c *call) episode(fc *fasthttp.RequestCtx) *Error {
 // where the experiment allows overrides). An X-CAM-Arm naming no arm is refused
 // before any augmenter is called: hashed to an arm, a typo went unnoticed.
 func (c *call) arm(fc *fasthttp.RequestCtx) *Error {
-	a, err := c.run.Policy.Assign(c.ep.ID, c.ep.TaskID, string(fc.Request.Header.Peek(hdrArm)))
+	a, err := c.x.Policy.Assign(c.ep.ID, c.ep.TaskID, string(fc.Request.Header.Peek(hdrArm)))
 	if err != nil {
 		return badRequest("%s: %v", hdrArm, err)
 	}
@@ -203,9 +242,9 @@ func (c *call) context() {
 		return
 	}
 	augStart := time.Now()
-	c.ep.Context, c.source = c.s.resolveContext(c.sctx, c.run, c.ep.Arm, c.augmenter, c.req, c.ep.TaskID)
+	c.ep.Context, c.source = c.s.resolveContext(c.sctx, c.x, c.ep.Arm, c.augmenter, c.req, c.ep.TaskID)
 	c.augment = time.Since(augStart)
-	c.s.m.ContextDuration.WithLabelValues(c.ep.Arm).Observe(c.augment.Seconds())
+	c.s.m.ContextDuration.WithLabelValues(c.x.Name, c.ep.Arm).Observe(c.augment.Seconds())
 }
 
 // open stores a new episode. A concurrent first turn of the same episode (same
@@ -225,8 +264,8 @@ func (c *call) open() {
 	c.isNew, c.index = created, c.ep.Turns
 	if created {
 		c.s.sessions.set(c.ep.TaskID, c.ep.ID)
-		c.s.m.Episodes.WithLabelValues(c.ep.Arm).Inc()
-		c.s.stats.episodeStarted(c.ep.Arm)
+		c.s.m.Episodes.WithLabelValues(c.x.Name, c.ep.Arm).Inc()
+		c.s.stats.episodeStarted(c.x.Name, c.ep.Arm)
 	}
 }
 
@@ -235,7 +274,7 @@ func (c *call) open() {
 // instructions, which the provider does not carry over. The spliced body is written
 // into buf, a buffer of the server's (nil when nothing is spliced: out is body).
 func (c *call) splice(body []byte) (out []byte, buf *[]byte) {
-	pl := c.run.placementFor(c.ep.Arm)
+	pl := c.x.placementFor(c.ep.Arm)
 	if c.ep.Context == "" || !respliced(c.req, pl.Mode) {
 		return body, nil
 	}
@@ -253,11 +292,11 @@ func respliced(v *protocol.View, mode protocol.Placement) bool {
 	return v.Continues == "" || mode == protocol.System
 }
 
-func (run *Runtime) placementFor(arm string) Placement {
-	if p, ok := run.ArmPlacement[arm]; ok {
+func (x *Experiment) placementFor(arm string) Placement {
+	if p, ok := x.ArmPlacement[arm]; ok {
 		return p
 	}
-	return run.Placement
+	return x.Placement
 }
 
 // findEpisode returns the episode a call continues: the one named by the header, else
@@ -368,8 +407,8 @@ func continuedFrom(msgs []protocol.Message) int {
 
 // resolveContext gets a new episode's context: cache, then the augmenter, all within
 // the augmenter's deadline. Any failure is fail-open: no context, never a failed call.
-func (s *Server) resolveContext(sctx context.Context, run *Runtime, arm, name string, req *protocol.View, taskID string) (string, string) {
-	src, ok := run.Augmenters[name]
+func (s *Server) resolveContext(sctx context.Context, x *Experiment, arm, name string, req *protocol.View, taskID string) (string, string) {
+	src, ok := x.Augmenters[name]
 	if name == "none" || !ok {
 		return "", "none"
 	}
@@ -408,13 +447,17 @@ func jsonContentType(ct []byte) bool {
 // call is one call's state through the pipeline; as the relay's tee it decodes the
 // answer while it is relayed, and its done is step 7, record.
 type call struct {
-	s    *Server
-	rt   *route
-	run  *Runtime // read once, at the call's start: a reload does not change a call midway
-	r    protocol.Request
-	req  *protocol.View
-	sctx context.Context // the call span's context
-	span trace.Span      // the call's span (a no-op with tracing off)
+	s   *Server
+	rt  *route
+	run *Runtime // read once, at the call's start: a reload does not change a call midway
+	// x is the call's experiment, one of run's: the one that took it, or the one its
+	// episode started on. xIgnored: X-CAM-Experiment asked for one that allows no override.
+	x        *Experiment
+	xIgnored bool
+	r        protocol.Request
+	req      *protocol.View
+	sctx     context.Context // the call span's context
+	span     trace.Span      // the call's span (a no-op with tracing off)
 
 	start     time.Time
 	transport string // replay.TransportHTTP or replay.TransportWebSocket
@@ -480,12 +523,12 @@ func (c *call) done(status int, err error, ttfb time.Duration) {
 		cancel()
 	}
 	total := time.Since(c.start)
-	s.m.Requests.WithLabelValues(c.rt.Name, c.ep.Arm, statusLabel(status)).Inc()
+	s.m.Requests.WithLabelValues(c.rt.Name, c.x.Name, c.ep.Arm, statusLabel(status)).Inc()
 	s.m.Turns.WithLabelValues(c.transport).Inc()
-	s.m.RequestDuration.WithLabelValues(c.rt.Name, c.ep.Arm).Observe(total.Seconds())
+	s.m.RequestDuration.WithLabelValues(c.rt.Name, c.x.Name, c.ep.Arm).Observe(total.Seconds())
 	if c.usage.InputTokens > 0 || c.usage.OutputTokens > 0 {
-		s.m.Tokens.WithLabelValues(c.ep.Arm, "input").Add(float64(c.usage.InputTokens))
-		s.m.Tokens.WithLabelValues(c.ep.Arm, "output").Add(float64(c.usage.OutputTokens))
+		s.m.Tokens.WithLabelValues(c.x.Name, c.ep.Arm, "input").Add(float64(c.usage.InputTokens))
+		s.m.Tokens.WithLabelValues(c.x.Name, c.ep.Arm, "output").Add(float64(c.usage.OutputTokens))
 	}
 	t := &Turn{Episode: *c.ep, NewEpisode: c.isNew, Index: c.index, Messages: c.req.Messages[min(c.newFrom, len(c.req.Messages)):],
 		Response: c.answer, AnswerTruncated: c.dec.Truncated(), Usage: c.usage, Status: status, Augment: c.augment, TTFB: ttfb, Total: total, At: time.Now().UTC(), Transport: c.transport}

@@ -62,21 +62,29 @@ type Options struct {
 	Tracing        *tracing.Tracing // nil = tracing off
 }
 
-// Runtime is what a config reload replaces while calls are in flight: the task rules,
-// placements, the experiment and the augmenters. A call reads it once, at its start.
+// Runtime is what a config reload replaces while calls are in flight: the
+// experiments (each with its match, task rules, placements, arms and augmenters) and
+// the side-call rules. A call reads it once, at its start.
+//
+// Experiments are in match order (Choose); the default, if any, is last, with an
+// empty match. A Runtime that lists none is one experiment made of the fields
+// TaskRules … Augmenters, taking every call (the one-experiment form).
 type Runtime struct {
+	Experiments []*Experiment
+	SideCalls   []protocol.SideCallRule // recognise an agent's auxiliary calls (side_calls)
+
+	// The one-experiment form, read when Experiments is empty.
 	TaskRules    []protocol.TaskRule
-	SideCalls    []protocol.SideCallRule // recognise an agent's auxiliary calls (side_calls)
-	Placement    Placement               // default placement
+	Placement    Placement // default placement
 	ArmPlacement map[string]Placement
 	Policy       *policies.Policy
 	Augmenters   map[string]ContextSource
 }
 
 // SetRuntime swaps in a new runtime; calls already started finish on the old one.
-func (s *Server) SetRuntime(rt *Runtime) { s.rt.Store(rt) }
+func (s *Server) SetRuntime(rt *Runtime) { s.rt.Store(rt.normalise()) }
 
-// Runtime returns the runtime new calls use.
+// Runtime returns the runtime new calls use (its experiments listed).
 func (s *Server) Runtime() *Runtime { return s.rt.Load() }
 
 // Placement is where and how context is spliced.
@@ -170,7 +178,7 @@ func New(o Options) *Server {
 			u.init()
 		}
 	}
-	s.rt.Store(o.Runtime)
+	s.SetRuntime(o.Runtime)
 	s.srv = &fasthttp.Server{
 		Handler:      s.handle,
 		ErrorHandler: s.serverError,
@@ -248,8 +256,8 @@ func (s *Server) handle(fc *fasthttp.RequestCtx) {
 func (s *Server) passthrough(fc *fasthttp.RequestCtx, rt *route) {
 	start := time.Now()
 	res := s.forward(fc, rt.up, fc.PostBody(), false, rt.Protocol, nil)
-	s.m.Requests.WithLabelValues(rt.up.Name, "", statusLabel(res.status)).Inc()
-	s.m.RequestDuration.WithLabelValues(rt.up.Name, "").Observe(time.Since(start).Seconds())
+	s.m.Requests.WithLabelValues(rt.up.Name, "", "", statusLabel(res.status)).Inc()
+	s.m.RequestDuration.WithLabelValues(rt.up.Name, "", "").Observe(time.Since(start).Seconds())
 }
 
 func statusLabel(code int) string { return strconv.Itoa(code) }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"maps"
 	"sync"
 	"sync/atomic"
 )
@@ -8,14 +9,17 @@ import (
 // contextSources are the context decisions the data plane makes for a call.
 var contextSources = [...]string{"miss", "hit", "episode", "none", "fail-open", "skip"}
 
-// stats counts, per arm, the episodes this instance started and its context
-// decisions: the dashboard's figures, read as a StatsSnapshot rather than back out
-// of Prometheus. Arms are few and long-lived, so a call finds its arm's counters with
-// a lock-free sync.Map load and counts with one atomic add; no lock is shared by
+// stats counts, per experiment and arm, the episodes this instance started and its
+// context decisions: the dashboard's figures, read as a StatsSnapshot rather than back
+// out of Prometheus. Arms are few and long-lived, so a call finds its arm's counters
+// with a lock-free sync.Map load and counts with one atomic add; no lock is shared by
 // every call.
 type stats struct {
-	arms sync.Map // arm name → *armCounters
+	arms sync.Map // armKey → *armCounters
 }
+
+// armKey is an arm of an experiment: two experiments may each have an arm of one name.
+type armKey struct{ experiment, arm string }
 
 type armCounters struct {
 	episodes atomic.Int64
@@ -23,20 +27,21 @@ type armCounters struct {
 	other    sync.Map // a source not in contextSources → *atomic.Int64
 }
 
-func (s *stats) arm(name string) *armCounters {
-	if a, ok := s.arms.Load(name); ok {
+func (s *stats) arm(experiment, name string) *armCounters {
+	k := armKey{experiment, name}
+	if a, ok := s.arms.Load(k); ok {
 		return a.(*armCounters)
 	}
-	a, _ := s.arms.LoadOrStore(name, &armCounters{})
+	a, _ := s.arms.LoadOrStore(k, &armCounters{})
 	return a.(*armCounters)
 }
 
 // episodeStarted counts an episode this instance created.
-func (s *stats) episodeStarted(arm string) { s.arm(arm).episodes.Add(1) }
+func (s *stats) episodeStarted(experiment, arm string) { s.arm(experiment, arm).episodes.Add(1) }
 
 // contextServed counts a call's context decision.
-func (s *stats) contextServed(arm, source string) {
-	a := s.arm(arm)
+func (s *stats) contextServed(experiment, arm, source string) {
+	a := s.arm(experiment, arm)
 	for i, src := range contextSources {
 		if src == source {
 			a.context[i].Add(1)
@@ -47,9 +52,12 @@ func (s *stats) contextServed(arm, source string) {
 	n.(*atomic.Int64).Add(1)
 }
 
-// StatsSnapshot is the data plane's counts since the Server started, by arm.
+// StatsSnapshot is the data plane's counts since the Server started: by experiment
+// and arm, and by arm name summed over the experiments (one experiment's arms, in the
+// one-experiment form).
 type StatsSnapshot struct {
-	Arms map[string]ArmStats
+	Experiments map[string]map[string]ArmStats
+	Arms        map[string]ArmStats
 }
 
 // ArmStats is one arm's counts.
@@ -62,9 +70,9 @@ type ArmStats struct {
 func (s *Server) Stats() StatsSnapshot { return s.stats.snapshot() }
 
 func (s *stats) snapshot() StatsSnapshot {
-	out := StatsSnapshot{Arms: map[string]ArmStats{}}
+	out := StatsSnapshot{Experiments: map[string]map[string]ArmStats{}, Arms: map[string]ArmStats{}}
 	s.arms.Range(func(k, v any) bool {
-		a := v.(*armCounters)
+		key, a := k.(armKey), v.(*armCounters)
 		st := ArmStats{Episodes: a.episodes.Load(), Context: map[string]int64{}}
 		for i, src := range contextSources {
 			if n := a.context[i].Load(); n > 0 {
@@ -77,8 +85,24 @@ func (s *stats) snapshot() StatsSnapshot {
 			}
 			return true
 		})
-		out.Arms[k.(string)] = st
+		if out.Experiments[key.experiment] == nil {
+			out.Experiments[key.experiment] = map[string]ArmStats{}
+		}
+		out.Experiments[key.experiment][key.arm] = st
+		out.Arms[key.arm] = st.add(out.Arms[key.arm])
 		return true
 	})
+	return out
+}
+
+// add is s and t counted together.
+func (s ArmStats) add(t ArmStats) ArmStats {
+	out := ArmStats{Episodes: s.Episodes + t.Episodes, Context: maps.Clone(s.Context)}
+	if out.Context == nil {
+		out.Context = map[string]int64{}
+	}
+	for src, n := range t.Context {
+		out.Context[src] += n
+	}
 	return out
 }

@@ -30,15 +30,38 @@ func TestStats(t *testing.T) {
 			var s stats
 			for _, cl := range c.calls {
 				if cl.started {
-					s.episodeStarted(cl.arm)
+					s.episodeStarted("default", cl.arm)
 				}
-				s.contextServed(cl.arm, cl.source)
+				s.contextServed("default", cl.arm, cl.source)
 			}
 			got := s.snapshot().Arms
 			if !maps.EqualFunc(got, c.want, func(a, b ArmStats) bool { return a.Episodes == b.Episodes && maps.Equal(a.Context, b.Context) }) {
 				t.Errorf("got %+v, want %+v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestStatsByExperiment: two experiments' arms of one name are counted apart, and
+// summed in Arms.
+func TestStatsByExperiment(t *testing.T) {
+	var s stats
+	s.episodeStarted("support", "baseline")
+	s.contextServed("support", "baseline", "none")
+	s.episodeStarted("coding", "baseline")
+	s.contextServed("coding", "baseline", "none")
+	s.contextServed("coding", "baseline", "episode")
+	got := s.snapshot()
+	eq := func(a, b ArmStats) bool { return a.Episodes == b.Episodes && maps.Equal(a.Context, b.Context) }
+	want := map[string]map[string]ArmStats{
+		"support": {"baseline": {Episodes: 1, Context: map[string]int64{"none": 1}}},
+		"coding":  {"baseline": {Episodes: 1, Context: map[string]int64{"none": 1, "episode": 1}}},
+	}
+	if !maps.EqualFunc(got.Experiments, want, func(a, b map[string]ArmStats) bool { return maps.EqualFunc(a, b, eq) }) {
+		t.Errorf("by experiment: got %+v, want %+v", got.Experiments, want)
+	}
+	if sum := (ArmStats{Episodes: 2, Context: map[string]int64{"none": 2, "episode": 1}}); !eq(got.Arms["baseline"], sum) {
+		t.Errorf("arms summed: got %+v, want %+v", got.Arms["baseline"], sum)
 	}
 }
 
@@ -51,8 +74,8 @@ func TestStatsConcurrent(t *testing.T) {
 	for g := range 6 {
 		wg.Go(func() {
 			for range 1000 {
-				s.episodeStarted(arms[g%3])
-				s.contextServed(arms[g%3], contextSources[g])
+				s.episodeStarted("default", arms[g%3])
+				s.contextServed("default", arms[g%3], contextSources[g])
 			}
 		})
 	}

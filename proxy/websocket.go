@@ -90,7 +90,7 @@ func (s *Server) upgrade(fc *fasthttp.RequestCtx) bool {
 	writeError(fc, rt.Errors, &Error{Status: http.StatusUpgradeRequired, Type: "invalid_request_error",
 		Msg: "camproxy serves no WebSocket on " + string(fc.Method()) + " " + string(fc.Path()) +
 			" (only GET /v1/responses, the Responses API's WebSocket mode); send this call over HTTP"})
-	s.m.Requests.WithLabelValues(rt.Name, "", statusLabel(http.StatusUpgradeRequired)).Inc()
+	s.m.Requests.WithLabelValues(rt.Name, "", "", statusLabel(http.StatusUpgradeRequired)).Inc()
 	return true
 }
 
@@ -270,7 +270,7 @@ func (sess *wsSession) turn(msg []byte) {
 	}
 	ct, e := createBody(msg, &sess.items, sess.socket() == nil, s.maxBody)
 	if e != nil {
-		s.m.Requests.WithLabelValues(sess.rt.Name, "", statusLabel(e.Status)).Inc()
+		s.m.Requests.WithLabelValues(sess.rt.Name, "", "", statusLabel(e.Status)).Inc()
 		sess.endTurn(wsErrorEvent(e))
 		return
 	}
