@@ -18,8 +18,8 @@ import (
 func TestHealthReadyMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	m.Requests.WithLabelValues("openai", "cam", "200").Inc()
-	m.Context.WithLabelValues("cam", "hit").Inc()
+	m.Requests.WithLabelValues("openai", "coding", "cam", "200").Inc()
+	m.Context.WithLabelValues("coding", "cam", "hit").Inc()
 	m.ReplayQueue.Set(3)
 	redisDown := errors.New("dial tcp 127.0.0.1:6379: connection refused")
 	var fail bool
@@ -53,8 +53,8 @@ func TestHealthReadyMetrics(t *testing.T) {
 	}
 	_, text := get("/metrics")
 	for _, want := range []string{
-		`camproxy_requests_total{arm="cam",code="200",protocol="openai"} 1`,
-		`camproxy_context_total{arm="cam",result="hit"} 1`,
+		`camproxy_requests_total{arm="cam",code="200",experiment="coding",protocol="openai"} 1`,
+		`camproxy_context_total{arm="cam",experiment="coding",result="hit"} 1`,
 		`camproxy_replay_queue_depth 3`,
 	} {
 		if !strings.Contains(text, want) {

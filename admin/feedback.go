@@ -62,10 +62,10 @@ func (a *api) feedback(w http.ResponseWriter, r *http.Request) {
 	a.rollouts.rewarded(ep.ID)
 	if m := a.o.Metrics; m != nil {
 		if previous == nil {
-			m.Rewards.WithLabelValues(ep.Arm).Inc()
-			m.RewardSum.WithLabelValues(ep.Arm).Add(fb.Reward)
+			m.Rewards.WithLabelValues(ep.Experiment, ep.Arm).Inc()
+			m.RewardSum.WithLabelValues(ep.Experiment, ep.Arm).Add(fb.Reward)
 		} else {
-			m.RewardSum.WithLabelValues(ep.Arm).Add(fb.Reward - *previous)
+			m.RewardSum.WithLabelValues(ep.Experiment, ep.Arm).Add(fb.Reward - *previous)
 		}
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"episode_id": ep.ID, "status": "accepted"})

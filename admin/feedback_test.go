@@ -34,7 +34,7 @@ func (e *events) add(ev any) {
 func TestFeedback(t *testing.T) {
 	store := episode.NewMemory(time.Minute, nil)
 	defer store.Close()
-	_, _, _ = store.Create(context.Background(), &episode.Episode{ID: "ep-1", Arm: "cam", TaskID: "t1", Context: "ctx", Turns: 3})
+	_, _, _ = store.Create(context.Background(), &episode.Episode{ID: "ep-1", Experiment: "coding", Arm: "cam", TaskID: "t1", Context: "ctx", Turns: 3})
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
 	var rec events
@@ -85,13 +85,16 @@ func TestFeedback(t *testing.T) {
 		for _, mm := range f.GetMetric() {
 			if f.GetName() == "camproxy_rewards_total" {
 				vals["count"] = mm.GetCounter().GetValue()
+				for _, l := range mm.GetLabel() {
+					vals[l.GetName()+"="+l.GetValue()] = 1
+				}
 			}
 			if f.GetName() == "camproxy_reward_sum" {
 				vals["sum"] = mm.GetGauge().GetValue()
 			}
 		}
 	}
-	if vals["count"] != 1 || vals["sum"] != 0.75 {
+	if vals["count"] != 1 || vals["sum"] != 0.75 || vals["experiment=coding"] != 1 || vals["arm=cam"] != 1 {
 		t.Fatalf("reward metrics %v, want count 1 sum 0.75", vals)
 	}
 

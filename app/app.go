@@ -372,7 +372,7 @@ func buildPolicy(cfg *config.Config) (*policies.Policy, map[string]proxy.Placeme
 	}
 	p, err := policies.New(ex.Name, policies.Sticky(ex.Sticky), ex.AllowOverride, arms)
 	if err != nil {
-		return nil, nil, fmt.Errorf("experiment: %w", err)
+		return nil, nil, err
 	}
 	return p, place, nil
 }
@@ -402,7 +402,7 @@ func (a *App) Start() error {
 			attrs = append(attrs, p.Name, u.Base.Redacted())
 		}
 	}
-	a.log.Info("camproxy serving", append(attrs, "experiment", a.cfg.Experiment.Name)...)
+	a.log.Info("camproxy serving", append(attrs, "experiments", a.cfg.ExperimentNames())...)
 	return nil
 }
 

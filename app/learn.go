@@ -723,12 +723,7 @@ func (l *learner) initState(ctx context.Context) (*learnState, error) {
 
 // judge stops and promotes candidates in st, returning the events.
 func (l *learner) judge(st *learnState, stats map[string]policies.Stats) []*replay.LearnEvent {
-	var guard map[string]bool
-	l.a.mu.Lock()
-	if run := l.a.run; run != nil && run.adaptive != nil {
-		guard = run.adaptive.Stopped()
-	}
-	l.a.mu.Unlock()
+	guard := l.a.stopped(l.exp)
 	var events []*replay.LearnEvent
 	var best *learnArm
 	var bestP float64

@@ -104,7 +104,7 @@ func TestAdaptiveFromFeedback(t *testing.T) {
 		postFeedback(t, e.admin, h.Get("X-CAM-Episode-Id"), reward)
 	}
 	if !waitFor(t, func() bool {
-		return strings.Contains(e.metric("camproxy_arm_weight"), `camproxy_arm_weight{arm="cam"} 0.95`)
+		return strings.Contains(e.metric("camproxy_arm_weight"), `camproxy_arm_weight{arm="cam",experiment="default"} 0.95`)
 	}) {
 		t.Fatalf("weights after rewards favouring cam: %s", e.metric("camproxy_arm_weight"))
 	}

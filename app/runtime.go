@@ -18,15 +18,94 @@ import (
 	"github.com/camproxy/camproxy/proxy"
 )
 
-// runtime is the reloadable part of a camproxy: the proxy's Runtime plus the adaptive
-// allocator steering its policy.
+// runtime is the reloadable part of a camproxy: the proxy's Runtime, its experiments
+// each with the adaptive allocator steering its policy, and the configured augmenters
+// they share.
 type runtime struct {
-	rt       *proxy.Runtime
-	adaptive *policies.Adaptive // nil unless experiment.adaptive.enabled
+	rt      *proxy.Runtime
+	exps    []*expRun                      // rt.Experiments' own parts, in their order
+	sources map[string]proxy.ContextSource // the configured augmenters (without learnt ones)
+}
+
+// expRun is one experiment of a runtime: the proxy's experiment and its allocator.
+type expRun struct {
+	x        *proxy.Experiment
+	adaptive *policies.Adaptive // nil unless its adaptive.enabled
 	period   time.Duration
 }
 
-// buildRuntime makes task rules, placements, augmenters and the experiment from cfg.
+// experiment is the runtime's experiment named name, or nil. "" names the one
+// experiment of a runtime that has one: episodes recorded before experiments had
+// names on them belong to it.
+func (r *runtime) experiment(name string) *expRun {
+	if name == "" && len(r.exps) == 1 {
+		return r.exps[0]
+	}
+	for _, e := range r.exps {
+		if e.x.Name == name {
+			return e
+		}
+	}
+	return nil
+}
+
+// Experiments are cfg's experiments as the proxy chooses among them (proxy.Choose),
+// in match order: each one's name, match, task rules, placements and arms, without
+// augmenters. `camproxy task explain` asks the proxy's own matcher with them.
+func Experiments(cfg *config.Config) ([]*proxy.Experiment, error) {
+	xs, _, err := buildExperiments(cfg, nil)
+	return xs, err
+}
+
+// shapeFunc changes one experiment's view before it is built (the learner's arms,
+// adaptive allocation on) and gives the augmenters of the arms it added.
+type shapeFunc func(view *config.Config) (*config.Config, map[string]proxy.ContextSource)
+
+// buildExperiments makes one proxy experiment per view of cfg (cfg.PerExperiment),
+// each shaped first when shape is not nil, and returns them with the views they were
+// built from. An experiment's Augmenters are the learnt ones shape gave (nil: none).
+// Experiments that read the task by the top-level rules share one compiled slice of
+// them, so the proxy reads a body once for all of them.
+func buildExperiments(cfg *config.Config, shape shapeFunc) ([]*proxy.Experiment, []*config.Config, error) {
+	top, err := cfg.Task.Compile()
+	if err != nil {
+		return nil, nil, fmt.Errorf("task.rules: %w", err)
+	}
+	views := cfg.PerExperiment()
+	xs := make([]*proxy.Experiment, 0, len(views))
+	for i, view := range views {
+		key := "experiment"
+		if len(cfg.Experiments) > 0 {
+			key = fmt.Sprintf("experiments[%s]", view.Experiment.Name)
+		}
+		var learnt map[string]proxy.ContextSource
+		if shape != nil {
+			view, learnt = shape(view)
+			views[i] = view
+		}
+		rules := top
+		if !reflect.DeepEqual(view.Task, cfg.Task) {
+			if rules, err = view.Task.Compile(); err != nil {
+				return nil, nil, fmt.Errorf("%s.task.rules: %w", key, err)
+			}
+		}
+		policy, armPlace, err := buildPolicy(view)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", key, err)
+		}
+		m := view.Experiment.Match
+		match, err := proxy.NewMatch(m.Agents, m.KeyFingerprints, m.Protocols, m.Paths, m.Models, m.Task)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s.match: %w", key, err)
+		}
+		xs = append(xs, &proxy.Experiment{Name: view.Experiment.Name, Match: match, TaskRules: rules, ArmPlacement: armPlace,
+			Policy: policy, Augmenters: learnt, Placement: proxy.Placement{Mode: protocol.Placement(view.Placement.Mode), Template: view.Placement.Template}})
+	}
+	return xs, views, nil
+}
+
+// buildRuntime makes the experiments (task rules, placements, arms, matches), the
+// augmenters and the side-call rules from cfg.
 func (a *App) buildRuntime(cfg *config.Config) (*runtime, error) {
 	return a.buildRuntimeWith(cfg, nil)
 }
@@ -34,17 +113,13 @@ func (a *App) buildRuntime(cfg *config.Config) (*runtime, error) {
 // buildRuntimeWith is buildRuntime reusing the configured augmenters of reuse when it
 // is not nil (the config did not change: a rag store is not loaded and embedded again).
 func (a *App) buildRuntimeWith(cfg *config.Config, reuse map[string]proxy.ContextSource) (*runtime, error) {
-	rules, err := cfg.Task.Compile()
-	if err != nil {
-		return nil, fmt.Errorf("task.rules: %w", err)
-	}
 	side, err := cfg.SideCalls.Compile()
 	if err != nil {
 		return nil, fmt.Errorf("side_calls: %w", err)
 	}
-	var learnt map[string]proxy.ContextSource
-	if a.learner != nil {
-		cfg, learnt = a.learner.shape(cfg) // the learner's arms, adaptive allocation on
+	xs, views, err := buildExperiments(cfg, a.shapeFor)
+	if err != nil {
+		return nil, err
 	}
 	sources := map[string]proxy.ContextSource{}
 	if reuse != nil {
@@ -56,26 +131,40 @@ func (a *App) buildRuntimeWith(cfg *config.Config, reuse map[string]proxy.Contex
 	} else if sources, err = buildAugmenters(cfg, a.Metrics, a.log); err != nil {
 		return nil, err
 	}
-	maps.Copy(sources, learnt)
-	policy, armPlace, err := buildPolicy(cfg)
-	if err != nil {
-		return nil, err
-	}
-	run := &runtime{rt: &proxy.Runtime{TaskRules: rules, SideCalls: side, ArmPlacement: armPlace, Policy: policy, Augmenters: sources,
-		Placement: proxy.Placement{Mode: protocol.Placement(cfg.Placement.Mode), Template: cfg.Placement.Template}}}
-	if ad := cfg.Experiment.Adaptive; ad.Enabled {
-		run.period = ad.UpdatePeriod
-		run.adaptive, err = policies.NewAdaptive(policy, a.stats, policies.AdaptiveOptions{UpdatePeriod: ad.UpdatePeriod,
-			MinShare: ad.MinShare, Alpha: ad.Alpha, MinEpisodes: ad.MinEpisodes, Control: ad.Control}, a.log)
-		if err != nil {
-			return nil, fmt.Errorf("experiment.adaptive: %w", err)
+	run := &runtime{rt: &proxy.Runtime{Experiments: xs, SideCalls: side}, sources: sources}
+	for i, x := range xs {
+		learnt := x.Augmenters
+		x.Augmenters = sources
+		if len(learnt) > 0 {
+			x.Augmenters = maps.Clone(sources)
+			maps.Copy(x.Augmenters, learnt)
 		}
+		e := &expRun{x: x}
+		if ad := views[i].Experiment.Adaptive; ad.Enabled {
+			e.period = ad.UpdatePeriod
+			e.adaptive, err = policies.NewAdaptive(x.Policy, a.stats, policies.AdaptiveOptions{UpdatePeriod: ad.UpdatePeriod,
+				MinShare: ad.MinShare, Alpha: ad.Alpha, MinEpisodes: ad.MinEpisodes, Control: ad.Control}, a.log)
+			if err != nil {
+				return nil, fmt.Errorf("experiment %s: adaptive: %w", x.Name, err)
+			}
+		}
+		run.exps = append(run.exps, e)
 	}
-	a.setWeights(policy)
 	return run, nil
 }
 
-// activate makes run the one serving new calls and starts its allocator.
+// shapeFor is the learner's hook on one experiment's view: the learner's arms and
+// adaptive allocation when a learner runs for that experiment, else the view as it is.
+func (a *App) shapeFor(view *config.Config) (*config.Config, map[string]proxy.ContextSource) {
+	if l := a.learner; l != nil && l.exp == view.Experiment.Name {
+		return l.shape(view)
+	}
+	return view, nil
+}
+
+// activate makes run the one serving new calls and starts its allocators, one per
+// adaptive experiment; the previous runtime's stop. Calls in flight finish on the
+// runtime they started on.
 func (a *App) activate(run *runtime) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -84,64 +173,85 @@ func (a *App) activate(run *runtime) {
 		a.stopRun = nil
 	}
 	a.run = run
-	if run.adaptive != nil {
-		// Allocate from the statistics now: a reload must not hand a stopped arm its
-		// configured share until the first period ends.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		if _, err := run.adaptive.Update(ctx); err == nil {
-			a.setWeights(run.rt.Policy)
+	for _, e := range run.exps {
+		if e.adaptive != nil {
+			// Allocate from the statistics now: a reload must not hand a stopped arm
+			// its configured share until the first period ends.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, _ = e.adaptive.Update(ctx)
+			cancel()
 		}
-		cancel()
 	}
 	a.Proxy.SetRuntime(run.rt)
-	if run.adaptive != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		a.stopRun = cancel
-		go a.allocate(ctx, run)
+	a.Metrics.ArmWeight.Reset() // arms and experiments that left
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stopRun = cancel
+	for _, e := range run.exps {
+		a.setWeights(e.x.Policy)
+		if e.adaptive != nil {
+			go a.allocate(ctx, e)
+		}
 	}
 }
 
-// allocate recomputes the adaptive weights every update period.
-func (a *App) allocate(ctx context.Context, run *runtime) {
-	t := time.NewTicker(run.period)
+// allocate recomputes an experiment's adaptive weights every update period.
+func (a *App) allocate(ctx context.Context, e *expRun) {
+	t := time.NewTicker(e.period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := run.adaptive.Update(ctx); err != nil {
-				a.log.Warn("adaptive allocation: update failed; keeping the current weights", "err", err)
+			if _, err := e.adaptive.Update(ctx); err != nil {
+				a.log.Warn("adaptive allocation: update failed; keeping the current weights", "experiment", e.x.Name, "err", err)
 				continue
 			}
-			a.setWeights(run.rt.Policy)
+			a.setWeights(e.x.Policy)
 		}
 	}
 }
 
+// setWeights publishes an experiment's arm shares (its policy's name is its own).
 func (a *App) setWeights(p *policies.Policy) {
 	for i, w := range p.Weights() {
-		a.Metrics.ArmWeight.WithLabelValues(p.Arms()[i].Name).Set(w)
+		a.Metrics.ArmWeight.WithLabelValues(p.Name(), p.Arms()[i].Name).Set(w)
 	}
 }
 
-// observeReward feeds a reward to the adaptive allocator of the rewarded episode's
-// experiment, if one runs. A reward for another experiment's episode is never
-// counted here, whatever its arm is called; an episode that records no experiment
-// (stored before episodes carried one) is the running experiment's.
+// observeReward feeds a reward to the allocator of the rewarded episode's experiment,
+// if it has one: another experiment's statistics never move, whatever its arm is
+// called. An episode that records no experiment (stored before episodes carried
+// one) is the one experiment's of a one-experiment config (runtime.experiment).
 func (a *App) observeReward(ctx context.Context, experiment, arm string, reward float64, previous *float64) {
 	a.mu.Lock()
 	run := a.run
 	a.mu.Unlock()
-	if run == nil || run.adaptive == nil {
+	if run == nil {
 		return
 	}
-	if experiment != "" && experiment != run.rt.Policy.Name() {
+	e := run.experiment(experiment)
+	if e == nil || e.adaptive == nil {
 		return
 	}
-	if err := run.adaptive.Observe(ctx, arm, reward, previous); err != nil {
-		a.log.Warn("adaptive allocation: reward not counted", "arm", arm, "err", err)
+	if err := e.adaptive.Observe(ctx, arm, reward, previous); err != nil {
+		a.log.Warn("adaptive allocation: reward not counted", "experiment", e.x.Name, "arm", arm, "err", err)
 	}
+}
+
+// stopped are the arms the adaptive guardrail stopped in experiment (nil when it
+// allocates adaptively no more).
+func (a *App) stopped(experiment string) map[string]bool {
+	a.mu.Lock()
+	run := a.run
+	a.mu.Unlock()
+	if run == nil {
+		return nil
+	}
+	if e := run.experiment(experiment); e != nil && e.adaptive != nil {
+		return e.adaptive.Stopped()
+	}
+	return nil
 }
 
 // rebuild builds the runtime again from the current config (the learner's state
@@ -157,13 +267,11 @@ func (a *App) rebuild() error {
 		return nil // still in New: the first runtime is built there
 	}
 	// The config is the one cur was built from (reloads hold buildMu too).
-	run, err := a.buildRuntimeWith(cfg, cur.rt.Augmenters)
+	run, err := a.buildRuntimeWith(cfg, cur.sources)
 	if err != nil {
 		return err
 	}
 	a.activate(run)
-	a.Metrics.ArmWeight.Reset() // arms that left the experiment
-	a.setWeights(run.rt.Policy)
 	return nil
 }
 
@@ -201,37 +309,45 @@ func (a *App) Reload(cfg *config.Config) error {
 	}
 	a.mu.Lock()
 	next := *old
-	next.Task, next.Placement, next.Augmenters, next.Experiment = cfg.Task, cfg.Placement, cfg.Augmenters, cfg.Experiment
+	next.Task, next.SideCalls, next.Placement, next.Augmenters = cfg.Task, cfg.SideCalls, cfg.Placement, cfg.Augmenters
+	next.Experiment, next.Experiments = cfg.Experiment, cfg.Experiments
 	a.cfg = &next
 	a.mu.Unlock()
 	a.activate(run)
-	a.log.Info("config reloaded", "experiment", cfg.Experiment.Name, "arms", len(cfg.Experiment.Arms), "augmenters", len(cfg.Augmenters))
+	a.log.Info("config reloaded", "experiments", cfg.ExperimentNames(), "augmenters", len(cfg.Augmenters))
 	if len(kept) > 0 {
 		return fmt.Errorf("%v changed and %w; they keep their old values", kept, ErrRestartRequired)
 	}
 	return nil
 }
 
-// experiment is the running experiment as the dashboard shows it: the arms with
-// their current shares, and each augmenter's breaker.
+// experiment is the running experiment as the dashboard shows it: the last in match
+// order (the default, when there is one; the one experiment of the one-experiment
+// form). experimentView shows any.
 func (a *App) experiment() admin.Experiment {
 	a.mu.Lock()
 	run, cfg := a.run, a.cfg
 	a.mu.Unlock()
-	p := run.rt.Policy
-	ex := admin.Experiment{Name: p.Name(), Adaptive: run.adaptive != nil}
-	if a.learner != nil {
+	return a.experimentView(cfg, run.exps[len(run.exps)-1])
+}
+
+// experimentView is one experiment as the dashboard shows it: its arms with their
+// current shares, its learner, and each of its augmenters' breaker.
+func (a *App) experimentView(cfg *config.Config, e *expRun) admin.Experiment {
+	p := e.x.Policy
+	ex := admin.Experiment{Name: p.Name(), Adaptive: e.adaptive != nil}
+	if a.learner != nil && a.learner.exp == e.x.Name {
 		ex.Learn = a.learner.view()
 	}
 	var stopped map[string]bool
-	if run.adaptive != nil {
-		stopped = run.adaptive.Stopped()
+	if e.adaptive != nil {
+		stopped = e.adaptive.Stopped()
 	}
 	shares := p.Weights()
 	for i, arm := range p.Arms() {
 		ex.Arms = append(ex.Arms, admin.ArmState{Name: arm.Name, Augmenter: arm.Augmenter, Share: shares[i], Stopped: stopped[arm.Name]})
 	}
-	for name, src := range run.rt.Augmenters {
+	for name, src := range e.x.Augmenters {
 		st := admin.AugmenterState{Name: name, Type: cfg.Augmenters[name].Type}
 		if isLearnArm(name) {
 			st.Type = config.AugmenterPlaybook // a learnt version

@@ -237,7 +237,7 @@ loop:
 	rep.DependencyUpAtEnd = a.Metrics.Dependencies.Up("redis", "episodes")
 	for _, res := range []string{"miss", "hit", "episode", "none", "fail-open", "skip"} {
 		for _, arm := range []string{"baseline", "cam"} {
-			if v := testutil.ToFloat64(a.Metrics.Context.WithLabelValues(arm, res)); v > 0 {
+			if v := testutil.ToFloat64(a.Metrics.Context.WithLabelValues(cfg.Experiment.Name, arm, res)); v > 0 {
 				if rep.ContextDecisions == nil {
 					rep.ContextDecisions = map[string]int{}
 				}
