@@ -173,10 +173,10 @@ func (k *keyPrint) of(c registry.Call) []byte {
 // parameter. nil when the call carries none.
 func Credential(c registry.Call) []byte {
 	if a := c.Header("Authorization"); len(a) > 0 {
-		const bearer = "Bearer "
+		if token, ok := TrimBearer(a); ok {
+			return token
+		}
 		switch {
-		case len(a) >= len(bearer) && strings.EqualFold(string(a[:len(bearer)]), bearer):
-			return a[len(bearer):]
 		case bytes.HasPrefix(a, []byte("AWS4-")):
 			_, scope, ok := bytes.Cut(a, []byte("Credential="))
 			if !ok {
@@ -194,6 +194,16 @@ func Credential(c registry.Call) []byte {
 		}
 	}
 	return c.Query("key")
+}
+
+// TrimBearer is a credential without its "Bearer " scheme (in any case), and whether
+// it had one.
+func TrimBearer(a []byte) ([]byte, bool) {
+	const bearer = "Bearer "
+	if len(a) >= len(bearer) && strings.EqualFold(string(a[:len(bearer)]), bearer) {
+		return a[len(bearer):], true
+	}
+	return a, false
 }
 
 // ErrNoExperiment is a call no experiment takes, in a runtime with no default: it is

@@ -32,15 +32,20 @@ type cli struct {
 // run builds the command tree and runs args on it.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) (string, bool)) error {
 	c := &cli{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	return c.execute(ctx, args)
+}
+
+// execute runs args on the command tree with c's streams.
+func (c *cli) execute(ctx context.Context, args []string) error {
 	root := c.root()
 	if len(args) == 0 {
-		fmt.Fprint(stderr, root.UsageString())
+		fmt.Fprint(c.stderr, root.UsageString())
 		return usagef("no command given")
 	}
 	args = c.prepare(root, args)
 	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
 	root.SetIn(c.stdin)
 	return root.ExecuteContext(ctx)
 }
@@ -82,6 +87,7 @@ the lift is measured. Offline it trains the CAM from what it recorded.`,
 		c.injectCmd(),
 		c.configCmd(),
 		c.taskCmd(),
+		c.keyCmd(),
 		c.devCmd(),
 		c.completionCmd(),
 		c.versionCmd(),

@@ -78,7 +78,7 @@ func TestCompletionCandidates(t *testing.T) {
 		want  []string // exactly, sorted
 		has   []string // at least these
 	}{
-		{name: "commands", words: []string{""}, want: []string{"completion", "config", "dev", "help", "inject", "replay", "report", "serve", "task", "train", "version"}},
+		{name: "commands", words: []string{""}, want: []string{"completion", "config", "dev", "help", "inject", "key", "replay", "report", "serve", "task", "train", "version"}},
 		{name: "nothing typed yet", words: nil, has: []string{"serve", "config"}},
 		{name: "command prefix", words: []string{"re"}, want: []string{"replay", "report"}},
 		{name: "subcommands", words: []string{"replay", ""}, want: []string{"export", "import", "stats"}},
@@ -109,7 +109,7 @@ func TestCompletionCandidates(t *testing.T) {
 		{name: "merge's required flags first", words: []string{"train", "merge", "--"}, want: []string{"--from", "--out"}},
 		{name: "then the rest", words: []string{"train", "merge", "--from", "d", "--out", "o", "--"}, want: []string{"--help", "--python", "--step"}},
 		{name: "task explain", words: []string{"task", ""}, want: []string{"explain"}},
-		{name: "task explain flags", words: []string{"task", "explain", "--"}, want: []string{"--config", "--format", "--help", "--protocol"}},
+		{name: "task explain flags", words: []string{"task", "explain", "--"}, want: []string{"--agent", "--config", "--format", "--help", "--key", "--path", "--protocol"}},
 		{name: "task explain protocols", words: []string{"task", "explain", "--protocol", ""}, want: []string{"anthropic", "azure-openai", "azure-responses", "bedrock", "gemini", "openai", "responses"}},
 		{name: "task explain body", words: []string{"task", "explain", ""}, want: []string{wantFiles}},
 		{name: "injector flags", words: []string{"inject", "serve", "--tls-"}, want: []string{"--tls-cert", "--tls-key"}},

@@ -180,7 +180,7 @@ func TestTaskExplainText(t *testing.T) {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
 	ex := explain(t, path)
-	for _, want := range []string{"protocol: anthropic\n", "rule:     task.rules[0]: first_user_message\n", "task_id:  " + ex.TaskID + "\n",
+	for _, want := range []string{"protocol:   anthropic\n", "experiment: default\n", "rule:       task.rules[0]: first_user_message\n", "task_id:    " + ex.TaskID + "\n",
 		"task:\n  List the files in this repository.\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("text output lacks %q:\n%s", want, out.String())
