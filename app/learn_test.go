@@ -307,10 +307,10 @@ func TestLearnerPromotesAndStops(t *testing.T) {
 	if s := hasEvent(evs, "stopped", "learn-v3"); s != nil && (s.Champion != "learn-v2" || s.PBetter == nil || *s.PBetter > 0.05) {
 		t.Errorf("stopped event: %+v", s)
 	}
-	if m := e.metric("camproxy_learn_version"); !strings.Contains(m, "camproxy_learn_version 2") {
+	if m := e.metric("camproxy_learn_version"); !strings.Contains(m, `camproxy_learn_version{experiment="`+e.cfg.Experiment.Name+`"} 2`) {
 		t.Errorf("metrics: %s", m)
 	}
-	if m := e.metric("camproxy_learn_steps_total"); !strings.Contains(m, "camproxy_learn_steps_total 2") {
+	if m := e.metric("camproxy_learn_steps_total"); !strings.Contains(m, `camproxy_learn_steps_total{experiment="`+e.cfg.Experiment.Name+`"} 2`) {
 		t.Errorf("metrics: %s", m)
 	}
 }
@@ -359,7 +359,7 @@ func TestLearnerFleetOnRedis(t *testing.T) {
 	e2 := &env{t: t, up: e1.up, cam: e1.cam, app: a2, cfg: &cfg2, base: "http://" + a2.Addr(), admin: "http://" + a2.AdminAddr()}
 	envs := []*env{e1, e2}
 	leaseKey := prefix + ":playbook:learn-lease"
-	idOf := func(e *env) string { return e.app.learner.lease.(*redisLease).id }
+	idOf := func(e *env) string { return e.app.learnerFor(e.cfg.Experiment.Name).lease.(*redisLease).id }
 
 	// Exactly one leader, the one whose id the lease key holds.
 	var leader int
@@ -574,7 +574,7 @@ func TestLearnerRefreshesGuidance(t *testing.T) {
 		_, ctx := armTurn(t, e, "rag", task)
 		return strings.Contains(ctx, guidance)
 	})
-	if m := e.metric("camproxy_learn_guidance_total"); !strings.Contains(m, "camproxy_learn_guidance_total 1") {
+	if m := e.metric("camproxy_learn_guidance_total"); !strings.Contains(m, `camproxy_learn_guidance_total{experiment="`+e.cfg.Experiment.Name+`"} 1`) {
 		t.Errorf("metric: %s", m)
 	}
 }

@@ -42,10 +42,7 @@ func (a *App) buildRuntimeWith(cfg *config.Config, reuse map[string]proxy.Contex
 	if err != nil {
 		return nil, fmt.Errorf("side_calls: %w", err)
 	}
-	var learnt map[string]proxy.ContextSource
-	if a.learner != nil {
-		cfg, learnt = a.learner.shape(cfg) // the learner's arms, adaptive allocation on
-	}
+	cfg, learnt := a.shapeFor(cfg) // its learner's arms, adaptive allocation on
 	sources := map[string]proxy.ContextSource{}
 	if reuse != nil {
 		for name := range cfg.Augmenters {
@@ -170,30 +167,45 @@ func (a *App) rebuild() error {
 // ErrRestartRequired names config changes a reload cannot apply.
 var ErrRestartRequired = errors.New("needs a restart")
 
-// Reload applies a new config to experiments, augmenters, placements and task rules
-// without dropping a call: calls in flight finish on the old runtime, live episodes keep
-// their arm and context. Keys that need a restart (listeners, upstreams, cache, episode
-// store, replay) are reported and left as they are; an invalid config changes nothing.
+// Reload applies a new config to experiments, augmenters, placements, task rules and
+// learners without dropping a call: calls in flight finish on the old runtime, live
+// episodes keep their arm and context. An added experiment's learner (or one whose
+// learn section changed) starts, a removed one's stops and releases its lease, an
+// unchanged one runs on. Keys that need a restart (listeners, upstreams, cache,
+// episode store, replay) are reported and left as they are; an invalid config
+// changes nothing.
 func (a *App) Reload(cfg *config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("config reload refused: %w", err)
 	}
 	a.buildMu.Lock()
-	defer a.buildMu.Unlock()
-	run, err := a.buildRuntime(cfg)
+	// The learners of added experiments (or changed learn sections) are made and
+	// read their state before the runtime is built, so it serves their versions.
+	plan, err := a.planLearners(cfg)
 	if err != nil {
+		a.buildMu.Unlock()
 		return fmt.Errorf("config reload refused: %w", err)
 	}
 	a.mu.Lock()
-	old := a.cfg
+	old, oldLearn := a.cfg, a.learn
+	a.learn = plan.next
 	a.mu.Unlock()
+	run, err := a.buildRuntime(cfg)
+	if err != nil {
+		a.mu.Lock()
+		a.learn = oldLearn
+		a.mu.Unlock()
+		a.buildMu.Unlock()
+		plan.discard()
+		return fmt.Errorf("config reload refused: %w", err)
+	}
 	var kept []string
 	for _, k := range []struct {
 		key       string
 		old, next any
 	}{
 		{"server", old.Server, cfg.Server}, {"upstreams", old.Upstreams, cfg.Upstreams}, {"cache", old.Cache, cfg.Cache},
-		{"episodes", old.Episodes, cfg.Episodes}, {"replay", old.Replay, cfg.Replay}, {"learn", old.Learn, cfg.Learn},
+		{"episodes", old.Episodes, cfg.Episodes}, {"replay", old.Replay, cfg.Replay},
 	} {
 		if !reflect.DeepEqual(k.old, k.next) {
 			kept = append(kept, k.key)
@@ -202,9 +214,12 @@ func (a *App) Reload(cfg *config.Config) error {
 	a.mu.Lock()
 	next := *old
 	next.Task, next.Placement, next.Augmenters, next.Experiment = cfg.Task, cfg.Placement, cfg.Augmenters, cfg.Experiment
+	next.Experiments, next.Learn = cfg.Experiments, cfg.Learn
 	a.cfg = &next
 	a.mu.Unlock()
 	a.activate(run)
+	a.buildMu.Unlock()
+	a.applyLearners(plan) // the learners that left stop, releasing their leases; the new ones start
 	a.log.Info("config reloaded", "experiment", cfg.Experiment.Name, "arms", len(cfg.Experiment.Arms), "augmenters", len(cfg.Augmenters))
 	if len(kept) > 0 {
 		return fmt.Errorf("%v changed and %w; they keep their old values", kept, ErrRestartRequired)
@@ -220,9 +235,7 @@ func (a *App) experiment() admin.Experiment {
 	a.mu.Unlock()
 	p := run.rt.Policy
 	ex := admin.Experiment{Name: p.Name(), Adaptive: run.adaptive != nil}
-	if a.learner != nil {
-		ex.Learn = a.learner.view()
-	}
+	ex.Learners = a.learnViews()
 	var stopped map[string]bool
 	if run.adaptive != nil {
 		stopped = run.adaptive.Stopped()
