@@ -192,7 +192,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	a.learn = plan.next
 	run, err := a.buildRuntime(cfg)
 	if err != nil {
-		plan.discard()
+		a.discardLearners(plan)
 		return nil, err
 	}
 

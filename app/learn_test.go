@@ -141,16 +141,22 @@ func activeArms(st gjson.Result) []string {
 
 func learnEvents(t *testing.T, e *env) []*replay.LearnEvent {
 	t.Helper()
+	return readBuffer(t, e).Learn
+}
+
+// readBuffer reads e's replay buffer (its first sink).
+func readBuffer(t *testing.T, e *env) *replay.Buffer {
+	t.Helper()
 	ctx := context.Background()
 	src, err := replay.OpenSource(ctx, e.cfg.Replay.Sinks[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf, err := replay.Read(ctx, src)
+	b, err := replay.Read(ctx, src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return buf.Learn
+	return b
 }
 
 func hasEvent(evs []*replay.LearnEvent, action, arm string) *replay.LearnEvent {

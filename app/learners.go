@@ -111,7 +111,7 @@ func (a *App) planLearners(cfg *config.Config) (*learnerPlan, error) {
 		if l == nil || !reflect.DeepEqual(l.spec, spec) {
 			var err error
 			if l, err = newLearner(a, view, spec); err != nil {
-				p.discard()
+				a.discardLearners(p)
 				return nil, fmt.Errorf("experiment %s: %w", name, err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), learnLoadTimeout)
@@ -130,10 +130,15 @@ func (a *App) planLearners(cfg *config.Config) (*learnerPlan, error) {
 	return p, nil
 }
 
-// discard closes the learners the plan made (a config that was refused).
-func (p *learnerPlan) discard() {
+// discardLearners closes the learners plan made (for a config that was refused),
+// and drops the series of those whose experiment has no running learner.
+func (a *App) discardLearners(p *learnerPlan) {
+	cur := a.learners()
 	for _, l := range p.added {
 		l.close()
+		if cur.get(l.exp) == nil {
+			a.learnMetrics().forget(l.exp)
+		}
 	}
 }
 

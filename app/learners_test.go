@@ -3,7 +3,9 @@ package app
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,20 +86,6 @@ func countRewards(t *testing.T, e *env, exp, arm string, n int, r float64) {
 			t.Fatal(err)
 		}
 	}
-}
-
-func readBuffer(t *testing.T, e *env) *replay.Buffer {
-	t.Helper()
-	ctx := context.Background()
-	src, err := replay.OpenSource(ctx, e.cfg.Replay.Sinks[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := replay.Read(ctx, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // learnerOf is experiment exp's learner in /v1/status's learners.
@@ -313,6 +301,18 @@ func TestReloadAddsAndRemovesALearner(t *testing.T) {
 	lc.Store = store("beta")
 	beta.Learn = &lc
 	withBeta.Experiments = []config.Experiment{e.cfg.Experiments[0], beta}
+	// A reload refused (an augmenter that does not load) leaves no learner behind.
+	broken := withBeta
+	broken.Augmenters = maps.Clone(e.cfg.Augmenters)
+	bad := config.DefaultAugmenter()
+	bad.Type, bad.File = config.AugmenterPlaybook, filepath.Join(t.TempDir(), "missing.txt")
+	broken.Augmenters["broken"] = bad
+	if err := e.app.Reload(&broken); err == nil || errors.Is(err, ErrRestartRequired) {
+		t.Fatalf("a reload with an augmenter that does not load: %v", err)
+	}
+	if e.app.learnerFor("beta") != nil || strings.Contains(e.metric("camproxy_learn_"), `experiment="beta"`) || lease("beta") != "" {
+		t.Fatal("the refused reload left beta's learner behind")
+	}
 	if err := e.app.Reload(&withBeta); err != nil {
 		t.Fatalf("reload adding an experiment with a learner: %v", err)
 	}

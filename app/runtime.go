@@ -196,7 +196,7 @@ func (a *App) Reload(cfg *config.Config) error {
 		a.learn = oldLearn
 		a.mu.Unlock()
 		a.buildMu.Unlock()
-		plan.discard()
+		a.discardLearners(plan)
 		return fmt.Errorf("config reload refused: %w", err)
 	}
 	var kept []string
