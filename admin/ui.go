@@ -50,12 +50,15 @@ type Experiment struct {
 	Adaptive   bool // shares are set by Thompson sampling
 	Arms       []ArmState
 	Augmenters []AugmenterState
-	Learn      *LearnState // nil unless the online learner runs
+	// Learners are the online learners, one per experiment with learn.enabled, in
+	// the config's match order.
+	Learners []*LearnState
 }
 
-// LearnState is the online learner (learn: in the config) as this replica serves it.
+// LearnState is one experiment's online learner as this replica serves it.
 type LearnState struct {
-	Leader          bool   // this replica holds the learner lease
+	Experiment      string
+	Leader          bool   // this replica holds the experiment's learner lease
 	Store           string // where the versions are
 	Champion        string
 	ChampionVersion int
@@ -73,6 +76,7 @@ type LearnVersion struct {
 	CreatedAt                           time.Time
 	Rewarded                            int64    // rewarded episodes of its arm, the whole fleet's
 	MeanReward                          *float64 // their mean reward
+	Share                               float64  // its arm's share of its experiment's new episodes (0 when it does not run)
 }
 
 // ArmState is one arm of the running experiment.
@@ -116,13 +120,17 @@ type Status struct {
 	Context    ContextStatus     `json:"context"`
 	Augmenters []AugmenterStatus `json:"augmenters"`
 	Replay     ReplayStatus      `json:"replay"`
-	Learn      *LearnStatus      `json:"learn,omitempty"` // only while the online learner runs
+	// Learn is the online learner while exactly one runs (the one-experiment form's
+	// shape); Learners lists every experiment's, in match order.
+	Learn    *LearnStatus   `json:"learn,omitempty"`
+	Learners []*LearnStatus `json:"learners,omitempty"`
 }
 
-// LearnStatus is the online learner on the dashboard: the champion, and every
-// playbook version with the arm that serves it.
+// LearnStatus is one experiment's online learner on the dashboard: the champion,
+// and every playbook version with the arm that serves it.
 type LearnStatus struct {
-	Leader          bool                 `json:"leader"` // this replica holds the learner lease
+	Experiment      string               `json:"experiment"`
+	Leader          bool                 `json:"leader"` // this replica holds the experiment's learner lease
 	Store           string               `json:"store"`
 	Champion        string               `json:"champion"`
 	ChampionVersion int                  `json:"champion_version"`
@@ -266,19 +274,19 @@ func (d *dashboard) build() Status {
 		ex = d.o.Experiment()
 	}
 	st.Experiment, st.Adaptive = ex.Name, ex.Adaptive
-	if l := ex.Learn; l != nil {
-		share := map[string]float64{}
-		for _, a := range ex.Arms {
-			share[a.Name] = a.Share
-		}
-		st.Learn = &LearnStatus{Leader: l.Leader, Store: l.Store, Champion: l.Champion, ChampionVersion: l.ChampionVersion,
-			Steps: l.Steps, Generation: l.Generation, Versions: []LearnVersionStatus{}}
+	for _, l := range ex.Learners {
+		ls := &LearnStatus{Experiment: l.Experiment, Leader: l.Leader, Store: l.Store, Champion: l.Champion,
+			ChampionVersion: l.ChampionVersion, Steps: l.Steps, Generation: l.Generation, Versions: []LearnVersionStatus{}}
 		for i := len(l.Versions) - 1; i >= 0; i-- {
 			v := l.Versions[i]
-			st.Learn.Versions = append(st.Learn.Versions, LearnVersionStatus{Version: v.Version, Arm: v.Arm, Parent: v.Parent,
-				Iteration: v.Iteration, Entries: v.Entries, Status: v.Status, Reason: v.Reason, Share: share[v.Arm],
+			ls.Versions = append(ls.Versions, LearnVersionStatus{Version: v.Version, Arm: v.Arm, Parent: v.Parent,
+				Iteration: v.Iteration, Entries: v.Entries, Status: v.Status, Reason: v.Reason, Share: v.Share,
 				Rewarded: v.Rewarded, MeanReward: v.MeanReward, CreatedAt: v.CreatedAt})
 		}
+		st.Learners = append(st.Learners, ls)
+	}
+	if len(st.Learners) == 1 {
+		st.Learn = st.Learners[0]
 	}
 
 	arms := map[string]*ArmStatus{}

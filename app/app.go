@@ -56,11 +56,17 @@ type App struct {
 	upstreams   map[string]*proxy.Upstream // by provider, for the start-up line
 
 	stats   policies.StatsStore // reward statistics for adaptive allocation
-	learner *learner            // nil unless learn.enabled
-	buildMu sync.Mutex          // one runtime built and activated at a time (reloads, the learner)
-	mu      sync.Mutex          // guards cfg and run across reloads
+	buildMu sync.Mutex          // one runtime built and activated at a time (reloads, the learners)
+	mu      sync.Mutex          // guards cfg, run, learn and serving across reloads
 	run     *runtime
 	stopRun context.CancelFunc
+	// learn is a learner per experiment with learn.enabled (learners.go); nil without.
+	learn            *learnerSet
+	learnOpts        Options // the learners' step and pair
+	learnM           *learnMetrics
+	learnMetricsOnce sync.Once
+	leasePartOnce    sync.Once
+	serving          bool // between Start and Shutdown: new learners start at once
 
 	dataLn, adminLn net.Listener
 	serveErr        chan error
@@ -108,7 +114,8 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a := &App{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg), serveErr: make(chan error, 2)}
+	a := &App{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg), serveErr: make(chan error, 2),
+		learnOpts: Options{LearnStep: o.LearnStep, LearnPair: o.LearnPair}}
 
 	ups, err := buildUpstreams(cfg)
 	if err != nil {
@@ -176,18 +183,16 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		a.stats = trackedStats{policies.NewRedisStats(cacheRedis), st}
 		a.addRedisPart(partStats, cacheRedis, st.state)
 	}
-	if cfg.Learn.Enabled {
-		if a.learner, err = newLearner(a, cfg, o); err != nil {
-			return nil, err
-		}
-		// Serve the learnt versions from the first call; a store that does not answer
-		// soon is left to the learner's loop.
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		a.learner.load(ctx)
-		cancel()
+	// Each experiment's learner, with its learnt versions read before the first
+	// runtime is built: they are served from the first call.
+	plan, err := a.planLearners(cfg)
+	if err != nil {
+		return nil, err
 	}
+	a.learn = plan.next
 	run, err := a.buildRuntime(cfg)
 	if err != nil {
+		a.discardLearners(plan)
 		return nil, err
 	}
 
@@ -207,6 +212,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	// Each Redis-backed part (addRedisPart): degraded, named, never down.
 	a.streamParts(cfg)
 	checks = append(checks, a.redisChecks...)
+	checks = append(checks, a.leaseCheck())
 	var backlog admin.ReplayBacklog // none when Options.Recorder replaced the recorder
 	if a.Recorder != nil {
 		backlog = a.Recorder
@@ -388,9 +394,12 @@ func (a *App) Start() error {
 		return fmt.Errorf("server.admin_listen %s: %w", a.cfg.Server.AdminListen, err)
 	}
 	go func() { a.serveErr <- a.Proxy.Serve(a.dataLn) }()
-	if a.learner != nil {
-		a.learner.start()
+	a.mu.Lock()
+	a.serving = true
+	for _, l := range a.learn.all() {
+		l.start()
 	}
+	a.mu.Unlock()
 	go func() {
 		if err := a.admin.Serve(a.adminLn); !errors.Is(err, http.ErrServerClosed) {
 			a.serveErr <- err
@@ -437,9 +446,11 @@ func (a *App) Shutdown(ctx context.Context) error {
 		if a.stopRun != nil {
 			a.stopRun()
 		}
+		a.serving = false
+		learners := a.learn.all()
 		a.mu.Unlock()
-		if a.learner != nil {
-			a.learner.close() // first: a step in flight is abandoned, the lease released
+		for _, l := range learners {
+			l.close() // first: a step in flight is abandoned, the lease released
 		}
 		err = errors.Join(a.Proxy.Shutdown(ctx), a.admin.Shutdown(ctx))
 		if a.Recorder != nil {

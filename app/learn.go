@@ -2,7 +2,8 @@ package app
 
 // This file is the online learner (learn: in the config): RCL's reflect → mutate step
 // run on the live traffic of the champion arm, each new playbook version tried as a
-// candidate arm of the running experiment under Thompson sampling.
+// candidate arm of the running experiment under Thompson sampling. Each experiment
+// with learn.enabled has a learner of its own (learners.go); what follows is one.
 //
 // Design:
 //   - One learner state, learn-state.json in learn.store, says which arm is the
@@ -19,7 +20,8 @@ package app
 //   - A step runs when the champion has learn.every new rewarded episodes (the shared
 //     reward statistics count them, across the fleet with Redis) and fewer than
 //     learn.max_candidates candidates run. Its batch is the champion's episodes
-//     rewarded since the previous step's, read from learn.from.
+//     rewarded since the previous step's, read from learn.from: only its own
+//     experiment's (replay.InExperiment).
 //   - With the learner on, the experiment runs under adaptive allocation whether or
 //     not experiment.adaptive.enabled is set: candidates get traffic by Thompson
 //     sampling, and the guardrail (worse than the control) stops them. The learner
@@ -162,15 +164,17 @@ type serving struct {
 	playbooks map[int]*playbook.Playbook
 }
 
-// learner runs the loop of one replica.
+// learner runs the loop of one experiment on one replica.
 type learner struct {
 	a        *App
+	spec     learnerSpec // what it was made from
 	cfg      config.Learn
 	exp      string // experiment name
 	control  string
 	initial  string // learn.champion, else the control
 	seedFrom config.Augmenter
 	from     string
+	own      replay.Selection // its experiment's episodes
 	store    playbook.Store
 	versions *playbook.Versions
 	lease    lease
@@ -195,28 +199,26 @@ type learner struct {
 
 	mSteps     prometheus.Counter
 	mGuidance  prometheus.Counter
-	mDecisions *prometheus.CounterVec
+	mDecisions *prometheus.CounterVec // action
 	mVersion   prometheus.Gauge
 	mLeader    prometheus.Gauge
 	leaseState *opState // the Redis lease's health; nil without one
 	mCands     prometheus.Gauge
 }
 
-// newLearner opens the store and makes the models; it makes no network call.
-func newLearner(a *App, cfg *config.Config, o Options) (*learner, error) {
-	lc := cfg.Learn
+// newLearner opens the store of experiment view's learner and makes the models; it
+// makes no network call.
+func newLearner(a *App, view *config.Config, spec learnerSpec) (*learner, error) {
+	lc := view.Learn
 	store, err := playbook.OpenStore(context.Background(), lc.Store)
 	if err != nil {
 		return nil, fmt.Errorf("learn.store: %w", err)
 	}
-	l := &learner{a: a, cfg: lc, exp: cfg.Experiment.Name, control: cfg.Experiment.Control(), initial: cfg.LearnChampion(),
-		from: cfg.LearnFrom(), store: store, versions: &playbook.Versions{Store: store}, step: o.LearnStep, pair: o.LearnPair,
-		now: time.Now, log: a.log.With("component", "learn"), done: make(chan struct{})}
-	for _, arm := range cfg.Experiment.Arms {
-		if arm.Name == l.initial && arm.Augmenter != config.AugmenterNone {
-			l.seedFrom = cfg.Augmenters[arm.Augmenter]
-		}
-	}
+	exp := view.Experiment.Name
+	l := &learner{a: a, spec: spec, cfg: lc, exp: exp, control: spec.Control, initial: spec.Initial, seedFrom: spec.Seed,
+		from: spec.From, own: replay.Selection{Experiment: exp, Labelled: !spec.Sole}, store: store,
+		versions: &playbook.Versions{Store: store}, step: a.learnOpts.LearnStep, pair: a.learnOpts.LearnPair,
+		now: time.Now, log: a.log.With("component", "learn", "experiment", exp), done: make(chan struct{})}
 	if l.pair == nil {
 		l.pair = learn.Pair
 	}
@@ -232,28 +234,21 @@ func newLearner(a *App, cfg *config.Config, o Options) (*learner, error) {
 			return nil, err
 		}
 	}
+	// The lease is the store's: experiments have distinct stores (config refuses a
+	// shared one), so each has its own lease, and different experiments' learners
+	// may lead on different replicas.
 	id := replicaID()
 	if rs, ok := store.(*playbook.RedisStore); ok {
 		l.lease = &redisLease{rdb: rs.Client(), key: rs.Key() + ":learn-lease", id: id, ttl: lc.LeaseTTL}
 		l.leaseState = &opState{part: partLease, log: l.log}
-		a.addRedisPart(partLease, rs.Client(), l.leaseState.state)
+		a.addLeasePart()
 	} else {
 		l.lease = soleLease{}
 	}
-	reg := a.Registry
-	l.mSteps = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "camproxy", Name: "learn_steps_total",
-		Help: "Optimiser steps this replica ran (as the learner lease holder)."})
-	l.mGuidance = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "camproxy", Name: "learn_guidance_total",
-		Help: "Guidance records the learner appended to learn.guidance_file (tasks whose runs now have mixed outcomes)."})
-	l.mDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "camproxy", Name: "learn_decisions_total",
-		Help: "Learner decisions this replica made, by action (version, candidate, promoted, stopped)."}, []string{"action"})
-	l.mVersion = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "camproxy", Name: "learn_version",
-		Help: "The playbook version of the champion arm this replica serves."})
-	l.mLeader = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "camproxy", Name: "learn_leader",
-		Help: "1 while this replica holds the learner lease."})
-	l.mCands = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "camproxy", Name: "learn_candidates",
-		Help: "Candidate arms this replica serves."})
-	reg.MustRegister(l.mSteps, l.mGuidance, l.mDecisions, l.mVersion, l.mLeader, l.mCands)
+	m := a.learnMetrics()
+	l.mSteps, l.mGuidance = m.steps.WithLabelValues(exp), m.guidance.WithLabelValues(exp)
+	l.mDecisions = m.decisions.MustCurryWith(prometheus.Labels{"experiment": exp})
+	l.mVersion, l.mLeader, l.mCands = m.version.WithLabelValues(exp), m.leader.WithLabelValues(exp), m.candidates.WithLabelValues(exp)
 	return l, nil
 }
 
@@ -723,7 +718,10 @@ func (l *learner) initState(ctx context.Context) (*learnState, error) {
 
 // judge stops and promotes candidates in st, returning the events.
 func (l *learner) judge(st *learnState, stats map[string]policies.Stats) []*replay.LearnEvent {
-	guard := l.a.stopped(l.exp)
+	var guard map[string]bool
+	if _, ad := l.a.experimentRun(l.exp); ad != nil {
+		guard = ad.Stopped()
+	}
 	var events []*replay.LearnEvent
 	var best *learnArm
 	var bestP float64
@@ -789,7 +787,7 @@ func (l *learner) runStep(ctx context.Context, champN float64) error {
 	var eps []*replay.Episode
 	cutoff := st.Cutoff
 	keep := func(ep *replay.Episode) error {
-		if ep.Arm == st.Champion && ep.Reward != nil && ep.RewardAt.After(st.Cutoff) {
+		if ep.Arm == st.Champion && ep.Reward != nil && ep.RewardAt.After(st.Cutoff) && l.own.Selects(ep) {
 			eps = append(eps, ep)
 			if ep.RewardAt.After(cutoff) {
 				cutoff = ep.RewardAt
@@ -797,17 +795,24 @@ func (l *learner) runStep(ctx context.Context, champN float64) error {
 		}
 		return nil
 	}
-	var buf *replay.Buffer // every episode: only a guidance refresh reflects on them all
+	var buf *replay.Buffer // the experiment's every episode: only a guidance refresh reflects on them all
 	if l.guide != nil {
-		if buf, err = replay.Read(ctx, src); err == nil {
-			for _, ep := range buf.Episodes {
-				_ = keep(ep)
+		var all *replay.Buffer
+		if all, err = replay.Read(ctx, src); err == nil {
+			buf = &replay.Buffer{}
+			for _, ep := range all.Episodes {
+				if l.own.Selects(ep) {
+					buf.Episodes = append(buf.Episodes, ep)
+					_ = keep(ep)
+				}
 			}
 		}
 	} else {
 		// A fleet's buffer is far larger than one step: stream the champion's
 		// episodes (the rest spill, bounded) and keep those rewarded since the last.
-		_, err = replay.Episodes(ctx, src, replay.ReadOptions{Select: replay.Selection{Arms: []string{st.Champion}}}, keep)
+		sel := l.own
+		sel.Arms = []string{st.Champion}
+		_, err = replay.Episodes(ctx, src, replay.ReadOptions{Select: sel}, keep)
 		replay.SortEpisodes(eps) // Buffer order, as a step has always seen them
 	}
 	if c, ok := src.(interface{ Close() error }); ok {
@@ -943,7 +948,7 @@ func (l *learner) lastStats() map[string]policies.Stats {
 // view is the learner as the dashboard shows it.
 func (l *learner) view() *admin.LearnState {
 	sv := l.cur.Load()
-	out := &admin.LearnState{Leader: l.leader.Load(), Store: l.store.Location()}
+	out := &admin.LearnState{Experiment: l.exp, Leader: l.leader.Load(), Store: l.store.Location()}
 	if sv == nil {
 		return out
 	}

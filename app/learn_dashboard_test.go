@@ -32,10 +32,11 @@ func TestLearnDashboardInChromium(t *testing.T) {
 		what, selector string
 		want           []string
 	}{
-		{"summary", "#learn-meta", []string{"champion ace (v1)", "1 candidate", "1 step", "this replica learns"}},
+		{"summary", "#learning .meta", []string{"champion ace (v1)", "1 candidate", "1 step", "this replica learns"}},
 		{"the candidate", `#learning tr[data-version="2"]`, []string{"v2", "learn-v2", "v1", "2", "candidate", "%"}},
 		{"the champion", `#learning tr[data-version="1"]`, []string{"v1", "ace", "1", "champion", "5", "0.000"}},
 		{"the candidate among the arms", `#arms tr[data-arm="learn-v2"]`, []string{"learn-v2", "active"}},
+		{"the experiment learning", `#learning .learner[data-experiment="` + e.cfg.Experiment.Name + `"] h3`, []string{e.cfg.Experiment.Name}},
 	}
 	for _, c := range cases {
 		got := b.text(c.selector)
@@ -58,7 +59,7 @@ func TestLearnDashboardInChromium(t *testing.T) {
 	if got := b.text(`#learning tr[data-version="2"]`); !strings.Contains(got, "beats the champion ace") || !strings.Contains(got, "1.000") {
 		t.Errorf("the promoted version's row: %q", got)
 	}
-	if got := b.text("#learn-meta"); !strings.Contains(got, "champion learn-v2 (v2)") {
+	if got := b.text("#learning .meta"); !strings.Contains(got, "champion learn-v2 (v2)") {
 		t.Errorf("summary after the promotion: %q", got)
 	}
 	b.noErrors()

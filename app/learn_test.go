@@ -141,16 +141,22 @@ func activeArms(st gjson.Result) []string {
 
 func learnEvents(t *testing.T, e *env) []*replay.LearnEvent {
 	t.Helper()
+	return readBuffer(t, e).Learn
+}
+
+// readBuffer reads e's replay buffer (its first sink).
+func readBuffer(t *testing.T, e *env) *replay.Buffer {
+	t.Helper()
 	ctx := context.Background()
 	src, err := replay.OpenSource(ctx, e.cfg.Replay.Sinks[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf, err := replay.Read(ctx, src)
+	b, err := replay.Read(ctx, src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return buf.Learn
+	return b
 }
 
 func hasEvent(evs []*replay.LearnEvent, action, arm string) *replay.LearnEvent {
@@ -307,10 +313,10 @@ func TestLearnerPromotesAndStops(t *testing.T) {
 	if s := hasEvent(evs, "stopped", "learn-v3"); s != nil && (s.Champion != "learn-v2" || s.PBetter == nil || *s.PBetter > 0.05) {
 		t.Errorf("stopped event: %+v", s)
 	}
-	if m := e.metric("camproxy_learn_version"); !strings.Contains(m, "camproxy_learn_version 2") {
+	if m := e.metric("camproxy_learn_version"); !strings.Contains(m, `camproxy_learn_version{experiment="`+e.cfg.Experiment.Name+`"} 2`) {
 		t.Errorf("metrics: %s", m)
 	}
-	if m := e.metric("camproxy_learn_steps_total"); !strings.Contains(m, "camproxy_learn_steps_total 2") {
+	if m := e.metric("camproxy_learn_steps_total"); !strings.Contains(m, `camproxy_learn_steps_total{experiment="`+e.cfg.Experiment.Name+`"} 2`) {
 		t.Errorf("metrics: %s", m)
 	}
 }
@@ -359,7 +365,7 @@ func TestLearnerFleetOnRedis(t *testing.T) {
 	e2 := &env{t: t, up: e1.up, cam: e1.cam, app: a2, cfg: &cfg2, base: "http://" + a2.Addr(), admin: "http://" + a2.AdminAddr()}
 	envs := []*env{e1, e2}
 	leaseKey := prefix + ":playbook:learn-lease"
-	idOf := func(e *env) string { return e.app.learner.lease.(*redisLease).id }
+	idOf := func(e *env) string { return e.app.learnerFor(e.cfg.Experiment.Name).lease.(*redisLease).id }
 
 	// Exactly one leader, the one whose id the lease key holds.
 	var leader int
@@ -574,7 +580,7 @@ func TestLearnerRefreshesGuidance(t *testing.T) {
 		_, ctx := armTurn(t, e, "rag", task)
 		return strings.Contains(ctx, guidance)
 	})
-	if m := e.metric("camproxy_learn_guidance_total"); !strings.Contains(m, "camproxy_learn_guidance_total 1") {
+	if m := e.metric("camproxy_learn_guidance_total"); !strings.Contains(m, `camproxy_learn_guidance_total{experiment="`+e.cfg.Experiment.Name+`"} 1`) {
 		t.Errorf("metric: %s", m)
 	}
 }

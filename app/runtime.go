@@ -153,15 +153,6 @@ func (a *App) buildRuntimeWith(cfg *config.Config, reuse map[string]proxy.Contex
 	return run, nil
 }
 
-// shapeFor is the learner's hook on one experiment's view: the learner's arms and
-// adaptive allocation when a learner runs for that experiment, else the view as it is.
-func (a *App) shapeFor(view *config.Config) (*config.Config, map[string]proxy.ContextSource) {
-	if l := a.learner; l != nil && l.exp == view.Experiment.Name {
-		return l.shape(view)
-	}
-	return view, nil
-}
-
 // activate makes run the one serving new calls and starts its allocators, one per
 // adaptive experiment; the previous runtime's stop. Calls in flight finish on the
 // runtime they started on.
@@ -239,21 +230,6 @@ func (a *App) observeReward(ctx context.Context, experiment, arm string, reward 
 	}
 }
 
-// stopped are the arms the adaptive guardrail stopped in experiment (nil when it
-// allocates adaptively no more).
-func (a *App) stopped(experiment string) map[string]bool {
-	a.mu.Lock()
-	run := a.run
-	a.mu.Unlock()
-	if run == nil {
-		return nil
-	}
-	if e := run.experiment(experiment); e != nil && e.adaptive != nil {
-		return e.adaptive.Stopped()
-	}
-	return nil
-}
-
 // rebuild builds the runtime again from the current config (the learner's state
 // changed) and activates it: calls in flight finish on the old runtime, live episodes
 // keep their arm and context.
@@ -278,30 +254,45 @@ func (a *App) rebuild() error {
 // ErrRestartRequired names config changes a reload cannot apply.
 var ErrRestartRequired = errors.New("needs a restart")
 
-// Reload applies a new config to experiments, augmenters, placements and task rules
-// without dropping a call: calls in flight finish on the old runtime, live episodes keep
-// their arm and context. Keys that need a restart (listeners, upstreams, cache, episode
-// store, replay) are reported and left as they are; an invalid config changes nothing.
+// Reload applies a new config to experiments, augmenters, placements, task rules and
+// learners without dropping a call: calls in flight finish on the old runtime, live
+// episodes keep their arm and context. An added experiment's learner (or one whose
+// learn section changed) starts, a removed one's stops and releases its lease, an
+// unchanged one runs on. Keys that need a restart (listeners, upstreams, cache,
+// episode store, replay) are reported and left as they are; an invalid config
+// changes nothing.
 func (a *App) Reload(cfg *config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("config reload refused: %w", err)
 	}
 	a.buildMu.Lock()
-	defer a.buildMu.Unlock()
-	run, err := a.buildRuntime(cfg)
+	// The learners of added experiments (or changed learn sections) are made and
+	// read their state before the runtime is built, so it serves their versions.
+	plan, err := a.planLearners(cfg)
 	if err != nil {
+		a.buildMu.Unlock()
 		return fmt.Errorf("config reload refused: %w", err)
 	}
 	a.mu.Lock()
-	old := a.cfg
+	old, oldLearn := a.cfg, a.learn
+	a.learn = plan.next
 	a.mu.Unlock()
+	run, err := a.buildRuntime(cfg)
+	if err != nil {
+		a.mu.Lock()
+		a.learn = oldLearn
+		a.mu.Unlock()
+		a.buildMu.Unlock()
+		a.discardLearners(plan)
+		return fmt.Errorf("config reload refused: %w", err)
+	}
 	var kept []string
 	for _, k := range []struct {
 		key       string
 		old, next any
 	}{
 		{"server", old.Server, cfg.Server}, {"upstreams", old.Upstreams, cfg.Upstreams}, {"cache", old.Cache, cfg.Cache},
-		{"episodes", old.Episodes, cfg.Episodes}, {"replay", old.Replay, cfg.Replay}, {"learn", old.Learn, cfg.Learn},
+		{"episodes", old.Episodes, cfg.Episodes}, {"replay", old.Replay, cfg.Replay},
 	} {
 		if !reflect.DeepEqual(k.old, k.next) {
 			kept = append(kept, k.key)
@@ -310,10 +301,12 @@ func (a *App) Reload(cfg *config.Config) error {
 	a.mu.Lock()
 	next := *old
 	next.Task, next.SideCalls, next.Placement, next.Augmenters = cfg.Task, cfg.SideCalls, cfg.Placement, cfg.Augmenters
-	next.Experiment, next.Experiments = cfg.Experiment, cfg.Experiments
+	next.Experiment, next.Experiments, next.Learn = cfg.Experiment, cfg.Experiments, cfg.Learn
 	a.cfg = &next
 	a.mu.Unlock()
 	a.activate(run)
+	a.buildMu.Unlock()
+	a.applyLearners(plan) // the learners that left stop, releasing their leases; the new ones start
 	a.log.Info("config reloaded", "experiments", cfg.ExperimentNames(), "augmenters", len(cfg.Augmenters))
 	if len(kept) > 0 {
 		return fmt.Errorf("%v changed and %w; they keep their old values", kept, ErrRestartRequired)
@@ -332,13 +325,11 @@ func (a *App) experiment() admin.Experiment {
 }
 
 // experimentView is one experiment as the dashboard shows it: its arms with their
-// current shares, its learner, and each of its augmenters' breaker.
+// current shares, its learners, and each of its augmenters' breaker.
 func (a *App) experimentView(cfg *config.Config, e *expRun) admin.Experiment {
 	p := e.x.Policy
 	ex := admin.Experiment{Name: p.Name(), Adaptive: e.adaptive != nil}
-	if a.learner != nil && a.learner.exp == e.x.Name {
-		ex.Learn = a.learner.view()
-	}
+	ex.Learners = a.learnViews()
 	var stopped map[string]bool
 	if e.adaptive != nil {
 		stopped = e.adaptive.Stopped()

@@ -93,6 +93,8 @@ func TestExperimentsBad(t *testing.T) {
 		{"learn keys", "experiments: [{name: a, match: {agents: [x]}, learn: {enabled: true, every: 0, model: openai/m}}]", "experiments[0].learn.every", ">= 1"},
 		{"shared store", "experiments: [{name: a, match: {agents: [x]}, learn: {enabled: true, model: openai/m}}, {name: b, match: {agents: [y]}, learn: {enabled: true, model: openai/m}}]",
 			"experiments[1].learn.store", "experiments[0]'s store"},
+		{"shared guidance file", "experiments: [{name: a, match: {agents: [x]}, learn: {enabled: true, model: openai/m, store: ./a, guidance_file: g.jsonl}}, {name: b, match: {agents: [y]}, learn: {enabled: true, model: openai/m, store: ./b, guidance_file: g.jsonl}}]",
+			"experiments[1].learn.guidance_file", "experiments[0]'s too"},
 		{"top-level learn", "learn: {enabled: true, model: openai/m}\nexperiments: [{name: default}]", "learn.enabled", "each experiment"},
 		{"match in the one form", "experiment: {match: {agents: [x]}}", "experiment.match", "experiments entries only"},
 		{"unknown match key", "experiments: [{name: a, match: {agent: [x]}}]", "experiments[0].match.agent", "agents"},

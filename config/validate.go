@@ -517,7 +517,7 @@ func (e Experiment) checkSingle(p *problems) {
 // only a list can get wrong — names, matches that shadow the rest, shared stores.
 func (c *Config) checkExperiments(p *problems) {
 	names := map[string]int{}
-	stores := map[string]int{}
+	stores, guidance := map[string]int{}, map[string]int{}
 	for i, e := range c.Experiments {
 		key := fmt.Sprintf("experiments[%d]", i)
 		switch j, dup := names[e.Name]; {
@@ -549,6 +549,12 @@ func (c *Config) checkExperiments(p *problems) {
 				q.add("learn.store", "is experiments[%d]'s store too: each learner needs its own (a directory, or a Redis ?prefix=)", j)
 			}
 			stores[v.Learn.Store] = i
+			if g := v.Learn.GuidanceFile; g != "" {
+				if j, dup := guidance[g]; dup {
+					q.add("learn.guidance_file", "is experiments[%d]'s too: each learner appends its own experiment's guidance, so each needs its own file", j)
+				}
+				guidance[g] = i
+			}
 		}
 		for _, err := range q {
 			if fe, ok := err.(*FieldError); ok {

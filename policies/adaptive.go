@@ -49,6 +49,10 @@ type StatsStore interface {
 	Load(ctx context.Context, experiment string, arms []string) (map[string]Stats, error)
 }
 
+// Observed is what one new reward adds to an arm's statistics: the delta
+// StatsStore.Add gets for an episode rewarded the first time.
+func Observed(reward float64) Stats { return delta(reward, nil) }
+
 // delta is what one reward (replacing previous, if any) adds to an arm's statistics.
 func delta(reward float64, previous *float64) Stats {
 	d := rewardStats(reward)

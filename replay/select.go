@@ -26,6 +26,10 @@ type Selection struct {
 	// plus those that record none, which may be its own from before events carried
 	// the name; "" keeps all. report --experiment counts the latter apart.
 	Experiment string
+	// Labelled, with Experiment, leaves out the episodes that record no experiment:
+	// a reader that knows the config has several experiments (InExperiment with sole
+	// false), where such an episode may be any agent's run.
+	Labelled bool
 	// Late is how long after Until the events of a selected episode may still be
 	// written; a windowed source reads [Since, Until+Late). 0 means DefaultLate.
 	Late time.Duration
@@ -100,12 +104,24 @@ func (s Selection) Selects(ep *Episode) bool {
 	if len(s.Tasks) > 0 && !slices.Contains(s.Tasks, ep.TaskID) {
 		return false
 	}
-	if s.Experiment != "" {
-		if x := ExperimentOf(ep); x != "" && x != s.Experiment {
-			return false
-		}
+	if s.Experiment != "" && !InExperiment(ep, s.Experiment, !s.Labelled) {
+		return false
 	}
 	return true
+}
+
+// InExperiment is ExperimentOf's rule for a reader that knows the config (the
+// online learner): ep is experiment name's when it records name, or when it records
+// none and name is the config's only experiment (sole: a config without an
+// experiments list, whose older episodes predate the name). With several
+// experiments an episode that records none is no experiment's (SoleExperiment's
+// rule): it may be any agent's run, and one experiment's learner must not learn from
+// another's.
+func InExperiment(ep *Episode, name string, sole bool) bool {
+	if x := ExperimentOf(ep); x != "" {
+		return x == name
+	}
+	return sole
 }
 
 // ExperimentOf returns the experiment an episode belongs to, by the one rule every

@@ -271,25 +271,36 @@ func TestEpisodesSelection(t *testing.T) {
 		e.TaskID, e.Arm = task, arm
 		return e
 	}
+	// f and g record their experiment in the events' field (the episode event's
+	// wins over a reward read before it); a and b only in the reward's metadata.
+	f, g := ep("f", "t1", "cam", 20), ep("g", "t2", "cam", 30)
+	f.Experiment, g.Experiment = "x1", "x2"
+	rf := readerReward("f", 1, 25, nil, "")
+	rf.Experiment = "x9"
+	rh := readerReward("h", 1, 45, nil, "")
+	rh.Experiment = "x2"
 	src := readerEncode(t,
 		ep("a", "t1", "cam", 0), ep("b", "t2", "cam", 3600), ep("c", "t1", "baseline", 7200), ep("d", "t2", "baseline", 10800),
 		readerReward("a", 1, 5, nil, `{"experiment":"x1"}`), readerReward("b", 1, 3605, nil, `{"experiment":"x2"}`),
 		readerStep("e", 0, 3600, "user:no episode event"),
+		rf, f, g, rh, ep("h", "t1", "cam", 40),
 	)
 	cases := []struct {
 		name string
 		sel  Selection
 		want []string
 	}{
-		{"all", Selection{}, []string{"a", "b", "e", "c", "d"}},
+		{"all", Selection{}, []string{"a", "f", "g", "h", "b", "e", "c", "d"}},
 		{"since is inclusive", Selection{Since: readerAt(3600)}, []string{"b", "e", "c", "d"}},
-		{"until is exclusive", Selection{Until: readerAt(7200)}, []string{"a", "b", "e"}},
-		{"window", Selection{Since: readerAt(1), Until: readerAt(7201)}, []string{"b", "e", "c"}},
+		{"until is exclusive", Selection{Until: readerAt(7200)}, []string{"a", "f", "g", "h", "b", "e"}},
+		{"window", Selection{Since: readerAt(21), Until: readerAt(7201)}, []string{"g", "h", "b", "e", "c"}},
 		{"arms", Selection{Arms: []string{"baseline"}}, []string{"c", "d"}},
-		{"tasks", Selection{Tasks: []string{"t2"}}, []string{"b", "d"}},
-		{"arm and task", Selection{Arms: []string{"cam"}, Tasks: []string{"t2", "t1"}}, []string{"a", "b"}},
-		{"experiment keeps its own and the unlabelled", Selection{Experiment: "x1"}, []string{"a", "e", "c", "d"}},
+		{"tasks", Selection{Tasks: []string{"t2"}}, []string{"g", "b", "d"}},
+		{"arm and task", Selection{Arms: []string{"cam"}, Tasks: []string{"t2", "t1"}}, []string{"a", "f", "g", "h", "b"}},
+		{"experiment keeps its own and the unlabelled", Selection{Experiment: "x1"}, []string{"a", "f", "e", "c", "d"}},
 		{"experiment nobody records", Selection{Experiment: "x9"}, []string{"e", "c", "d"}},
+		{"labelled: its own only", Selection{Experiment: "x2", Labelled: true}, []string{"g", "h", "b"}},
+		{"labelled: nobody's", Selection{Experiment: "x9", Labelled: true}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -301,8 +312,12 @@ func TestEpisodesSelection(t *testing.T) {
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("selected %v, want %v", got, tc.want)
 			}
-			if sum.Unselected != 5-len(tc.want) {
-				t.Fatalf("unselected %d, want %d", sum.Unselected, 5-len(tc.want))
+			if sum.Unselected != 8-len(tc.want) {
+				t.Fatalf("unselected %d, want %d", sum.Unselected, 8-len(tc.want))
+			}
+			if rb, err := Read(context.Background(), src); err != nil || rb.Episode("f").Experiment != "x1" || rb.Episode("h").Experiment != "x2" {
+				t.Fatalf("Read: f records %q, h %q (%v); want x1 (its episode event's) and x2 (its reward's)",
+					rb.Episode("f").Experiment, rb.Episode("h").Experiment, err)
 			}
 		})
 	}

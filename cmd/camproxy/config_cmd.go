@@ -198,19 +198,30 @@ func dropKey(path, key string, v, parent *yaml.Node) bool {
 		keys := augmenterKeys[mappingValue(parent, "type")]
 		empty := key == "extra_body" && v.Kind == yaml.MappingNode && len(v.Content) == 0
 		return keys != nil && !keys[key] || empty
-	case path == "experiment.arms[]" && key == "placement":
+	case (path == "experiment.arms[]" || path == "experiments[].arms[]") && key == "placement":
 		return v.Tag == "!!null"
 	case path == "task.rules[]":
 		return v.Value == "" || v.Value == "false"
+	case path == "experiments[].task.rules[]":
+		return v.Kind == yaml.ScalarNode && (v.Value == "" || v.Value == "false") || v.Kind == yaml.SequenceNode && len(v.Content) == 0
+	case path == "" && key == "experiment":
+		return mappingNode(parent, "experiments") != nil // the list form replaces it
 	}
 	return false
 }
 
-func mappingValue(n *yaml.Node, key string) string {
+func mappingNode(n *yaml.Node, key string) *yaml.Node {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Value == key {
-			return n.Content[i+1].Value
+			return n.Content[i+1]
 		}
+	}
+	return nil
+}
+
+func mappingValue(n *yaml.Node, key string) string {
+	if v := mappingNode(n, key); v != nil {
+		return v.Value
 	}
 	return ""
 }

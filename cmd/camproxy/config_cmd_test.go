@@ -125,7 +125,7 @@ func TestConfigCheck(t *testing.T) {
 // TestConfigCheck's.)
 func TestConfigCheckRoundTrip(t *testing.T) {
 	examples, _ := filepath.Glob("../../examples/*.yaml")
-	files := append([]string{"", fullConfig}, examples...)
+	files := append([]string{"", "experiments", fullConfig}, examples...)
 	getenv := func(string) (string, bool) { return "", false }
 	for _, f := range files {
 		name := filepath.Base(f)
@@ -134,7 +134,16 @@ func TestConfigCheckRoundTrip(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			want := config.Default()
-			if f != "" {
+			switch f {
+			case "":
+			case "experiments": // the list form: experiment is left out, each entry has its match, task and learn
+				lc := config.DefaultLearn()
+				lc.Enabled, lc.Model, lc.Store = true, "openai/m", "/tmp/alpha-store"
+				alpha, def := config.DefaultExperiment(), config.DefaultExperiment()
+				alpha.Name, alpha.Match.Agents, alpha.Learn = "alpha", []string{"alpha-bot"}, &lc
+				alpha.Task = &config.Task{Rules: []config.TaskRule{{FirstUserMessage: true}}}
+				want.Experiments = []config.Experiment{alpha, def}
+			default:
 				cfg, err := config.Load(f, getenv)
 				if err != nil {
 					t.Fatal(err)
