@@ -79,14 +79,22 @@ func (l *headerLog) last() http.Header {
 	return l.h[len(l.h)-1]
 }
 
-func newBedrockEnv(t *testing.T) *bedrockEnv {
+func newBedrockEnv(t *testing.T) *bedrockEnv { return newBedrockEnvWith(t, nil) }
+
+// newBedrockEnvWith is newBedrockEnv with more of the config changed by mutate.
+func newBedrockEnvWith(t *testing.T, mutate func(*config.Config)) *bedrockEnv {
 	t.Setenv("AWS_ACCESS_KEY_ID", proxyAccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", proxySecretKey)
 	t.Setenv("AWS_SESSION_TOKEN", "")
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	br := testkit.NewBedrock(proxyAccessKey, proxySecretKey, "us-east-1")
 	t.Cleanup(br.Close)
-	e := newEnv(t, func(c *config.Config) { c.Upstreams["bedrock"].Endpoint = br.URL })
+	e := newEnv(t, func(c *config.Config) {
+		c.Upstreams["bedrock"].Endpoint = br.URL
+		if mutate != nil {
+			mutate(c)
+		}
+	})
 	hl := &headerLog{}
 	client := bedrockruntime.New(bedrockruntime.Options{
 		Region:           "us-east-1",
