@@ -109,12 +109,7 @@ func TestExperimentsRealAgents(t *testing.T) {
 	// research: an openai-go agent, a tool call then its result.
 	var sent [][]byte
 	client := openai.NewClient(option.WithBaseURL(e.base+"/v1"), option.WithAPIKey(researchKey), option.WithMaxRetries(0),
-		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			body, _ := io.ReadAll(r.Body)
-			sent = append(sent, body)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			return next(r)
-		}))
+		keepSent(&sent))
 	const oaTask = "Find which supervisor account owns the password vault."
 	params := openai.ChatCompletionNewParams{
 		Model:    "gpt-4o",
@@ -169,12 +164,7 @@ func TestExperimentsRealAgents(t *testing.T) {
 	// No experiment takes it: relayed byte for byte, no X-CAM-* answer, nothing kept.
 	stranger := openai.NewClient(option.WithBaseURL(e.base+"/v1"), option.WithAPIKey("sk-someone-else"), option.WithMaxRetries(0),
 		option.WithHeader("X-CAM-Agent", "nobody-configured"),
-		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			body, _ := io.ReadAll(r.Body)
-			sent = append(sent, body)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			return next(r)
-		}))
+		keepSent(&sent))
 	const strayTask = "A task for no experiment at all."
 	if _, err := stranger.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 		Model: "gpt-4o", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(strayTask)},
@@ -289,4 +279,14 @@ func TestExperimentsRealAgents(t *testing.T) {
 			t.Errorf("report --experiment %s: %d reports, %+v\n%s", x, len(rs), r, text.String())
 		}
 	}
+}
+
+// keepSent keeps each request body as the openai-go client put it on the wire.
+func keepSent(sent *[][]byte) option.RequestOption {
+	return option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		body, _ := io.ReadAll(r.Body)
+		*sent = append(*sent, body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return next(r)
+	})
 }

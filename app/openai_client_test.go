@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -34,14 +33,8 @@ func TestOpenAIGoClient(t *testing.T) {
 	wantCtx := "Guidance for: " + task + "\n- check the policy first."
 
 	var sent [][]byte // bodies as the client put them on the wire
-	capture := func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-		b, _ := io.ReadAll(r.Body)
-		sent = append(sent, b)
-		r.Body = io.NopCloser(bytes.NewReader(b))
-		return next(r)
-	}
 	client := openai.NewClient(option.WithBaseURL(e.base+"/v1"), option.WithAPIKey("sk-client-key"),
-		option.WithMiddleware(capture), option.WithMaxRetries(0))
+		keepSent(&sent), option.WithMaxRetries(0))
 	ctx := context.Background()
 	params := openai.ChatCompletionNewParams{
 		Model: "gpt-4o",
