@@ -40,6 +40,16 @@ func agentsProxy(t *testing.T, calls chan upstreamCall, withDefault bool) *inmem
 	})
 }
 
+// callPair is a request and response for a test's calls, released when it ends.
+func callPair(t *testing.T) (*fasthttp.Request, *fasthttp.Response) {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	t.Cleanup(func() {
+		fasthttp.ReleaseRequest(req)
+		fasthttp.ReleaseResponse(resp)
+	})
+	return req, resp
+}
+
 // noTurn fails t when a turn was recorded.
 func noTurn(t *testing.T, p *inmemProxy) {
 	t.Helper()
@@ -90,9 +100,7 @@ func TestExperimentsByAgent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			calls := make(chan upstreamCall, 1)
 			p := agentsProxy(t, calls, true)
-			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-			defer fasthttp.ReleaseRequest(req)
-			defer fasthttp.ReleaseResponse(resp)
+			req, resp := callPair(t)
 			if err := p.do(req, resp, []byte(taskBody), tt.hdr...); err != nil {
 				t.Fatal(err)
 			}
@@ -144,9 +152,7 @@ func TestExperimentsByAgent(t *testing.T) {
 func TestNoExperimentRelaysUntouched(t *testing.T) {
 	calls := make(chan upstreamCall, 1)
 	p := agentsProxy(t, calls, false)
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
+	req, resp := callPair(t)
 	// Odd spacing and key order: re-encoding anywhere would show.
 	body := []byte("{\"messages\":[{\"role\":\"user\",\"content\":\"Change my flight to Friday.\"}] ,\n \"model\":\"gpt-4o\"}")
 	if err := p.do(req, resp, body, hdrAgent, "someone-else", hdrTask, "t-1"); err != nil {
@@ -188,9 +194,7 @@ func TestNoExperimentRelaysUntouched(t *testing.T) {
 func TestStitchingStaysInItsExperiment(t *testing.T) {
 	calls := make(chan upstreamCall, 8)
 	p := agentsProxy(t, calls, true)
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
+	req, resp := callPair(t)
 	call := func(body string, hdr ...string) (episode, experiment string) {
 		t.Helper()
 		if err := p.do(req, resp, []byte(body), hdr...); err != nil || resp.StatusCode() != 200 {
@@ -242,9 +246,7 @@ func TestRuntimeOneExperimentForm(t *testing.T) {
 	if len(rt.Experiments) != 1 || rt.Experiments[0].Name != "bench" || !rt.Experiments[0].Match.Empty() || rt.Experiments[0].Policy != rt.Policy {
 		t.Fatalf("runtime %+v", rt.Experiments)
 	}
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
+	req, resp := callPair(t)
 	if err := p.do(req, resp, []byte(taskBody), hdrAgent, "anyone"); err != nil {
 		t.Fatal(err)
 	}

@@ -325,3 +325,39 @@ func TestNewMatch(t *testing.T) {
 		t.Error("Empty")
 	}
 }
+
+// BenchmarkChoose is the choice of a call's experiment with its body read (a real
+// chat body, tau-bench's size): the body read alone, then chosen among one experiment
+// (the one-experiment form: the cost added to every call is the difference), then
+// among a gateway's six, matched by key fingerprint, model and task.
+func BenchmarkChoose(b *testing.B) {
+	body := []byte(taskBody)
+	rules := protocol.DefaultTaskRules()
+	c := newTestCall("/v1/chat/completions", "Authorization", "Bearer sk-research")
+	b.Run("parse-alone", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := registry.Chat.Parse(c, body, rules); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("one-experiment", func(b *testing.B) {
+		xs := []*Experiment{testExperiment(b, "default", false, Match{}, rules)}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := Choose(xs, registry.Chat, c, body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("gateway", func(b *testing.B) {
+		xs := gatewayExperiments(b, true)
+		b.ReportAllocs()
+		for b.Loop() {
+			if ch, err := Choose(xs, registry.Chat, c, body); err != nil || ch.Experiment.Name != "research" {
+				b.Fatal(err)
+			}
+		}
+	})
+}
