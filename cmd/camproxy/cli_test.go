@@ -101,13 +101,13 @@ func TestCommandLineProblemsAtOnce(t *testing.T) {
 		{[]string{"train", "reflect", "--dry-run", "--subsets", "0", "--concurrency", "many", "--timeout", "soon"},
 			"camproxy: train reflect: 3 problems:\n  --concurrency \"many\": want an integer\n  --timeout \"soon\": want a duration (90s, 5m, 1h30m)\n  --subsets 0: want 1 or more\n"},
 		{[]string{"serve", "-config"}, "camproxy: serve: flag needs an argument: --config\n"},
-		{[]string{"reprot"}, "camproxy: unknown command \"reprot\": want completion, config, dev, inject, replay, report, serve, task, train, version; did you mean \"report\"?\n"},
-		{[]string{"rep"}, "camproxy: unknown command \"rep\": want completion, config, dev, inject, replay, report, serve, task, train, version; did you mean \"replay\" or \"report\"?\n"},
+		{[]string{"reprot"}, "camproxy: unknown command \"reprot\": want completion, config, dev, inject, key, replay, report, serve, task, train, version; did you mean \"report\"?\n"},
+		{[]string{"rep"}, "camproxy: unknown command \"rep\": want completion, config, dev, inject, key, replay, report, serve, task, train, version; did you mean \"replay\" or \"report\"?\n"},
 		// A flag camproxy does not have, before the command, is named and does not
 		// swallow the command as its value.
 		{[]string{"--bogus", "replay", "stats", "--from", dir}, "camproxy: replay stats: unknown flag --bogus\n"},
 		{[]string{"--verison"}, "camproxy: unknown flag --verison; did you mean --version?\n"},
-		{[]string{"help", "nosuch"}, "camproxy: help: no command \"nosuch\" in camproxy: want completion, config, dev, inject, replay, report, serve, task, train, version\n"},
+		{[]string{"help", "nosuch"}, "camproxy: help: no command \"nosuch\" in camproxy: want completion, config, dev, inject, key, replay, report, serve, task, train, version\n"},
 		{[]string{"report", "--fo", "json", "--workers", "x", "--late", "soon"}, "camproxy: report: 3 problems:\n  unknown flag --fo; did you mean --format?\n  --workers \"x\": want an integer\n  --late \"soon\": want a duration (90s, 5m, 1h30m)\n"},
 		{[]string{"replay", "export", "--partition-by", "dt", "--out", file}, "camproxy: replay export: --out " + file + " is a file: a partitioned export writes a directory (or s3://BUCKET/PREFIX)\n"},
 	} {
