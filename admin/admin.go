@@ -48,6 +48,8 @@ type Options struct {
 	LoopbackOnly bool
 	// AllowUnauthenticated: without a token, every host may use the API.
 	AllowUnauthenticated bool
+	// Pprof mounts net/http/pprof at /debug/pprof/, behind the rules above.
+	Pprof bool
 	// The dashboard (/ui, /v1/status, /v1/episodes?recent=N): the running experiment,
 	// the data plane's counts, the replay backlog and the episodes this instance
 	// served. Each may be nil: what it would show is left out.
@@ -102,6 +104,9 @@ func New(o Options) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
+	if o.Pprof {
+		mountPprof(r)
+	}
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn)}))
 	return r
 }

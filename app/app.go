@@ -220,7 +220,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	a.admin = &http.Server{
 		Handler: admin.New(admin.Options{Logger: log, Gatherer: reg, Metrics: a.Metrics, Ready: checks,
 			Episodes: a.Episodes, Record: a.record, Reward: a.observeReward, Token: cfg.Admin.Token,
-			LoopbackOnly: cfg.Admin.LoopbackOnly, AllowUnauthenticated: cfg.Admin.AllowUnauthenticated,
+			LoopbackOnly: cfg.Admin.LoopbackOnly, AllowUnauthenticated: cfg.Admin.AllowUnauthenticated, Pprof: cfg.Admin.Pprof,
 			Experiment: a.experiment, Traffic: a.Proxy, Backlog: backlog, Recent: recent,
 			Rollouts: admin.RolloutOptions{Runner: cfg.Rollouts.Runner, MaxInFlight: cfg.Rollouts.MaxInFlight, DefaultTimeout: cfg.Rollouts.DefaultTimeout, QueueTimeout: cfg.Rollouts.QueueTimeout}}),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -107,6 +107,10 @@ type Admin struct {
 	// AllowUnauthenticated serves the API to every host without a token (logged
 	// loudly at start): only behind a network that is trusted as a whole.
 	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
+	// Pprof serves Go's profiler (net/http/pprof) at /debug/pprof/ on the admin
+	// plane, behind the same rules as the API: an operator profiles a running
+	// camproxy without a rebuild. false takes the routes away.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Rollouts is the bridge that turns "run the agent with this context" into a reward.
@@ -410,6 +414,7 @@ Be specific to this task, not generic. Do not restate the task, do not address t
 // config file. It passes Validate.
 func Default() *Config {
 	return &Config{
+		Admin: Admin{Pprof: true},
 		Server: Server{
 			// Loopback: a sidecar's agent is in the same pod; a gateway binds
 			// 0.0.0.0 explicitly (and sets admin.token for the admin plane).

@@ -781,7 +781,7 @@ func TestEnvExpansionSkipsComments(t *testing.T) {
 // host only; other hosts are an explicit choice.
 func TestDefaultsAreLoopback(t *testing.T) {
 	d := Default()
-	if d.Server.Listen != "127.0.0.1:8080" || d.Server.AdminListen != "127.0.0.1:9090" || d.Admin != (Admin{}) {
+	if d.Server.Listen != "127.0.0.1:8080" || d.Server.AdminListen != "127.0.0.1:9090" || d.Admin != (Admin{Pprof: true}) {
 		t.Fatalf("defaults: listen %q admin_listen %q admin %+v", d.Server.Listen, d.Server.AdminListen, d.Admin)
 	}
 	for addr, want := range map[string]bool{"127.0.0.1:1": true, "127.9.9.9:1": true, "[::1]:1": true, "localhost:1": true, "LocalHost:1": true,
