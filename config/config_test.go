@@ -165,6 +165,7 @@ func fullConfig() *Config {
 			MaxAnswerBytes: 512 << 10,
 		},
 		Rollouts: Rollouts{Runner: "http://harness.internal:7000/run", MaxInFlight: 32, DefaultTimeout: 5 * time.Minute, QueueTimeout: 20 * time.Minute},
+		Admin:    Admin{Pprof: true},
 		Tracing:  Tracing{ServiceName: "camproxy", SampleRatio: 1},
 		Learn: Learn{Enabled: true, Every: 30, PromoteAlpha: 0.01, MaxCandidates: 1, MinEpisodes: 40, MaxTrial: 120,
 			Store: "redis://:pw@redis.internal:6379/1?key=camproxy:playbook", Champion: "baseline",
