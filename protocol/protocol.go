@@ -132,12 +132,10 @@ type Request interface {
 	// Parsed is the call's view. (Adapters embed View in their request type, so the
 	// method cannot be called View.)
 	Parsed() *View
-	// Splice returns a new body with text inserted per placement; every other byte of
-	// body (the body that was parsed) is unchanged.
-	Splice(body []byte, p Placement, text string) []byte
-	// SpliceTo appends to dst the body Splice returns (body itself when Splice
-	// inserts nothing) and returns the extended slice: the caller splices into a
-	// buffer it reuses rather than a new one per call.
+	// SpliceTo appends to dst body (the body that was parsed) with text inserted
+	// per placement, every other byte unchanged (body as it is when nothing is
+	// inserted), and returns the extended slice: the caller splices into a buffer it
+	// reuses rather than a new one per call. body is not modified.
 	SpliceTo(dst, body []byte, p Placement, text string) []byte
 	// Decoder returns a fresh decoder for this call's answer.
 	Decoder() Decoder

@@ -24,7 +24,7 @@ import (
 type Request struct {
 	protocol.View // Model, Stream, Messages (normalised), Task ("" when no rule matched)
 
-	// bodyLen is the length of the parsed body: Splice refuses a different body
+	// bodyLen is the length of the parsed body: SpliceTo refuses a different body
 	// rather than inserting at offsets that mean nothing in it.
 	bodyLen int
 	// task says where the task sits; meaningful only when Task != "".

@@ -21,7 +21,7 @@ type ConverseRequest struct {
 	op  Op
 	fam family // famNova for an InvokeModel body, else famUnknown
 
-	// bodyLen is the length of the parsed body: Splice refuses a different body
+	// bodyLen is the length of the parsed body: SpliceTo refuses a different body
 	// rather than inserting at offsets that mean nothing in it.
 	bodyLen int
 	objOpen int // offset of the '{' that opens the body
@@ -335,7 +335,8 @@ func (r *ConverseRequest) findTask(rules []protocol.TaskRule, body []byte, segs 
 // Parsed returns the call's view.
 func (r *ConverseRequest) Parsed() *protocol.View { return &r.View }
 
-// Splice returns a new body with text inserted per placement; body is not modified.
+// SpliceTo appends to dst body with text inserted per placement and returns the
+// extended slice; body is not modified.
 //
 //   - AppendToTask inserts text into the string of the text block that holds the
 //     task, right after the task.
@@ -348,13 +349,8 @@ func (r *ConverseRequest) Parsed() *protocol.View { return &r.View }
 //     in front of the messages when they do not start with one.
 //
 // New blocks hold the text with its leading whitespace trimmed. With no task,
-// AppendToTask and NewMessage return body unchanged, as do a body other than the
+// AppendToTask and NewMessage append body unchanged, as do a body other than the
 // one parsed, an unknown placement and an empty text.
-func (r *ConverseRequest) Splice(body []byte, p protocol.Placement, text string) []byte {
-	return r.insertion(body, p, text).Apply(body)
-}
-
-// SpliceTo appends to dst the body Splice returns.
 func (r *ConverseRequest) SpliceTo(dst, body []byte, p protocol.Placement, text string) []byte {
 	return r.insertion(body, p, text).AppendTo(dst, body)
 }

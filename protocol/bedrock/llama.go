@@ -177,8 +177,8 @@ func (r *LlamaRequest) raw(decoded int) int {
 	return r.open + jsontext.QuotedOffset(r.quoted, decoded)
 }
 
-// Splice returns a new body with text inserted into the prompt per placement; body
-// is not modified.
+// SpliceTo appends to dst body with text inserted into the prompt per placement
+// and returns the extended slice; body is not modified.
 //
 //   - AppendToTask inserts text right after the task (before the end-of-turn token
 //     of its block).
@@ -190,14 +190,9 @@ func (r *LlamaRequest) raw(decoded int) int {
 //     "[/INST]").
 //
 // Except for AppendToTask and an existing system block's text, the text has its
-// leading whitespace trimmed. With no task, AppendToTask and NewMessage return body
+// leading whitespace trimmed. With no task, AppendToTask and NewMessage append body
 // unchanged, as do a body other than the one parsed, an unknown placement, an empty
 // text and a task block without an end-of-turn token for NewMessage.
-func (r *LlamaRequest) Splice(body []byte, p protocol.Placement, text string) []byte {
-	return r.insertion(body, p, text).Apply(body)
-}
-
-// SpliceTo appends to dst the body Splice returns.
 func (r *LlamaRequest) SpliceTo(dst, body []byte, p protocol.Placement, text string) []byte {
 	return r.insertion(body, p, text).AppendTo(dst, body)
 }

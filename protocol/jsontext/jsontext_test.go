@@ -97,7 +97,7 @@ func jsonEscape(t testing.TB, s string) string {
 	return out[1 : len(out)-1]
 }
 
-func TestInsert(t *testing.T) {
+func TestInsertionAppendTo(t *testing.T) {
 	body := []byte(`{"a":"xy"}`)
 	tests := []struct {
 		at                   int
@@ -111,12 +111,13 @@ func TestInsert(t *testing.T) {
 		{10, `x`, ``, `y`, `{"a":"xy"}xy`},
 	}
 	for _, tt := range tests {
-		got := Insert(body, tt.at, tt.prefix, tt.text, tt.suffix)
-		if string(got) != tt.want {
-			t.Errorf("Insert(%d, %q, %q, %q) = %s; want %s", tt.at, tt.prefix, tt.text, tt.suffix, got, tt.want)
+		in := Insertion{At: tt.at, Prefix: tt.prefix, Text: tt.text, Suffix: tt.suffix, OK: true}
+		got := in.AppendTo([]byte("dst:"), body)
+		if string(got) != "dst:"+tt.want {
+			t.Errorf("%+v.AppendTo = %s; want dst:%s", in, got, tt.want)
 		}
 		if string(body) != `{"a":"xy"}` {
-			t.Fatalf("Insert modified its input: %s", body)
+			t.Fatalf("AppendTo modified its input: %s", body)
 		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 type Request struct {
 	protocol.View // Model, Stream, Messages (normalised), Task ("" when no rule matched)
 
-	// bodyLen is the length of the parsed body: Splice refuses a different body
+	// bodyLen is the length of the parsed body: SpliceTo refuses a different body
 	// rather than inserting at offsets that mean nothing in it.
 	bodyLen int
 	// arrOpen is the offset of the '[' that opens the messages array.
