@@ -1,10 +1,8 @@
 package bedrock
 
 import (
-	"fmt"
 	"strings"
 	"unicode"
-	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -74,16 +72,12 @@ func parseConverse(body []byte, rules []protocol.TaskRule, fam family, op Op) (*
 	// Elements sent before are validated once, when first read (memo).
 	hits := convMemo.Hits()
 	defer hits.Release()
-	if err := jsontext.ValidateSkipping(body, hits); err != nil {
-		return nil, err
-	}
 	// Read in place, never retained: the system prompt is copied and messages are
 	// read from private copies of their bytes (memo), so the view stays valid after
 	// the caller reuses its buffer.
-	js := unsafe.String(unsafe.SliceData(body), len(body))
-	open := jsontext.SkipWS(body, 0)
-	if body[open] != '{' {
-		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrMissingMessages)
+	js, open, err := jsontext.Object(body, hits)
+	if err != nil {
+		return nil, err
 	}
 	r := &ConverseRequest{op: op, fam: fam, bodyLen: len(body), objOpen: open}
 	r.Stream = op.Stream()
@@ -106,7 +100,7 @@ func parseConverse(body []byte, rules []protocol.TaskRule, fam family, op Op) (*
 		return -1
 	})
 	if msgs < 0 || body[msgs] != '[' {
-		return nil, fmt.Errorf("%w: \"messages\" is missing or not an array", protocol.ErrMissingMessages)
+		return nil, protocol.Missing("messages", "an array")
 	}
 	sysMsg, segs := r.readSystem(sys)
 	segs = r.setMessages(hits.Walked(), sysMsg, segs)

@@ -1,7 +1,6 @@
 package bedrock
 
 import (
-	"fmt"
 	"strings"
 	"unicode"
 
@@ -61,7 +60,7 @@ func parseLlama(body []byte, rules []protocol.TaskRule, op Op) (*LlamaRequest, e
 	}
 	p := jsontext.ObjectKey(root, "prompt")
 	if p.Type != gjson.String {
-		return nil, fmt.Errorf("%w: \"prompt\" is missing or not a string", protocol.ErrMissingMessages)
+		return nil, protocol.Missing("prompt", "a string")
 	}
 	r := &LlamaRequest{op: op, bodyLen: len(body), quoted: p.Raw, open: p.Index, prompt: p.Str, taskBlock: -1}
 	r.Stream = op.Stream()

@@ -1,7 +1,6 @@
 package gemini
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/camproxy/camproxy/protocol"
@@ -47,15 +46,12 @@ type segment struct {
 // The view holds no byte of body: Parse reads a private copy, so the caller may
 // reuse its buffer.
 func Parse(body []byte, rules []protocol.TaskRule, model string, framing Framing) (*Request, error) {
-	if err := jsontext.Validate(body); err != nil {
+	_, open, err := jsontext.Object(body, nil)
+	if err != nil {
 		return nil, err
 	}
 	js := string(body) // what the view's strings alias
 	b := []byte(js)    // offsets are the same as body's
-	open := jsontext.SkipWS(b, 0)
-	if b[open] != '{' {
-		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrMissingMessages)
-	}
 	r := &Request{framing: framing, bodyLen: len(body)}
 	r.Model, r.Stream = model, framing.Streamed()
 	var system, contents gjson.Result
@@ -70,7 +66,7 @@ func Parse(body []byte, rules []protocol.TaskRule, model string, framing Framing
 		}
 	}) - 1
 	if !contents.IsArray() {
-		return nil, fmt.Errorf("%w: \"contents\" is missing or not an array", protocol.ErrMissingMessages)
+		return nil, protocol.Missing("contents", "an array")
 	}
 	segs := r.readSystem(b, js, system, open, closing)
 	segs = r.readContents(b, js, contents, segs)

@@ -16,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -94,6 +95,25 @@ func ValidateSkipping(body []byte, s Skipper) error {
 		return fmt.Errorf("%w: the body is not valid UTF-8", protocol.ErrInvalidJSON)
 	}
 	return nil
+}
+
+// Object is every adapter's first step: it validates body as one JSON document
+// (ValidateSkipping with s, which may be nil) and finds the object a call of every
+// wire API is. It returns body as a string that aliases it — read in place; the
+// caller copies what it keeps — and the offset of the '{' that opens it.
+//
+// The errors are one per condition, whatever the wire API: a body that is not
+// valid JSON wraps protocol.ErrInvalidJSON; valid JSON that is not an object wraps
+// protocol.ErrMissingMessages, since it cannot hold the conversation.
+func Object(body []byte, s Skipper) (js string, open int, err error) {
+	if err := ValidateSkipping(body, s); err != nil {
+		return "", 0, err
+	}
+	open = SkipWS(body, 0) // within body: a valid document is not all whitespace
+	if body[open] != '{' {
+		return "", 0, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrMissingMessages)
+	}
+	return unsafe.String(unsafe.SliceData(body), len(body)), open, nil
 }
 
 // FirstByte returns the first byte of s that is not JSON whitespace, or 0.

@@ -48,7 +48,7 @@ func parseReference(body []byte, rules []protocol.TaskRule) (*Request, error) {
 		return true
 	})
 	if !msgs.IsArray() {
-		return nil, fmt.Errorf("%w: \"messages\" is missing or not an array", protocol.ErrMissingMessages)
+		return nil, protocol.Missing("messages", "an array")
 	}
 	r.arrOpen = msgs.Index
 	var segs []segment

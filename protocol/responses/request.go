@@ -23,9 +23,6 @@
 package responses
 
 import (
-	"fmt"
-	"unsafe"
-
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/protocol"
@@ -81,16 +78,12 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 	// Items sent before are validated once, when first read (memo).
 	hits := memo.Hits()
 	defer hits.Release()
-	if err := jsontext.ValidateSkipping(body, hits); err != nil {
-		return nil, err
-	}
 	// Read in place, never retained: the strings the view keeps are copied, and items
 	// are read from private copies of their bytes (memo), so the view stays valid
 	// after the caller reuses its buffer.
-	js := unsafe.String(unsafe.SliceData(body), len(body))
-	open := jsontext.SkipWS(body, 0)
-	if body[open] != '{' {
-		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrInvalidJSON)
+	js, open, err := jsontext.Object(body, hits)
+	if err != nil {
+		return nil, err
 	}
 	r := &Request{bodyLen: len(body), arrOpen: -1}
 	var instructions, input gjson.Result

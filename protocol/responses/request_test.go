@@ -109,8 +109,14 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseRejects(t *testing.T) {
-	for _, b := range []string{``, `[]`, `"x"`, `{"input":`, "{\"input\":\"\xff\"}"} {
+	for _, b := range []string{``, `{"input":`, "{\"input\":\"\xff\"}"} {
 		if _, err := Parse([]byte(b), protocol.DefaultTaskRules()); !errors.Is(err, protocol.ErrInvalidJSON) {
+			t.Errorf("%q: err %v", b, err)
+		}
+	}
+	// JSON, but not the object a call is: no conversation, as in every adapter.
+	for _, b := range []string{`[]`, `"x"`} {
+		if _, err := Parse([]byte(b), protocol.DefaultTaskRules()); !errors.Is(err, protocol.ErrMissingMessages) {
 			t.Errorf("%q: err %v", b, err)
 		}
 	}
