@@ -113,7 +113,7 @@ func (d *StreamDecoder) onEvent(_, data []byte) { d.handleEvent(data) }
 func (d *StreamDecoder) onCut(_ []byte, c sse.Cut) {
 	d.budget.Lost(c.Size)
 	if u := jsontext.TailMember(c.Tail, 1, "usage"); u.IsObject() {
-		d.usage = readUsage(u)
+		d.usage = usageKeys.Read(u)
 	}
 	// Depth 3: a member of an element of choices.
 	if f := jsontext.TailMember(c.Tail, 3, "finish_reason"); f.Type == gjson.String && f.Str != "" {
@@ -145,7 +145,7 @@ func (d *StreamDecoder) handleEvent(data []byte) {
 			d.readChoices(v)
 		case "usage":
 			if v.IsObject() {
-				d.usage = readUsage(v)
+				d.usage = usageKeys.Read(v)
 			}
 		}
 		return true
