@@ -1,19 +1,12 @@
 package openai
 
 import (
-	"cmp"
-	"slices"
 	"unsafe"
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
 	"github.com/camproxy/camproxy/protocol/sse"
 	"github.com/tidwall/gjson"
-)
-
-const (
-	// mapCalls is the number of tool calls past which they are found by a map.
-	mapCalls = 8
 )
 
 // StreamDecoder consumes the raw SSE bytes of a streamed chat completion in arbitrary
@@ -27,9 +20,8 @@ type StreamDecoder struct {
 	refusal []byte
 	// reasoning_content and reasoning deltas, as servers of open models send them
 	reasoningContent, reasoning []byte
-	calls                       []callAcc
-	callAt                      map[int64]int // index → position in calls, once there are many
-	spare                       callAcc       // where deltas of calls past the budget go
+	calls                       protocol.ByIndex[callAcc]
+	spare                       callAcc // where deltas of calls past the budget go
 	usage                       protocol.Usage
 	budget                      protocol.Budget // what the answer may keep
 	sketch                      protocol.Sketch // of the whole answer, beside the budget
@@ -41,6 +33,9 @@ type callAcc struct {
 	id, typ, name string
 	args          []byte
 }
+
+// Index places the call among the stream's (protocol.ByIndex).
+func (c callAcc) Index() int64 { return c.index }
 
 // Write feeds the next bytes of the stream. It never fails.
 func (d *StreamDecoder) Write(p []byte) (int, error) {
@@ -66,12 +61,10 @@ func (d *StreamDecoder) Message() protocol.Message {
 	if len(d.reasoning) > 0 {
 		m.Raw = append(m.Raw, reasoningRaw("reasoning", string(protocol.AppendString(nil, string(d.reasoning)))))
 	}
-	if len(d.calls) == 0 {
+	if d.calls.Len() == 0 {
 		return m
 	}
-	// Sort a copy: callAt holds positions in d.calls, and the stream may go on.
-	calls := slices.Clone(d.calls)
-	slices.SortFunc(calls, func(a, b callAcc) int { return cmp.Compare(a.index, b.index) })
+	calls := d.calls.Sorted()
 	m.ToolCalls = make([]protocol.ToolCall, len(calls))
 	for i, c := range calls {
 		typ := c.typ
@@ -293,36 +286,15 @@ func (d *StreamDecoder) readFunctionDelta(acc *callAcc, fn gjson.Result) {
 }
 
 // call returns the accumulator of the tool call at index, adding it when new.
-// Indexes come from the stream, so they key a search, not a slice that one bad
-// chunk could make huge; past a handful of calls a map keeps the search linear in
-// the stream.
 func (d *StreamDecoder) call(index int64) *callAcc {
-	if d.callAt != nil {
-		if i, ok := d.callAt[index]; ok {
-			return &d.calls[i]
-		}
-	} else {
-		for i := range d.calls {
-			if d.calls[i].index == index {
-				return &d.calls[i]
-			}
-		}
+	if c := d.calls.Get(index); c != nil {
+		return c
 	}
 	if !d.budget.Take(callSize) {
 		d.spare = callAcc{index: index} // its index still places it in the sketch
 		return &d.spare
 	}
-	d.calls = append(d.calls, callAcc{index: index})
-	switch {
-	case d.callAt != nil:
-		d.callAt[index] = len(d.calls) - 1
-	case len(d.calls) > mapCalls:
-		d.callAt = make(map[int64]int, 2*len(d.calls))
-		for i, c := range d.calls {
-			d.callAt[c.index] = i
-		}
-	}
-	return &d.calls[len(d.calls)-1]
+	return d.calls.Add(callAcc{index: index})
 }
 
 // callSize is what a tool call's accumulator costs the budget besides its strings.
