@@ -74,7 +74,7 @@ func (f *fields) messageWith(readCalls func(gjson.Result) []protocol.ToolCall) p
 	// Legacy function calling carries at most one call and no id.
 	if m.ToolCalls == nil && f.functionCall.IsObject() {
 		tc := protocol.ToolCall{Type: "function"}
-		readFunction(f.functionCall, &tc)
+		readCall(f.functionCall, functionBody, &tc)
 		m.ToolCalls = []protocol.ToolCall{tc}
 	}
 	return m
@@ -118,9 +118,9 @@ func readToolCall(c gjson.Result) protocol.ToolCall {
 		case "type":
 			tc.Type = v.Str
 		case "function":
-			readFunction(v, &tc)
+			readCall(v, functionBody, &tc)
 		case "custom":
-			readCustom(v, &tc)
+			readCall(v, customBody, &tc)
 		}
 		return true
 	})
@@ -130,33 +130,30 @@ func readToolCall(c gjson.Result) protocol.ToolCall {
 	return tc
 }
 
-// readFunction reads {name, arguments} into tc.
-func readFunction(fn gjson.Result, tc *protocol.ToolCall) {
-	if !fn.IsObject() {
-		return
-	}
-	fn.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "name":
-			tc.Name = v.Str
-		case "arguments":
-			tc.Arguments = arguments(v)
-		}
-		return true
-	})
+// callBody is what a tool call's object holds besides its name: a function's
+// arguments (JSON text, read by arguments) or a custom (freeform) call's input
+// (plain text).
+type callBody struct {
+	key  string
+	text func(gjson.Result) string
 }
 
-// readCustom reads a custom (freeform) call's {name, input} into tc.
-func readCustom(c gjson.Result, tc *protocol.ToolCall) {
-	if !c.IsObject() {
+var (
+	functionBody = callBody{key: "arguments", text: arguments}
+	customBody   = callBody{key: "input", text: func(v gjson.Result) string { return v.Str }}
+)
+
+// readCall reads a call's {name, <b.key>} into tc.
+func readCall(obj gjson.Result, b callBody, tc *protocol.ToolCall) {
+	if !obj.IsObject() {
 		return
 	}
-	c.ForEach(func(k, v gjson.Result) bool {
+	obj.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "name":
 			tc.Name = v.Str
-		case "input":
-			tc.Arguments = v.Str
+		case b.key:
+			tc.Arguments = b.text(v)
 		}
 		return true
 	})

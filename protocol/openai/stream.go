@@ -207,7 +207,7 @@ func (d *StreamDecoder) readDelta(delta gjson.Result) {
 			}
 		case "function_call":
 			// Legacy function calling streams one call, with no index.
-			d.readFunctionDelta(d.call(0), v)
+			d.readBodyDelta(d.call(0), v, functionBody)
 		}
 		return true
 	})
@@ -244,42 +244,31 @@ func (d *StreamDecoder) readCallDelta(c gjson.Result, pos int64) {
 	if typ.Str != "" {
 		acc.typ = d.budget.Clone(typ.Str)
 	}
-	d.readFunctionDelta(acc, fn)
+	d.readBodyDelta(acc, fn, functionBody)
 	if custom.IsObject() {
 		// A custom (freeform) call: its input text arrives like arguments.
 		if acc.typ == "" {
 			acc.typ = protocol.ToolCustom
 		}
-		custom.ForEach(func(k, v gjson.Result) bool {
-			switch k.Str {
-			case "name":
-				if v.Str != "" {
-					acc.name = d.budget.Clone(v.Str)
-					d.sketch.Call(acc.index, "", v.Str)
-				}
-			case "input":
-				acc.args = d.budget.Append(acc.args, v.Str)
-			}
-			return true
-		})
+		d.readBodyDelta(acc, custom, customBody)
 	}
 }
 
-// readFunctionDelta applies {name, arguments} to acc: the name is set, the
-// arguments fragment appended.
-func (d *StreamDecoder) readFunctionDelta(acc *callAcc, fn gjson.Result) {
-	if !fn.IsObject() {
+// readBodyDelta applies {name, <b.key>} to acc: the name is set, the arguments or
+// input fragment appended.
+func (d *StreamDecoder) readBodyDelta(acc *callAcc, obj gjson.Result, b callBody) {
+	if !obj.IsObject() {
 		return
 	}
-	fn.ForEach(func(k, v gjson.Result) bool {
+	obj.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "name":
 			if v.Str != "" {
 				acc.name = d.budget.Clone(v.Str)
 				d.sketch.Call(acc.index, "", v.Str)
 			}
-		case "arguments":
-			acc.args = d.budget.Append(acc.args, arguments(v))
+		case b.key:
+			acc.args = d.budget.Append(acc.args, b.text(v))
 		}
 		return true
 	})
