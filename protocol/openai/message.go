@@ -26,6 +26,32 @@ type fields struct {
 	refusal, reasoningContent, reasoning                     gjson.Result
 }
 
+// slot is where the value of the message key goes; nil for a key not read. The
+// one table of the keys both readers read.
+func (f *fields) slot(key string) *gjson.Result {
+	switch key {
+	case "role":
+		return &f.role
+	case "content":
+		return &f.content
+	case "tool_calls":
+		return &f.toolCalls
+	case "function_call":
+		return &f.functionCall
+	case "tool_call_id":
+		return &f.toolCallID
+	case "name":
+		return &f.name
+	case "refusal":
+		return &f.refusal
+	case "reasoning_content":
+		return &f.reasoningContent
+	case "reasoning":
+		return &f.reasoning
+	}
+	return nil
+}
+
 // readFields walks the keys of one message object once.
 func readFields(obj gjson.Result) fields {
 	var f fields
@@ -33,25 +59,8 @@ func readFields(obj gjson.Result) fields {
 		return f
 	}
 	obj.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "role":
-			f.role = v
-		case "content":
-			f.content = v
-		case "tool_calls":
-			f.toolCalls = v
-		case "function_call":
-			f.functionCall = v
-		case "tool_call_id":
-			f.toolCallID = v
-		case "name":
-			f.name = v
-		case "refusal":
-			f.refusal = v
-		case "reasoning_content":
-			f.reasoningContent = v
-		case "reasoning":
-			f.reasoning = v
+		if dst := f.slot(k.Str); dst != nil {
+			*dst = v
 		}
 		return true
 	})
@@ -320,27 +329,8 @@ func (r *Request) setMessages(els []protocol.Placed[*element]) []segment {
 func scanFields(b []byte, js string, i int, a *jsontext.Arena) (fields, int) {
 	var f fields
 	end := jsontext.Members(b, js, i, func(key string, v int) int {
-		var dst *gjson.Result
-		switch key {
-		case "role":
-			dst = &f.role
-		case "content":
-			dst = &f.content
-		case "tool_calls":
-			dst = &f.toolCalls
-		case "function_call":
-			dst = &f.functionCall
-		case "tool_call_id":
-			dst = &f.toolCallID
-		case "name":
-			dst = &f.name
-		case "refusal":
-			dst = &f.refusal
-		case "reasoning_content":
-			dst = &f.reasoningContent
-		case "reasoning":
-			dst = &f.reasoning
-		default:
+		dst := f.slot(key)
+		if dst == nil {
 			return -1
 		}
 		var end int
