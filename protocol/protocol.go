@@ -4,7 +4,10 @@
 // knowing the wire format.
 package protocol
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Message is one chat message normalised to the OpenAI chat shape, whatever the
 // protocol it came from. It is what stitching hashes and what replay records. Its
@@ -100,12 +103,25 @@ const (
 	NewMessage Placement = "new_message"
 )
 
-// Errors an adapter returns for bodies it cannot serve; the proxy maps them to 4xx.
+// Errors an adapter returns for bodies it cannot serve; the proxy answers them 400
+// with the error's text. Every adapter returns the same one for the same condition
+// (jsontext.Object, Missing).
 var (
-	ErrInvalidJSON     = errors.New("request body is not valid JSON")
-	ErrMissingMessages = errors.New("request body has no \"messages\" array")
+	// ErrInvalidJSON: the body is not one valid JSON document (its syntax, nesting
+	// deeper than jsontext.MaxDepth, bytes that are not UTF-8).
+	ErrInvalidJSON = errors.New("request body is not valid JSON")
+	// ErrMissingMessages: the body is JSON but holds no conversation: it is not an
+	// object, or its API's member for the messages ("messages"; Gemini's "contents",
+	// Llama's "prompt") is absent or of another type.
+	ErrMissingMessages = errors.New("request body has no messages")
 	ErrNoTask          = errors.New("no task text found by any task rule")
 )
+
+// Missing is the error of a body, a JSON object, whose member name that holds the
+// conversation is absent or not kind ("an array", "a string").
+func Missing(name, kind string) error {
+	return fmt.Errorf("%w: %q is missing or not %s", ErrMissingMessages, name, kind)
+}
 
 // View is what the proxy reads of a call, whatever its wire API.
 type View struct {
@@ -132,12 +148,10 @@ type Request interface {
 	// Parsed is the call's view. (Adapters embed View in their request type, so the
 	// method cannot be called View.)
 	Parsed() *View
-	// Splice returns a new body with text inserted per placement; every other byte of
-	// body (the body that was parsed) is unchanged.
-	Splice(body []byte, p Placement, text string) []byte
-	// SpliceTo appends to dst the body Splice returns (body itself when Splice
-	// inserts nothing) and returns the extended slice: the caller splices into a
-	// buffer it reuses rather than a new one per call.
+	// SpliceTo appends to dst body (the body that was parsed) with text inserted
+	// per placement, every other byte unchanged (body as it is when nothing is
+	// inserted), and returns the extended slice: the caller splices into a buffer it
+	// reuses rather than a new one per call. body is not modified.
 	SpliceTo(dst, body []byte, p Placement, text string) []byte
 	// Decoder returns a fresh decoder for this call's answer.
 	Decoder() Decoder

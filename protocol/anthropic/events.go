@@ -1,8 +1,6 @@
 package anthropic
 
 import (
-	"cmp"
-	"slices"
 	"strings"
 	"unsafe"
 
@@ -11,9 +9,6 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
-
-// mapBlocks is the number of content blocks past which they are found by a map.
-const mapBlocks = 8
 
 // EventDecoder assembles an answer from Anthropic stream events that are already
 // framed: JSON objects such as {"type":"content_block_delta",…}, one per Event call.
@@ -26,14 +21,13 @@ const mapBlocks = 8
 // and message_stop (the end); ping and unknown events are ignored, and an error
 // event means the answer will not be finished. Malformed events are skipped.
 type EventDecoder struct {
-	blocks  []blockAcc
-	blockAt map[int64]int // index → position in blocks, once there are many
-	spare   blockAcc      // where deltas of blocks past the budget go
-	usage   usageAcc
-	done    bool            // saw message_stop
-	failed  bool            // saw an error event
-	budget  protocol.Budget // what the answer may keep
-	sketch  protocol.Sketch // of the whole answer, beside the budget
+	blocks protocol.ByIndex[blockAcc]
+	spare  blockAcc // where deltas of blocks past the budget go
+	usage  usageAcc
+	done   bool            // saw message_stop
+	failed bool            // saw an error event
+	budget protocol.Budget // what the answer may keep
+	sketch protocol.Sketch // of the whole answer, beside the budget
 }
 
 // blockSize is what a block's accumulator costs the budget besides its bytes.
@@ -76,6 +70,9 @@ type blockAcc struct {
 	thinking, signature []byte
 	sawThinking, sawSig bool
 }
+
+// Index places the block among the answer's (protocol.ByIndex).
+func (b blockAcc) Index() int64 { return b.index }
 
 // Event applies one event, a JSON object.
 func (d *EventDecoder) Event(json []byte) { d.event(json, nil) }
@@ -213,44 +210,19 @@ func (d *EventDecoder) applyDelta(index int64, delta gjson.Result) {
 }
 
 // block returns the block at index, adding it with kind when new; nil when it holds
-// another kind. Indexes come from the stream, so they key a search, not a slice
-// that one bad event could make huge; past a handful of blocks a map keeps the
-// search linear in the stream.
+// another kind.
 func (d *EventDecoder) block(index int64, kind blockKind) *blockAcc {
-	pos := -1
-	if d.blockAt != nil {
-		if i, ok := d.blockAt[index]; ok {
-			pos = i
-		}
-	} else {
-		for i := range d.blocks {
-			if d.blocks[i].index == index {
-				pos = i
-				break
-			}
-		}
-	}
-	if pos >= 0 {
-		if d.blocks[pos].kind != kind {
+	if b := d.blocks.Get(index); b != nil {
+		if b.kind != kind {
 			return nil
 		}
-		return &d.blocks[pos]
+		return b
 	}
 	if !d.budget.Take(blockSize) {
 		d.spare = blockAcc{kind: kind}
 		return &d.spare
 	}
-	d.blocks = append(d.blocks, blockAcc{index: index, kind: kind})
-	switch {
-	case d.blockAt != nil:
-		d.blockAt[index] = len(d.blocks) - 1
-	case len(d.blocks) > mapBlocks:
-		d.blockAt = make(map[int64]int, 2*len(d.blocks))
-		for i, b := range d.blocks {
-			d.blockAt[b.index] = i
-		}
-	}
-	return &d.blocks[len(d.blocks)-1]
+	return d.blocks.Add(blockAcc{index: index, kind: kind})
 }
 
 // raw is a block of another kind as the answer holds it, compact: its start with
@@ -295,14 +267,11 @@ func indexOf(v gjson.Result) int64 {
 // with their input fragments joined (compacted when they form valid JSON).
 func (d *EventDecoder) Message() protocol.Message {
 	m := protocol.Message{Role: "assistant"}
-	if len(d.blocks) == 0 {
+	if d.blocks.Len() == 0 {
 		return m
 	}
-	// Sort a copy: blockAt holds positions in d.blocks, and the stream may go on.
-	blocks := slices.Clone(d.blocks)
-	slices.SortFunc(blocks, func(a, b blockAcc) int { return cmp.Compare(a.index, b.index) })
 	var text jsontext.Joiner
-	for _, b := range blocks {
+	for _, b := range d.blocks.Sorted() {
 		switch b.kind {
 		case kindText:
 			text.Add(string(b.text))

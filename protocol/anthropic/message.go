@@ -108,7 +108,7 @@ func (r *Request) readSystem(system gjson.Result, open, closing int) (*protocol.
 		visit(system)
 		sys = &protocol.Message{Role: "system", Content: system.Str}
 		// Into the string; an empty one gets no leading blank lines.
-		r.sys = anchor{at: closingQuote(system), Wrap: jsontext.Wrap{Trim: system.Str == ""}}
+		r.sys = anchor{At: closingQuote(system), Wrap: jsontext.Wrap{Trim: system.Str == ""}}
 	case system.IsArray():
 		text, n := blocksText(system, visit)
 		sys = &protocol.Message{Role: "system", Content: text}
@@ -117,14 +117,14 @@ func (r *Request) readSystem(system gjson.Result, open, closing int) (*protocol.
 		if n > 0 {
 			prefix = "," + prefix
 		}
-		r.sys = anchor{at: system.Index + len(system.Raw) - 1, Wrap: jsontext.Wrap{Prefix: prefix, Suffix: `"}`, Trim: true}}
+		r.sys = anchor{At: system.Index + len(system.Raw) - 1, Wrap: jsontext.Wrap{Prefix: prefix, Suffix: `"}`, Trim: true}}
 	case !system.Exists():
 		// The first member; the body has at least "messages" after it.
-		r.sys = anchor{at: open + 1, Wrap: jsontext.Wrap{Prefix: `"system":"`, Suffix: `",`, Trim: true}}
+		r.sys = anchor{At: open + 1, Wrap: jsontext.Wrap{Prefix: `"system":"`, Suffix: `",`, Trim: true}}
 	default:
 		// null or a wrong type: a second "system" member, last, so that it is the
 		// one a last-key-wins decoder keeps.
-		r.sys = anchor{at: closing, Wrap: jsontext.Wrap{Prefix: `,"system":"`, Suffix: `"`, Trim: true}}
+		r.sys = anchor{At: closing, Wrap: jsontext.Wrap{Prefix: `,"system":"`, Suffix: `"`, Trim: true}}
 	}
 	return sys, segs
 }

@@ -11,9 +11,6 @@
 package anthropic
 
 import (
-	"fmt"
-	"unsafe"
-
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
 	"github.com/tidwall/gjson"
@@ -24,7 +21,7 @@ import (
 type Request struct {
 	protocol.View // Model, Stream, Messages (normalised), Task ("" when no rule matched)
 
-	// bodyLen is the length of the parsed body: Splice refuses a different body
+	// bodyLen is the length of the parsed body: SpliceTo refuses a different body
 	// rather than inserting at offsets that mean nothing in it.
 	bodyLen int
 	// task says where the task sits; meaningful only when Task != "".
@@ -64,16 +61,12 @@ func parse(body []byte, rules []protocol.TaskRule, outside *protocol.View) (*Req
 	// Elements sent before are validated once, when first read (memo).
 	hits := memo.Hits()
 	defer hits.Release()
-	if err := jsontext.ValidateSkipping(body, hits); err != nil {
-		return nil, err
-	}
 	// Read in place, never retained: the model and system prompt are copied, and
 	// messages are read from private copies of their bytes (memo), so the view stays
 	// valid after the caller reuses its buffer.
-	js := unsafe.String(unsafe.SliceData(body), len(body))
-	open := jsontext.SkipWS(body, 0)
-	if body[open] != '{' {
-		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrMissingMessages)
+	js, open, err := jsontext.Object(body, hits)
+	if err != nil {
+		return nil, err
 	}
 	r := &Request{bodyLen: len(body)}
 	var system gjson.Result
@@ -105,7 +98,7 @@ func parse(body []byte, rules []protocol.TaskRule, outside *protocol.View) (*Req
 		r.Model, r.Stream = outside.Model, outside.Stream
 	}
 	if msgs < 0 || body[msgs] != '[' {
-		return nil, fmt.Errorf("%w: \"messages\" is missing or not an array", protocol.ErrMissingMessages)
+		return nil, protocol.Missing("messages", "an array")
 	}
 	sys, segs := r.readSystem(system, open, closing)
 	segs = r.setMessages(hits.Walked(), sys, segs)

@@ -6,12 +6,10 @@ import (
 )
 
 // anchor is one place to insert at and the JSON that goes around the escaped text.
-type anchor struct {
-	at int // raw offset of the insertion
-	jsontext.Wrap
-}
+type anchor = jsontext.Anchor
 
-// Splice returns a new body with text inserted per placement; body is not modified.
+// SpliceTo appends to dst body with text inserted per placement and returns the
+// extended slice; body is not modified.
 // text is already rendered (the template applied).
 //
 //   - AppendToTask: right after the task text, inside its string.
@@ -21,25 +19,15 @@ type anchor struct {
 //   - NewMessage: a new user message right after the task message (at the front of
 //     the messages when the task is in the system prompt).
 //
-// If Task == "" it returns body unchanged for AppendToTask and NewMessage (System
+// If Task == "" it appends body unchanged for AppendToTask and NewMessage (System
 // still works). body must be the body given to Parse; any other body, an unknown
-// placement or an empty text come back unchanged (the same slice).
-func (r *Request) Splice(body []byte, p protocol.Placement, text string) []byte {
-	return r.insertion(body, p, text).Apply(body)
-}
-
-// SpliceTo appends to dst the body Splice returns.
+// placement or an empty text are appended unchanged.
 func (r *Request) SpliceTo(dst, body []byte, p protocol.Placement, text string) []byte {
-	return r.insertion(body, p, text).AppendTo(dst, body)
-}
-
-// insertion resolves a splice.
-func (r *Request) insertion(body []byte, p protocol.Placement, text string) jsontext.Insertion {
 	a, ok := r.anchorFor(p)
-	return jsontext.Spliced(body, r.bodyLen, a.at, ok, a.Wrap, text)
+	return jsontext.Spliced(body, r.bodyLen, a, ok, text).AppendTo(dst, body)
 }
 
 // anchorFor resolves a placement to an anchor; false when there is none.
 func (r *Request) anchorFor(p protocol.Placement) (anchor, bool) {
-	return protocol.ByPlacement(p, r.Task != "", r.sys, anchor{at: r.task.at}, r.task.after)
+	return protocol.ByPlacement(p, r.Task != "", r.sys, anchor{At: r.task.at}, r.task.after)
 }

@@ -148,7 +148,7 @@ func TestSpliceGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := r.Splice(body, tt.p, spliceText)
+			got := r.SpliceTo(nil, body, tt.p, spliceText)
 			if string(got) != tt.want {
 				t.Errorf("Splice:\n got %s\nwant %s", got, tt.want)
 			}
@@ -179,13 +179,13 @@ func TestSpliceOtherBodyOrEmptyText(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := []byte(`{"messages":[]}`)
-	if got := r.Splice(other, protocol.AppendToTask, "x"); !bytes.Equal(got, other) {
+	if got := r.SpliceTo(nil, other, protocol.AppendToTask, "x"); !bytes.Equal(got, other) {
 		t.Errorf("Splice into another body = %s", got)
 	}
-	if got := r.Splice(body, protocol.AppendToTask, ""); !bytes.Equal(got, body) {
+	if got := r.SpliceTo(nil, body, protocol.AppendToTask, ""); !bytes.Equal(got, body) {
 		t.Errorf("Splice of empty text = %s", got)
 	}
-	if got := r.Splice(body, protocol.NewMessage, " \n\t"); !bytes.Equal(got, body) {
+	if got := r.SpliceTo(nil, body, protocol.NewMessage, " \n\t"); !bytes.Equal(got, body) {
 		t.Errorf("Splice of a blank new message = %s", got)
 	}
 }
@@ -223,7 +223,7 @@ func TestSpliceProperty(t *testing.T) {
 		}
 		for _, p := range []protocol.Placement{protocol.AppendToTask, protocol.System, protocol.NewMessage} {
 			for _, text := range texts {
-				out := r.Splice(in, p, text)
+				out := r.SpliceTo(nil, in, p, text)
 				checkInsertion(t, r, in, out, p)
 				checkReparse(t, r, out, rules, p, text)
 			}
@@ -236,7 +236,7 @@ func TestSpliceProperty(t *testing.T) {
 func checkInsertion(t testing.TB, r *Request, in, out []byte, p protocol.Placement) {
 	t.Helper()
 	a, ok := r.anchorFor(p)
-	splicetest.CheckInsertion(t, a.at, ok, in, out, p)
+	splicetest.CheckInsertion(t, a.At, ok, in, out, p)
 }
 
 // checkReparse fails unless out parses and holds text where p puts it.

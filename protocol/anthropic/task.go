@@ -29,11 +29,11 @@ func (r *Request) findTask(rules []protocol.TaskRule, body []byte, segs []segmen
 // its message, or at the front of the messages when the task is in the system prompt.
 func (r *Request) newMessageAnchor(s segment) anchor {
 	if s.msg >= 0 {
-		return anchor{at: s.msgEnd, Wrap: jsontext.Wrap{Prefix: `,{"role":"user","content":"`, Suffix: `"}`, Trim: true}}
+		return anchor{At: s.msgEnd, Wrap: jsontext.Wrap{Prefix: `,{"role":"user","content":"`, Suffix: `"}`, Trim: true}}
 	}
 	suffix := `"}`
 	if r.wireMessages > 0 {
 		suffix = `"},`
 	}
-	return anchor{at: r.arrOpen + 1, Wrap: jsontext.Wrap{Prefix: `{"role":"user","content":"`, Suffix: suffix, Trim: true}}
+	return anchor{At: r.arrOpen + 1, Wrap: jsontext.Wrap{Prefix: `{"role":"user","content":"`, Suffix: suffix, Trim: true}}
 }

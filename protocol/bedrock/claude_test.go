@@ -34,13 +34,13 @@ func TestClaudeInvoke(t *testing.T) {
 		protocol.System:       `"system":"You are an airline agent.\n\nC"`,
 	}
 	for p, w := range want {
-		out := r.Splice(body, p, "\n\nC")
+		out := r.SpliceTo(nil, body, p, "\n\nC")
 		checkInsertion(t, body, out)
 		if !bytes.Contains(out, []byte(w)) {
 			t.Errorf("%s: %s lacks %s", p, out, w)
 		}
 	}
-	out := r.Splice(body, protocol.NewMessage, "\n\nC")
+	out := r.SpliceTo(nil, body, protocol.NewMessage, "\n\nC")
 	checkInsertion(t, body, out)
 	if _, err := Parse(Invoke, arn, out, testRules); err != nil {
 		t.Fatalf("new message output does not parse: %v\n%s", err, out)

@@ -1,10 +1,8 @@
 package bedrock
 
 import (
-	"fmt"
 	"strings"
 	"unicode"
-	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -21,7 +19,7 @@ type ConverseRequest struct {
 	op  Op
 	fam family // famNova for an InvokeModel body, else famUnknown
 
-	// bodyLen is the length of the parsed body: Splice refuses a different body
+	// bodyLen is the length of the parsed body: SpliceTo refuses a different body
 	// rather than inserting at offsets that mean nothing in it.
 	bodyLen int
 	objOpen int // offset of the '{' that opens the body
@@ -74,16 +72,12 @@ func parseConverse(body []byte, rules []protocol.TaskRule, fam family, op Op) (*
 	// Elements sent before are validated once, when first read (memo).
 	hits := convMemo.Hits()
 	defer hits.Release()
-	if err := jsontext.ValidateSkipping(body, hits); err != nil {
-		return nil, err
-	}
 	// Read in place, never retained: the system prompt is copied and messages are
 	// read from private copies of their bytes (memo), so the view stays valid after
 	// the caller reuses its buffer.
-	js := unsafe.String(unsafe.SliceData(body), len(body))
-	open := jsontext.SkipWS(body, 0)
-	if body[open] != '{' {
-		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrMissingMessages)
+	js, open, err := jsontext.Object(body, hits)
+	if err != nil {
+		return nil, err
 	}
 	r := &ConverseRequest{op: op, fam: fam, bodyLen: len(body), objOpen: open}
 	r.Stream = op.Stream()
@@ -106,7 +100,7 @@ func parseConverse(body []byte, rules []protocol.TaskRule, fam family, op Op) (*
 		return -1
 	})
 	if msgs < 0 || body[msgs] != '[' {
-		return nil, fmt.Errorf("%w: \"messages\" is missing or not an array", protocol.ErrMissingMessages)
+		return nil, protocol.Missing("messages", "an array")
 	}
 	sysMsg, segs := r.readSystem(sys)
 	segs = r.setMessages(hits.Walked(), sysMsg, segs)
@@ -335,7 +329,8 @@ func (r *ConverseRequest) findTask(rules []protocol.TaskRule, body []byte, segs 
 // Parsed returns the call's view.
 func (r *ConverseRequest) Parsed() *protocol.View { return &r.View }
 
-// Splice returns a new body with text inserted per placement; body is not modified.
+// SpliceTo appends to dst body with text inserted per placement and returns the
+// extended slice; body is not modified.
 //
 //   - AppendToTask inserts text into the string of the text block that holds the
 //     task, right after the task.
@@ -348,13 +343,8 @@ func (r *ConverseRequest) Parsed() *protocol.View { return &r.View }
 //     in front of the messages when they do not start with one.
 //
 // New blocks hold the text with its leading whitespace trimmed. With no task,
-// AppendToTask and NewMessage return body unchanged, as do a body other than the
+// AppendToTask and NewMessage append body unchanged, as do a body other than the
 // one parsed, an unknown placement and an empty text.
-func (r *ConverseRequest) Splice(body []byte, p protocol.Placement, text string) []byte {
-	return r.insertion(body, p, text).Apply(body)
-}
-
-// SpliceTo appends to dst the body Splice returns.
 func (r *ConverseRequest) SpliceTo(dst, body []byte, p protocol.Placement, text string) []byte {
 	return r.insertion(body, p, text).AppendTo(dst, body)
 }

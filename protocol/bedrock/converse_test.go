@@ -174,7 +174,7 @@ func TestConverseSplice(t *testing.T) {
 			if got := r.Parsed().Task; got != tt.task {
 				t.Errorf("task = %q, want %q", got, tt.task)
 			}
-			out := r.Splice(body, tt.p, ctx)
+			out := r.SpliceTo(nil, body, tt.p, ctx)
 			if string(out) != tt.want {
 				t.Fatalf("splice:\n got %s\nwant %s", out, tt.want)
 			}
@@ -197,19 +197,19 @@ func TestConverseSpliceGuards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out := r.Splice(append(body, ' '), protocol.AppendToTask, "x"); string(out) != string(body)+" " {
+	if out := r.SpliceTo(nil, append(body, ' '), protocol.AppendToTask, "x"); string(out) != string(body)+" " {
 		t.Error("a different body was spliced")
 	}
 	for _, text := range []string{"", " \n "} {
-		if out := r.Splice(body, protocol.System, text); string(out) != string(body) {
+		if out := r.SpliceTo(nil, body, protocol.System, text); string(out) != string(body) {
 			t.Errorf("blank %q spliced: %s", text, out)
 		}
 	}
-	if out := r.Splice(body, "elsewhere", "x"); string(out) != string(body) {
+	if out := r.SpliceTo(nil, body, "elsewhere", "x"); string(out) != string(body) {
 		t.Error("unknown placement spliced")
 	}
 	// The view of the spliced body has the task followed by the text.
-	out := r.Splice(body, protocol.AppendToTask, "\n\nctx")
+	out := r.SpliceTo(nil, body, protocol.AppendToTask, "\n\nctx")
 	r2, err := Parse(Converse, "m", out, protocol.DefaultTaskRules())
 	if err != nil || r2.Parsed().Task != "hi\n\nctx" {
 		t.Fatalf("re-parse: %v %q", err, r2.Parsed().Task)
@@ -240,7 +240,7 @@ func TestNova(t *testing.T) {
 		protocol.System:       `{"schemaVersion":"messages-v1","system":[{"text":"Be brief."},{"text":"C"}],"messages":[{"role":"user","content":[{"text":"Summarise: the cat sat."}]},{"role":"assistant","content":[{"text":"A cat sat."}]},{"role":"user","content":[{"text":"Shorter."}]}],"inferenceConfig":{"maxTokens":300,"topP":0.1}}`,
 		protocol.NewMessage:   `{"schemaVersion":"messages-v1","system":[{"text":"Be brief."}],"messages":[{"role":"user","content":[{"text":"Summarise: the cat sat."},{"text":"C"}]},{"role":"assistant","content":[{"text":"A cat sat."}]},{"role":"user","content":[{"text":"Shorter."}]}],"inferenceConfig":{"maxTokens":300,"topP":0.1}}`,
 	} {
-		if out := r.Splice(body, p, "\n\nC"); string(out) != w {
+		if out := r.SpliceTo(nil, body, p, "\n\nC"); string(out) != w {
 			t.Errorf("%s:\n got %s\nwant %s", p, out, w)
 		}
 	}

@@ -108,26 +108,11 @@ func decodeConverseResponse(body []byte) (protocol.Message, protocol.Usage, bool
 		// Compact, as the stream's blocks are assembled: one answer, one record.
 		m.Raw[i] = protocol.RawJSON(jsontext.Compact(string(raw)))
 	}
-	return m.Clone(), converseUsage(jsontext.ObjectKey(root, "usage")), true
+	return m.Clone(), converseUsage.Read(jsontext.ObjectKey(root, "usage")), true
 }
 
-// converseUsage reads {"inputTokens","outputTokens"}.
-func converseUsage(v gjson.Result) protocol.Usage {
-	var u protocol.Usage
-	if !v.IsObject() {
-		return u
-	}
-	v.ForEach(func(k, n gjson.Result) bool {
-		switch k.Str {
-		case "inputTokens":
-			u.InputTokens = n.Int()
-		case "outputTokens":
-			u.OutputTokens = n.Int()
-		}
-		return true
-	})
-	return u
-}
+// converseUsage names the token counts of a Converse usage object.
+var converseUsage = protocol.UsageKeys{Input: "inputTokens", Output: "outputTokens"}
 
 // decodeLlamaResponse reads a Llama InvokeModel answer: {"generation",
 // "prompt_token_count","generation_token_count","stop_reason"}. ok is false without
@@ -510,7 +495,7 @@ func (c *converseAcc) event(name string, v gjson.Result) {
 	case "messageStop":
 		c.done = true
 	case "metadata":
-		c.usage = converseUsage(jsontext.ObjectKey(v, "usage"))
+		c.usage = converseUsage.Read(jsontext.ObjectKey(v, "usage"))
 	}
 }
 

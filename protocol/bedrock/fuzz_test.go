@@ -25,7 +25,7 @@ var fuzzRules = []protocol.TaskRule{{Regex: regexp.MustCompile(`Task: (.+)`)}, {
 func checkSplices(t *testing.T, r protocol.Request, body []byte, parse func([]byte) (protocol.Request, error)) {
 	t.Helper()
 	for _, p := range []protocol.Placement{protocol.AppendToTask, protocol.System, protocol.NewMessage} {
-		out := r.Splice(body, p, fuzzText)
+		out := r.SpliceTo(nil, body, p, fuzzText)
 		if string(out) == string(body) {
 			continue
 		}
@@ -47,7 +47,7 @@ func checkTaskAppended(t *testing.T, r protocol.Request, body []byte, parse func
 	if task == "" {
 		return
 	}
-	out := r.Splice(body, protocol.AppendToTask, fuzzText)
+	out := r.SpliceTo(nil, body, protocol.AppendToTask, fuzzText)
 	r2, err := parse(out)
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func FuzzParseInvoke(f *testing.F) {
 			// The text lands in the prompt exactly where the task ends (a view of
 			// the output would see other blocks: the text holds template tokens,
 			// and trailing whitespace is trimmed).
-			out := l.Splice(body, protocol.AppendToTask, fuzzText)
+			out := l.SpliceTo(nil, body, protocol.AppendToTask, fuzzText)
 			got := gjson.GetBytes(out, "prompt").Str
 			if want := l.prompt[:l.taskAt] + fuzzText + l.prompt[l.taskAt:]; got != want {
 				t.Fatalf("prompt\n got %q\nwant %q", got, want)

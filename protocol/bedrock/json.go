@@ -1,26 +1,19 @@
 package bedrock
 
 import (
-	"fmt"
-
 	"github.com/tidwall/gjson"
 
-	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
 )
 
-// rootObject validates body and returns it as a gjson value over one copy of the
-// body (every string of a view aliases that copy, so the view outlives the caller's
-// buffer). A body that is JSON but not an object has no messages.
+// rootObject validates body (jsontext.Object) and returns it as a gjson value over
+// one copy of the body (every string of a view aliases that copy, so the view
+// outlives the caller's buffer).
 func rootObject(body []byte) (gjson.Result, error) {
-	if err := jsontext.Validate(body); err != nil {
+	if _, _, err := jsontext.Object(body, nil); err != nil {
 		return gjson.Result{}, err
 	}
-	js := string(body)
-	if jsontext.FirstByte(js) != '{' {
-		return gjson.Result{}, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrMissingMessages)
-	}
-	return gjson.Result{Type: gjson.JSON, Raw: js}, nil
+	return gjson.Result{Type: gjson.JSON, Raw: string(body)}, nil
 }
 
 // ins is the insertion of text between prefix and suffix at offset at.

@@ -1,7 +1,6 @@
 package bedrock
 
 import (
-	"fmt"
 	"strings"
 	"unicode"
 
@@ -61,7 +60,7 @@ func parseLlama(body []byte, rules []protocol.TaskRule, op Op) (*LlamaRequest, e
 	}
 	p := jsontext.ObjectKey(root, "prompt")
 	if p.Type != gjson.String {
-		return nil, fmt.Errorf("%w: \"prompt\" is missing or not a string", protocol.ErrMissingMessages)
+		return nil, protocol.Missing("prompt", "a string")
 	}
 	r := &LlamaRequest{op: op, bodyLen: len(body), quoted: p.Raw, open: p.Index, prompt: p.Str, taskBlock: -1}
 	r.Stream = op.Stream()
@@ -177,8 +176,8 @@ func (r *LlamaRequest) raw(decoded int) int {
 	return r.open + jsontext.QuotedOffset(r.quoted, decoded)
 }
 
-// Splice returns a new body with text inserted into the prompt per placement; body
-// is not modified.
+// SpliceTo appends to dst body with text inserted into the prompt per placement
+// and returns the extended slice; body is not modified.
 //
 //   - AppendToTask inserts text right after the task (before the end-of-turn token
 //     of its block).
@@ -190,14 +189,9 @@ func (r *LlamaRequest) raw(decoded int) int {
 //     "[/INST]").
 //
 // Except for AppendToTask and an existing system block's text, the text has its
-// leading whitespace trimmed. With no task, AppendToTask and NewMessage return body
+// leading whitespace trimmed. With no task, AppendToTask and NewMessage append body
 // unchanged, as do a body other than the one parsed, an unknown placement, an empty
 // text and a task block without an end-of-turn token for NewMessage.
-func (r *LlamaRequest) Splice(body []byte, p protocol.Placement, text string) []byte {
-	return r.insertion(body, p, text).Apply(body)
-}
-
-// SpliceTo appends to dst the body Splice returns.
 func (r *LlamaRequest) SpliceTo(dst, body []byte, p protocol.Placement, text string) []byte {
 	return r.insertion(body, p, text).AppendTo(dst, body)
 }

@@ -67,7 +67,7 @@ func TestLlamaTemplate(t *testing.T) {
 				"visit Rome\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nContext: <b><|eot_id|>", 1),
 		}
 		for p, want := range tests {
-			out := r.Splice(body, p, ctx)
+			out := r.SpliceTo(nil, body, p, ctx)
 			checkInsertion(t, body, out)
 			if got := promptOf(t, out); got != want {
 				t.Errorf("html %v %s:\n got %q\nwant %q", html, p, got, want)
@@ -92,7 +92,7 @@ func TestLlamaFirstUserAndNoSystem(t *testing.T) {
 		protocol.NewMessage:   strings.Replace(prompt, "<|eot_id|>", "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nC<|eot_id|>", 1),
 	}
 	for p, want := range tests {
-		out := r.Splice(body, p, "\n\nC")
+		out := r.SpliceTo(nil, body, p, "\n\nC")
 		checkInsertion(t, body, out)
 		if got := promptOf(t, out); got != want {
 			t.Errorf("%s:\n got %q\nwant %q", p, got, want)
@@ -116,7 +116,7 @@ func TestLlama4Template(t *testing.T) {
 		protocol.NewMessage: strings.Replace(prompt, "bug<|eot|>", "bug<|eot|><|header_start|>user<|header_end|>\n\nC<|eot|>", 1),
 	}
 	for p, want := range tests {
-		if got := promptOf(t, r.Splice(body, p, "\n\nC")); got != want {
+		if got := promptOf(t, r.SpliceTo(nil, body, p, "\n\nC")); got != want {
 			t.Errorf("%s:\n got %q\nwant %q", p, got, want)
 		}
 	}
@@ -166,7 +166,7 @@ func TestLlamaPlain(t *testing.T) {
 			t.Fatalf("view = %#v", v)
 		}
 		for p, want := range tt.want {
-			out := r.Splice(body, p, "\n\nC")
+			out := r.SpliceTo(nil, body, p, "\n\nC")
 			checkInsertion(t, body, out)
 			if got := promptOf(t, out); got != want {
 				t.Errorf("%q %s:\n got %q\nwant %q", tt.prompt, p, got, want)
@@ -182,7 +182,7 @@ func TestLlamaNoTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []protocol.Placement{protocol.AppendToTask, protocol.NewMessage} {
-		if out := r.Splice(body, p, "x"); string(out) != string(body) {
+		if out := r.SpliceTo(nil, body, p, "x"); string(out) != string(body) {
 			t.Errorf("%s spliced without a task: %s", p, out)
 		}
 	}
@@ -192,7 +192,7 @@ func TestLlamaNoTask(t *testing.T) {
 	if err != nil || r.Parsed().Task != "hi" {
 		t.Fatalf("%v %#v", err, r)
 	}
-	if out := r.Splice(body, protocol.NewMessage, "x"); string(out) != string(body) {
+	if out := r.SpliceTo(nil, body, protocol.NewMessage, "x"); string(out) != string(body) {
 		t.Errorf("new message after an open block: %s", out)
 	}
 }

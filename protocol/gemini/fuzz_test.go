@@ -25,7 +25,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		for _, p := range []protocol.Placement{protocol.AppendToTask, protocol.System, protocol.NewMessage} {
-			out := r.Splice(body, p, "ctx \"x\"")
+			out := r.SpliceTo(nil, body, p, "ctx \"x\"")
 			if !json.Valid(out) {
 				t.Fatalf("%s splice of %q is not JSON: %q", p, body, out)
 			}

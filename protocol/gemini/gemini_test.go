@@ -36,7 +36,7 @@ func TestGeminiCLICapture(t *testing.T) {
 		if r.Task != "List the files in this folder." {
 			t.Errorf("%s: task %q (rule %s)", f, r.Task, r.TaskRule)
 		}
-		out := r.Splice(body, protocol.AppendToTask, "\n\nCONTEXT")
+		out := r.SpliceTo(nil, body, protocol.AppendToTask, "\n\nCONTEXT")
 		if !json.Valid(out) || !strings.Contains(string(out), `"List the files in this folder.\n\nCONTEXT"`) {
 			t.Errorf("%s: AppendToTask did not land after the task", f)
 		}
@@ -110,7 +110,7 @@ func TestSplice(t *testing.T) {
 	}
 	for _, c := range cases {
 		r := parse(t, c.body)
-		got := string(r.Splice([]byte(c.body), c.p, "CTX"))
+		got := string(r.SpliceTo(nil, []byte(c.body), c.p, "CTX"))
 		if got != c.want {
 			t.Errorf("%s:\n got  %s\n want %s", c.name, got, c.want)
 		}
@@ -121,10 +121,10 @@ func TestSplice(t *testing.T) {
 	// Escaping, and a body other than the parsed one is left alone.
 	body := `{"contents":[{"parts":[{"text":"Fix \"it\"\u00e9"}]}]}`
 	r := parse(t, body)
-	if got := string(r.Splice([]byte(body), protocol.AppendToTask, "a\"b")); got != `{"contents":[{"parts":[{"text":"Fix \"it\"\u00e9a\"b"}]}]}` {
+	if got := string(r.SpliceTo(nil, []byte(body), protocol.AppendToTask, "a\"b")); got != `{"contents":[{"parts":[{"text":"Fix \"it\"\u00e9a\"b"}]}]}` {
 		t.Errorf("escaped: %s", got)
 	}
-	if got := r.Splice([]byte(body+" "), protocol.AppendToTask, "x"); string(got) != body+" " {
+	if got := r.SpliceTo(nil, []byte(body+" "), protocol.AppendToTask, "x"); string(got) != body+" " {
 		t.Errorf("other body spliced")
 	}
 }

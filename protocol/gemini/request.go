@@ -1,7 +1,6 @@
 package gemini
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/camproxy/camproxy/protocol"
@@ -15,7 +14,7 @@ type Request struct {
 	protocol.View // Model (from the path), Stream, Messages (normalised), Task
 
 	framing Framing
-	// bodyLen is the length of the parsed body: Splice refuses a different body
+	// bodyLen is the length of the parsed body: SpliceTo refuses a different body
 	// rather than inserting at offsets that mean nothing in it.
 	bodyLen int
 	sys     anchor // where System inserts
@@ -26,10 +25,7 @@ type Request struct {
 var _ protocol.Request = (*Request)(nil)
 
 // anchor is one place to insert at and the JSON that goes around the escaped text.
-type anchor struct {
-	at int
-	jsontext.Wrap
-}
+type anchor = jsontext.Anchor
 
 // segment is one text task rules read, with where its JSON string sits.
 type segment struct {
@@ -50,15 +46,12 @@ type segment struct {
 // The view holds no byte of body: Parse reads a private copy, so the caller may
 // reuse its buffer.
 func Parse(body []byte, rules []protocol.TaskRule, model string, framing Framing) (*Request, error) {
-	if err := jsontext.Validate(body); err != nil {
+	_, open, err := jsontext.Object(body, nil)
+	if err != nil {
 		return nil, err
 	}
 	js := string(body) // what the view's strings alias
 	b := []byte(js)    // offsets are the same as body's
-	open := jsontext.SkipWS(b, 0)
-	if b[open] != '{' {
-		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrMissingMessages)
-	}
 	r := &Request{framing: framing, bodyLen: len(body)}
 	r.Model, r.Stream = model, framing.Streamed()
 	var system, contents gjson.Result
@@ -73,7 +66,7 @@ func Parse(body []byte, rules []protocol.TaskRule, model string, framing Framing
 		}
 	}) - 1
 	if !contents.IsArray() {
-		return nil, fmt.Errorf("%w: \"contents\" is missing or not an array", protocol.ErrMissingMessages)
+		return nil, protocol.Missing("contents", "an array")
 	}
 	segs := r.readSystem(b, js, system, open, closing)
 	segs = r.readContents(b, js, contents, segs)
@@ -148,16 +141,16 @@ func (r *Request) readSystem(b []byte, js string, system gjson.Result, open, clo
 	switch {
 	case !system.Exists():
 		// The first member; the body has at least "contents" after it.
-		r.sys = anchor{at: open + 1, Wrap: jsontext.Wrap{Prefix: `"systemInstruction":{"parts":[` + part, Suffix: `"}]},`, Trim: true}}
+		r.sys = anchor{At: open + 1, Wrap: jsontext.Wrap{Prefix: `"systemInstruction":{"parts":[` + part, Suffix: `"}]},`, Trim: true}}
 		return nil
 	case system.Type == gjson.String:
 		// Not the API's shape (a Content), but what some clients send: extend it.
 		r.Messages = append(r.Messages, protocol.Message{Role: "system", Content: system.Str})
-		r.sys = anchor{at: system.Index + len(system.Raw) - 1, Wrap: jsontext.Wrap{Trim: system.Str == ""}}
+		r.sys = anchor{At: system.Index + len(system.Raw) - 1, Wrap: jsontext.Wrap{Trim: system.Str == ""}}
 		return []segment{{msg: -1, role: "system", idx: system.Index, raw: system.Raw, text: system.Str, msgEnd: -1}}
 	case !system.IsObject():
 		// null or a wrong type: a second member, last, so that it is the one kept.
-		r.sys = anchor{at: closing, Wrap: jsontext.Wrap{Prefix: `,"systemInstruction":{"parts":[` + part, Suffix: `"}]}`, Trim: true}}
+		r.sys = anchor{At: closing, Wrap: jsontext.Wrap{Prefix: `,"systemInstruction":{"parts":[` + part, Suffix: `"}]}`, Trim: true}}
 		return nil
 	}
 	var parts gjson.Result
@@ -179,7 +172,7 @@ func (r *Request) readSystem(b []byte, js string, system gjson.Result, open, clo
 		if n > 0 {
 			prefix = "," + part
 		}
-		r.sys = anchor{at: parts.Index + len(parts.Raw) - 1, Wrap: jsontext.Wrap{Prefix: prefix, Suffix: `"}`, Trim: true}}
+		r.sys = anchor{At: parts.Index + len(parts.Raw) - 1, Wrap: jsontext.Wrap{Prefix: prefix, Suffix: `"}`, Trim: true}}
 	} else {
 		// No parts (or not an array): a parts member, last in the object.
 		end := system.Index + len(system.Raw) - 1
@@ -187,7 +180,7 @@ func (r *Request) readSystem(b []byte, js string, system gjson.Result, open, clo
 		if jsontext.SkipWS(b, system.Index+1) == end {
 			prefix = prefix[1:]
 		}
-		r.sys = anchor{at: end, Wrap: jsontext.Wrap{Prefix: prefix, Suffix: `"}]`, Trim: true}}
+		r.sys = anchor{At: end, Wrap: jsontext.Wrap{Prefix: prefix, Suffix: `"}]`, Trim: true}}
 	}
 	r.Messages = append(r.Messages, m)
 	return segs
@@ -260,10 +253,10 @@ func (r *Request) findTask(rules []protocol.TaskRule, body []byte, segs []segmen
 	}
 	s := segs[f.Seg]
 	r.Task, r.TaskRule = f.Task, f.Rule
-	r.task = anchor{at: s.idx + jsontext.QuotedOffset(s.raw, f.End)}
+	r.task = anchor{At: s.idx + jsontext.QuotedOffset(s.raw, f.End)}
 	const content = `{"role":"user","parts":[{"text":"`
 	if s.msg >= 0 {
-		r.after = anchor{at: s.msgEnd, Wrap: jsontext.Wrap{Prefix: "," + content, Suffix: `"}]}`, Trim: true}}
+		r.after = anchor{At: s.msgEnd, Wrap: jsontext.Wrap{Prefix: "," + content, Suffix: `"}]}`, Trim: true}}
 		return
 	}
 	// A task in the system instruction: the new content goes first.
@@ -271,10 +264,11 @@ func (r *Request) findTask(rules []protocol.TaskRule, body []byte, segs []segmen
 	if jsontext.SkipWS([]byte(contents.Raw), 1) < len(contents.Raw)-1 {
 		suffix += ","
 	}
-	r.after = anchor{at: contents.Index + 1, Wrap: jsontext.Wrap{Prefix: content, Suffix: suffix, Trim: true}}
+	r.after = anchor{At: contents.Index + 1, Wrap: jsontext.Wrap{Prefix: content, Suffix: suffix, Trim: true}}
 }
 
-// Splice returns a new body with text inserted per placement; body is not modified.
+// SpliceTo appends to dst body with text inserted per placement and returns the
+// extended slice; body is not modified.
 //
 //   - AppendToTask: right after the task text, inside its string.
 //   - System: a new text part at the end of systemInstruction's parts; a
@@ -282,19 +276,10 @@ func (r *Request) findTask(rules []protocol.TaskRule, body []byte, segs []segmen
 //   - NewMessage: a new user content right after the task's content.
 //
 // body must be the body given to Parse; any other body, an unknown placement, an
-// empty text, or AppendToTask and NewMessage without a task return body unchanged.
-func (r *Request) Splice(body []byte, p protocol.Placement, text string) []byte {
-	return r.insertion(body, p, text).Apply(body)
-}
-
-// SpliceTo appends to dst the body Splice returns.
+// empty text, or AppendToTask and NewMessage without a task append body unchanged.
 func (r *Request) SpliceTo(dst, body []byte, p protocol.Placement, text string) []byte {
-	return r.insertion(body, p, text).AppendTo(dst, body)
-}
-
-func (r *Request) insertion(body []byte, p protocol.Placement, text string) jsontext.Insertion {
 	a, ok := protocol.ByPlacement(p, r.Task != "", r.sys, r.task, r.after)
-	return jsontext.Spliced(body, r.bodyLen, a.at, ok, a.Wrap, text)
+	return jsontext.Spliced(body, r.bodyLen, a, ok, text).AppendTo(dst, body)
 }
 
 // derivedID is the id a function call is recorded under: the k-th call of a model

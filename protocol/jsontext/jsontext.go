@@ -16,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -94,6 +95,25 @@ func ValidateSkipping(body []byte, s Skipper) error {
 		return fmt.Errorf("%w: the body is not valid UTF-8", protocol.ErrInvalidJSON)
 	}
 	return nil
+}
+
+// Object is every adapter's first step: it validates body as one JSON document
+// (ValidateSkipping with s, which may be nil) and finds the object a call of every
+// wire API is. It returns body as a string that aliases it — read in place; the
+// caller copies what it keeps — and the offset of the '{' that opens it.
+//
+// The errors are one per condition, whatever the wire API: a body that is not
+// valid JSON wraps protocol.ErrInvalidJSON; valid JSON that is not an object wraps
+// protocol.ErrMissingMessages, since it cannot hold the conversation.
+func Object(body []byte, s Skipper) (js string, open int, err error) {
+	if err := ValidateSkipping(body, s); err != nil {
+		return "", 0, err
+	}
+	open = SkipWS(body, 0) // within body: a valid document is not all whitespace
+	if body[open] != '{' {
+		return "", 0, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrMissingMessages)
+	}
+	return unsafe.String(unsafe.SliceData(body), len(body)), open, nil
 }
 
 // FirstByte returns the first byte of s that is not JSON whitespace, or 0.
@@ -193,34 +213,19 @@ func hex4(s string) rune {
 	return r
 }
 
-// Insert returns a new body: body with prefix, then text escaped as the inside of a
-// JSON string (AppendEscaped), then suffix inserted at offset at. prefix and suffix
-// are written as they are: they carry the JSON around the text, such as
-// `{"type":"text","text":"` and `"}`. body is not modified. at must be within body.
-func Insert(body []byte, at int, prefix, text, suffix string) []byte {
-	return Insertion{At: at, Prefix: prefix, Text: text, Suffix: suffix, OK: true}.Apply(body)
-}
-
-// An Insertion is a splice resolved against a parsed body: Text, escaped, between
-// Prefix and Suffix, at offset At (see Insert); OK false when there is nothing to
-// insert. Adapters resolve one, then either apply it (Splice: a new body) or append
-// it (SpliceTo: into a buffer the caller reuses).
+// An Insertion is a splice resolved against a parsed body: Text, escaped as the
+// inside of a JSON string (AppendEscaped), between Prefix and Suffix, at offset At;
+// OK false when there is nothing to insert. Prefix and Suffix are written as they
+// are: they carry the JSON around the text, such as `{"type":"text","text":"` and
+// `"}`.
 type Insertion struct {
 	At                   int
 	Prefix, Text, Suffix string
 	OK                   bool
 }
 
-// Apply returns a new body with the insertion made, or body itself when there is none.
-func (in Insertion) Apply(body []byte) []byte {
-	if !in.OK {
-		return body
-	}
-	return in.AppendTo(make([]byte, 0, len(body)+len(in.Prefix)+len(in.Text)+len(in.Text)/8+len(in.Suffix)+8), body)
-}
-
 // AppendTo appends body with the insertion made (body as it is when there is none)
-// to dst and returns the extended slice.
+// to dst and returns the extended slice. body is not modified; At must be within it.
 func (in Insertion) AppendTo(dst, body []byte) []byte {
 	if !in.OK {
 		return append(dst, body...)
@@ -241,27 +246,28 @@ type Wrap struct {
 	Trim           bool
 }
 
-// Splice is the splice every byte-inserting adapter does once it has resolved a
-// placement: text, wrapped by w, inserted at offset at of body (Insert). at was
-// found in a parsed body of bodyLen bytes; ok false (the placement has no anchor),
-// another body, an offset past its end or an empty text (once trimmed) return body
-// itself, unmodified.
-func Splice(body []byte, bodyLen, at int, ok bool, w Wrap, text string) []byte {
-	return Spliced(body, bodyLen, at, ok, w, text).Apply(body)
+// An Anchor is where a placement inserts in a parsed body: a raw offset, and what
+// goes around the text there.
+type Anchor struct {
+	At int // raw offset of the insertion
+	Wrap
 }
 
-// Spliced is Splice's insertion, for an adapter that applies or appends it.
-func Spliced(body []byte, bodyLen, at int, ok bool, w Wrap, text string) Insertion {
-	if !ok || len(body) != bodyLen || at > len(body) {
+// Spliced is the insertion every byte-inserting adapter makes once it has resolved
+// a placement to an anchor: text, wrapped, at the anchor. a was found in a parsed
+// body of bodyLen bytes; ok false (the placement has no anchor), another body, an
+// offset past its end or an empty text (once trimmed) insert nothing.
+func Spliced(body []byte, bodyLen int, a Anchor, ok bool, text string) Insertion {
+	if !ok || len(body) != bodyLen || a.At > len(body) {
 		return Insertion{}
 	}
-	if w.Trim {
+	if a.Trim {
 		text = strings.TrimLeftFunc(text, unicode.IsSpace)
 	}
 	if text == "" {
 		return Insertion{}
 	}
-	return Insertion{At: at, Prefix: w.Prefix, Text: text, Suffix: w.Suffix, OK: true}
+	return Insertion{At: a.At, Prefix: a.Prefix, Text: text, Suffix: a.Suffix, OK: true}
 }
 
 // ObjectBounds returns the offsets of the '{' and '}' that open and close the valid

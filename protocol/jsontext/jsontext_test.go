@@ -3,11 +3,14 @@ package jsontext
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/protocol"
 )
 
 func TestRawOffset(t *testing.T) {
@@ -97,7 +100,7 @@ func jsonEscape(t testing.TB, s string) string {
 	return out[1 : len(out)-1]
 }
 
-func TestInsert(t *testing.T) {
+func TestInsertionAppendTo(t *testing.T) {
 	body := []byte(`{"a":"xy"}`)
 	tests := []struct {
 		at                   int
@@ -111,12 +114,13 @@ func TestInsert(t *testing.T) {
 		{10, `x`, ``, `y`, `{"a":"xy"}xy`},
 	}
 	for _, tt := range tests {
-		got := Insert(body, tt.at, tt.prefix, tt.text, tt.suffix)
-		if string(got) != tt.want {
-			t.Errorf("Insert(%d, %q, %q, %q) = %s; want %s", tt.at, tt.prefix, tt.text, tt.suffix, got, tt.want)
+		in := Insertion{At: tt.at, Prefix: tt.prefix, Text: tt.text, Suffix: tt.suffix, OK: true}
+		got := in.AppendTo([]byte("dst:"), body)
+		if string(got) != "dst:"+tt.want {
+			t.Errorf("%+v.AppendTo = %s; want dst:%s", in, got, tt.want)
 		}
 		if string(body) != `{"a":"xy"}` {
-			t.Fatalf("Insert modified its input: %s", body)
+			t.Fatalf("AppendTo modified its input: %s", body)
 		}
 	}
 }
@@ -193,6 +197,56 @@ func FuzzAppendEscaped(f *testing.F) {
 		}
 		if !json.Valid([]byte(`"` + string(got) + `"`)) {
 			t.Fatalf("not a JSON string: %s", got)
+		}
+	})
+}
+
+// TestObject: the offset of the opening brace, and the one error class per
+// condition that every adapter returns through Object.
+func TestObject(t *testing.T) {
+	tests := []struct {
+		body string
+		open int
+		want error
+	}{
+		{`{}`, 0, nil},
+		{" \r\n\t{\"messages\":[]} ", 4, nil},
+		{``, 0, protocol.ErrInvalidJSON},
+		{`{"a":`, 0, protocol.ErrInvalidJSON},
+		{"{\"a\":\"\xff\"}", 0, protocol.ErrInvalidJSON},
+		{strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1), 0, protocol.ErrInvalidJSON},
+		{`[]`, 0, protocol.ErrMissingMessages},
+		{` "x"`, 0, protocol.ErrMissingMessages},
+		{`null`, 0, protocol.ErrMissingMessages},
+	}
+	for _, tt := range tests {
+		js, open, err := Object([]byte(tt.body), nil)
+		if !errors.Is(err, tt.want) {
+			t.Errorf("Object(%q): err %v; want %v", tt.body, err, tt.want)
+			continue
+		}
+		if err == nil && (open != tt.open || js != tt.body) {
+			t.Errorf("Object(%q) = %q, %d; want the body, %d", tt.body, js, open, tt.open)
+		}
+	}
+}
+
+// FuzzObject: Object never panics, and what it accepts is a JSON object opening at
+// the offset it returns.
+func FuzzObject(f *testing.F) {
+	f.Add([]byte(`{"messages":[]}`))
+	f.Add([]byte(` [1]`))
+	f.Add([]byte(``))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		js, open, err := Object(b, nil)
+		if err != nil {
+			if !errors.Is(err, protocol.ErrInvalidJSON) && !errors.Is(err, protocol.ErrMissingMessages) {
+				t.Fatalf("%q: err %v of no class", b, err)
+			}
+			return
+		}
+		if js != string(b) || b[open] != '{' || !json.Valid(b) || strings.TrimSpace(string(b[:open])) != "" {
+			t.Fatalf("%q: accepted, open %d", b, open)
 		}
 	})
 }

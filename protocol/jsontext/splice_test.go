@@ -2,7 +2,8 @@ package jsontext
 
 import "testing"
 
-func TestSplice(t *testing.T) {
+// TestSpliced: the insertion an anchor makes, and when it makes none.
+func TestSpliced(t *testing.T) {
 	body := []byte(`{"a":"xy"}`)
 	member := Wrap{Prefix: `"s":"`, Suffix: `",`, Trim: true}
 	tests := []struct {
@@ -14,7 +15,7 @@ func TestSplice(t *testing.T) {
 		w       Wrap
 		text    string
 		want    string
-		same    bool // the very input slice comes back
+		same    bool // nothing is inserted
 	}{
 		{"inside a string keeps leading space", body, 10, 7, true, Wrap{}, "\n ctx", `{"a":"x\n ctxy"}`, false},
 		{"a new member trims", body, 10, 1, true, member, "\n\n ctx", `{"s":"ctx","a":"xy"}`, false},
@@ -26,15 +27,16 @@ func TestSplice(t *testing.T) {
 		{"blank kept inside a string", body, 10, 7, true, Wrap{}, " ", `{"a":"x y"}`, false},
 	}
 	for _, tt := range tests {
-		got := Splice(tt.body, tt.bodyLen, tt.at, tt.ok, tt.w, tt.text)
+		in := Spliced(tt.body, tt.bodyLen, Anchor{At: tt.at, Wrap: tt.w}, tt.ok, tt.text)
+		got := in.AppendTo(nil, tt.body)
 		if string(got) != tt.want {
 			t.Errorf("%s: got %s; want %s", tt.name, got, tt.want)
 		}
-		if same := len(got) > 0 && &got[0] == &tt.body[0]; same != tt.same {
-			t.Errorf("%s: returned the input slice %v; want %v", tt.name, same, tt.same)
+		if same := !in.OK; same != tt.same {
+			t.Errorf("%s: inserted nothing %v; want %v", tt.name, same, tt.same)
 		}
 		if string(body) != `{"a":"xy"}` {
-			t.Fatalf("%s: Splice modified its input: %s", tt.name, body)
+			t.Fatalf("%s: AppendTo modified its input: %s", tt.name, body)
 		}
 	}
 }

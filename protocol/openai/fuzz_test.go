@@ -53,7 +53,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("messages do not read back: %v\n%s", err, line)
 		}
 		for _, p := range []protocol.Placement{protocol.AppendToTask, protocol.System, protocol.NewMessage} {
-			out := r.Splice(body, p, fuzzText)
+			out := r.SpliceTo(nil, body, p, fuzzText)
 			checkInsertion(t, r, body, out, p)
 			if _, err := Parse(out, rules); err != nil {
 				t.Fatalf("%s: output does not parse: %v\n%s", p, err, out)
@@ -70,7 +70,7 @@ func checkAppendedTask(t *testing.T, r *Request, body []byte, rules []protocol.T
 	if r.Task == "" {
 		return
 	}
-	out := r.Splice(body, protocol.AppendToTask, fuzzText)
+	out := r.SpliceTo(nil, body, protocol.AppendToTask, fuzzText)
 	r2, err := Parse(out, rules)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func FuzzSpliceRegex(f *testing.F) {
 		if err != nil || r.Task == "" {
 			return
 		}
-		out := r.Splice(body, protocol.AppendToTask, fuzzText)
+		out := r.SpliceTo(nil, body, protocol.AppendToTask, fuzzText)
 		checkInsertion(t, r, body, out, protocol.AppendToTask)
 		checkAppendedTask(t, r, body, rules)
 	})

@@ -185,7 +185,7 @@ func FuzzSkipMatchesScan(f *testing.F) {
 	})
 }
 
-// TestSpliceTo: SpliceTo appends what Splice returns, for every placement.
+// TestSpliceTo: SpliceTo appends to dst, keeping what dst held, for every placement.
 func TestSpliceTo(t *testing.T) {
 	for _, b := range referenceBodies(t) {
 		r, err := Parse([]byte(b), protocol.DefaultTaskRules())
@@ -193,7 +193,7 @@ func TestSpliceTo(t *testing.T) {
 			continue
 		}
 		for _, p := range []protocol.Placement{protocol.AppendToTask, protocol.System, protocol.NewMessage, "unknown"} {
-			want := append([]byte("dst:"), r.Splice([]byte(b), p, "\n\nctx \"q\"")...)
+			want := append([]byte("dst:"), r.SpliceTo(nil, []byte(b), p, "\n\nctx \"q\"")...)
 			if got := r.SpliceTo([]byte("dst:"), []byte(b), p, "\n\nctx \"q\""); !bytes.Equal(got, want) {
 				t.Fatalf("%s %s:\n got %s\nwant %s", b, p, got, want)
 			}

@@ -26,6 +26,32 @@ type fields struct {
 	refusal, reasoningContent, reasoning                     gjson.Result
 }
 
+// slot is where the value of the message key goes; nil for a key not read. The
+// one table of the keys both readers read.
+func (f *fields) slot(key string) *gjson.Result {
+	switch key {
+	case "role":
+		return &f.role
+	case "content":
+		return &f.content
+	case "tool_calls":
+		return &f.toolCalls
+	case "function_call":
+		return &f.functionCall
+	case "tool_call_id":
+		return &f.toolCallID
+	case "name":
+		return &f.name
+	case "refusal":
+		return &f.refusal
+	case "reasoning_content":
+		return &f.reasoningContent
+	case "reasoning":
+		return &f.reasoning
+	}
+	return nil
+}
+
 // readFields walks the keys of one message object once.
 func readFields(obj gjson.Result) fields {
 	var f fields
@@ -33,25 +59,8 @@ func readFields(obj gjson.Result) fields {
 		return f
 	}
 	obj.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "role":
-			f.role = v
-		case "content":
-			f.content = v
-		case "tool_calls":
-			f.toolCalls = v
-		case "function_call":
-			f.functionCall = v
-		case "tool_call_id":
-			f.toolCallID = v
-		case "name":
-			f.name = v
-		case "refusal":
-			f.refusal = v
-		case "reasoning_content":
-			f.reasoningContent = v
-		case "reasoning":
-			f.reasoning = v
+		if dst := f.slot(k.Str); dst != nil {
+			*dst = v
 		}
 		return true
 	})
@@ -74,7 +83,7 @@ func (f *fields) messageWith(readCalls func(gjson.Result) []protocol.ToolCall) p
 	// Legacy function calling carries at most one call and no id.
 	if m.ToolCalls == nil && f.functionCall.IsObject() {
 		tc := protocol.ToolCall{Type: "function"}
-		readFunction(f.functionCall, &tc)
+		readCall(f.functionCall, functionBody, &tc)
 		m.ToolCalls = []protocol.ToolCall{tc}
 	}
 	return m
@@ -118,9 +127,9 @@ func readToolCall(c gjson.Result) protocol.ToolCall {
 		case "type":
 			tc.Type = v.Str
 		case "function":
-			readFunction(v, &tc)
+			readCall(v, functionBody, &tc)
 		case "custom":
-			readCustom(v, &tc)
+			readCall(v, customBody, &tc)
 		}
 		return true
 	})
@@ -130,33 +139,30 @@ func readToolCall(c gjson.Result) protocol.ToolCall {
 	return tc
 }
 
-// readFunction reads {name, arguments} into tc.
-func readFunction(fn gjson.Result, tc *protocol.ToolCall) {
-	if !fn.IsObject() {
-		return
-	}
-	fn.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "name":
-			tc.Name = v.Str
-		case "arguments":
-			tc.Arguments = arguments(v)
-		}
-		return true
-	})
+// callBody is what a tool call's object holds besides its name: a function's
+// arguments (JSON text, read by arguments) or a custom (freeform) call's input
+// (plain text).
+type callBody struct {
+	key  string
+	text func(gjson.Result) string
 }
 
-// readCustom reads a custom (freeform) call's {name, input} into tc.
-func readCustom(c gjson.Result, tc *protocol.ToolCall) {
-	if !c.IsObject() {
+var (
+	functionBody = callBody{key: "arguments", text: arguments}
+	customBody   = callBody{key: "input", text: func(v gjson.Result) string { return v.Str }}
+)
+
+// readCall reads a call's {name, <b.key>} into tc.
+func readCall(obj gjson.Result, b callBody, tc *protocol.ToolCall) {
+	if !obj.IsObject() {
 		return
 	}
-	c.ForEach(func(k, v gjson.Result) bool {
+	obj.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "name":
 			tc.Name = v.Str
-		case "input":
-			tc.Arguments = v.Str
+		case b.key:
+			tc.Arguments = b.text(v)
 		}
 		return true
 	})
@@ -323,27 +329,8 @@ func (r *Request) setMessages(els []protocol.Placed[*element]) []segment {
 func scanFields(b []byte, js string, i int, a *jsontext.Arena) (fields, int) {
 	var f fields
 	end := jsontext.Members(b, js, i, func(key string, v int) int {
-		var dst *gjson.Result
-		switch key {
-		case "role":
-			dst = &f.role
-		case "content":
-			dst = &f.content
-		case "tool_calls":
-			dst = &f.toolCalls
-		case "function_call":
-			dst = &f.functionCall
-		case "tool_call_id":
-			dst = &f.toolCallID
-		case "name":
-			dst = &f.name
-		case "refusal":
-			dst = &f.refusal
-		case "reasoning_content":
-			dst = &f.reasoningContent
-		case "reasoning":
-			dst = &f.reasoning
-		default:
+		dst := f.slot(key)
+		if dst == nil {
 			return -1
 		}
 		var end int

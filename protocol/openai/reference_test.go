@@ -48,7 +48,7 @@ func parseReference(body []byte, rules []protocol.TaskRule) (*Request, error) {
 		return true
 	})
 	if !msgs.IsArray() {
-		return nil, fmt.Errorf("%w: \"messages\" is missing or not an array", protocol.ErrMissingMessages)
+		return nil, protocol.Missing("messages", "an array")
 	}
 	r.arrOpen = msgs.Index
 	var segs []segment
@@ -132,6 +132,7 @@ func BenchmarkParseReference(b *testing.B) {
 	}
 	rules := protocol.DefaultTaskRules()
 	text := "\n\n" + strings.Repeat("Check the cabin class before booking. ", 10)
+	var buf []byte // reused, as the proxy reuses its splice buffer
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
@@ -139,6 +140,6 @@ func BenchmarkParseReference(b *testing.B) {
 		if err != nil || r.Task == "" {
 			b.Fatal(err)
 		}
-		_ = r.Splice(body, protocol.AppendToTask, text)
+		buf = r.SpliceTo(buf[:0], body, protocol.AppendToTask, text)
 	}
 }

@@ -8,9 +8,6 @@
 package openai
 
 import (
-	"fmt"
-	"unsafe"
-
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
 )
@@ -19,7 +16,7 @@ import (
 type Request struct {
 	protocol.View // Model, Stream, Messages (normalised), Task ("" when no rule matched)
 
-	// bodyLen is the length of the parsed body: Splice refuses a different body
+	// bodyLen is the length of the parsed body: SpliceTo refuses a different body
 	// rather than inserting at offsets that mean nothing in it.
 	bodyLen int
 	// arrOpen is the offset of the '[' that opens the messages array.
@@ -44,16 +41,12 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 	// Elements sent before are validated once, when first read (memo).
 	hits := memo.Hits()
 	defer hits.Release()
-	if err := jsontext.ValidateSkipping(body, hits); err != nil {
-		return nil, err
-	}
 	// Read in place, never retained: the model is copied, and messages are read from
 	// private copies of their bytes (readMessages), so the view stays valid after the
 	// caller reuses its buffer.
-	js := unsafe.String(unsafe.SliceData(body), len(body))
-	start := jsontext.SkipWS(body, 0)
-	if body[start] != '{' {
-		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrMissingMessages)
+	js, start, err := jsontext.Object(body, hits)
+	if err != nil {
+		return nil, err
 	}
 	r := &Request{bodyLen: len(body), task: taskSpot{msg: -1}}
 	msgs := -1
@@ -78,7 +71,7 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 		return -1
 	})
 	if msgs < 0 || body[msgs] != '[' {
-		return nil, fmt.Errorf("%w: \"messages\" is missing or not an array", protocol.ErrMissingMessages)
+		return nil, protocol.Missing("messages", "an array")
 	}
 	r.findTask(rules, body, r.setMessages(hits.Walked()))
 	return r, nil

@@ -33,7 +33,7 @@ func decodeValid(body []byte) (protocol.Message, protocol.Usage, error) {
 		}
 		return true
 	})
-	u := readUsage(usage)
+	u := usageKeys.Read(usage)
 	var msg gjson.Result
 	if choices.IsArray() {
 		choices.ForEach(func(_, c gjson.Result) bool {
@@ -57,20 +57,5 @@ func decodeValid(body []byte) (protocol.Message, protocol.Usage, error) {
 	return m, u, nil
 }
 
-// readUsage reads the token counts of a usage object.
-func readUsage(v gjson.Result) protocol.Usage {
-	var u protocol.Usage
-	if !v.IsObject() {
-		return u
-	}
-	v.ForEach(func(k, n gjson.Result) bool {
-		switch k.Str {
-		case "prompt_tokens":
-			u.InputTokens = n.Int()
-		case "completion_tokens":
-			u.OutputTokens = n.Int()
-		}
-		return true
-	})
-	return u
-}
+// usageKeys names the token counts of a usage object.
+var usageKeys = protocol.UsageKeys{Input: "prompt_tokens", Output: "completion_tokens"}

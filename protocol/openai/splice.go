@@ -26,24 +26,15 @@ type anchor struct {
 	comma bool // a separator is needed: the array is not empty
 }
 
-// Splice returns a new body with text inserted per placement; body is not modified.
-// text is already rendered (the template applied). If Task == "" it returns body
+// SpliceTo appends to dst body with text inserted per placement and returns the
+// extended slice; body is not modified.
+// text is already rendered (the template applied). If Task == "" it appends body
 // unchanged for AppendToTask/NewMessage (System still works). body must be the body
-// given to Parse; any other body, an unknown placement or an empty text come back
-// unchanged (the same slice).
-func (r *Request) Splice(body []byte, p protocol.Placement, text string) []byte {
-	return r.insertion(body, p, text).Apply(body)
-}
-
-// SpliceTo appends to dst the body Splice returns.
+// given to Parse; any other body, an unknown placement or an empty text are
+// appended unchanged.
 func (r *Request) SpliceTo(dst, body []byte, p protocol.Placement, text string) []byte {
-	return r.insertion(body, p, text).AppendTo(dst, body)
-}
-
-// insertion resolves a splice.
-func (r *Request) insertion(body []byte, p protocol.Placement, text string) jsontext.Insertion {
 	a, ok := r.anchorFor(p)
-	return jsontext.Spliced(body, r.bodyLen, a.at, ok, a.wrap(), text)
+	return jsontext.Spliced(body, r.bodyLen, jsontext.Anchor{At: a.at, Wrap: a.wrap()}, ok, text).AppendTo(dst, body)
 }
 
 // anchorFor resolves a placement to an anchor; false when there is none.

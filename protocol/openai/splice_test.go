@@ -153,7 +153,7 @@ func TestSpliceGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := r.Splice(body, tt.p, spliceText)
+			got := r.SpliceTo(nil, body, tt.p, spliceText)
 			if string(got) != tt.want {
 				t.Errorf("Splice:\n got %s\nwant %s", got, tt.want)
 			}
@@ -184,13 +184,13 @@ func TestSpliceOtherBodyOrEmptyText(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := []byte(`{"messages":[]}`)
-	if got := r.Splice(other, protocol.AppendToTask, "x"); !bytes.Equal(got, other) {
+	if got := r.SpliceTo(nil, other, protocol.AppendToTask, "x"); !bytes.Equal(got, other) {
 		t.Errorf("Splice into another body = %s", got)
 	}
-	if got := r.Splice(body, protocol.AppendToTask, ""); !bytes.Equal(got, body) {
+	if got := r.SpliceTo(nil, body, protocol.AppendToTask, ""); !bytes.Equal(got, body) {
 		t.Errorf("Splice of empty text = %s", got)
 	}
-	if got := r.Splice(body, protocol.NewMessage, " \n\t"); !bytes.Equal(got, body) {
+	if got := r.SpliceTo(nil, body, protocol.NewMessage, " \n\t"); !bytes.Equal(got, body) {
 		t.Errorf("Splice of a blank new message = %s", got)
 	}
 }
@@ -228,7 +228,7 @@ func TestSpliceProperty(t *testing.T) {
 		}
 		for _, p := range []protocol.Placement{protocol.AppendToTask, protocol.System, protocol.NewMessage} {
 			for _, text := range texts {
-				out := r.Splice(in, p, text)
+				out := r.SpliceTo(nil, in, p, text)
 				checkInsertion(t, r, in, out, p)
 				checkReparse(t, r, out, rules, p, text)
 			}

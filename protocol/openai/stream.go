@@ -1,19 +1,12 @@
 package openai
 
 import (
-	"cmp"
-	"slices"
 	"unsafe"
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
 	"github.com/camproxy/camproxy/protocol/sse"
 	"github.com/tidwall/gjson"
-)
-
-const (
-	// mapCalls is the number of tool calls past which they are found by a map.
-	mapCalls = 8
 )
 
 // StreamDecoder consumes the raw SSE bytes of a streamed chat completion in arbitrary
@@ -27,9 +20,8 @@ type StreamDecoder struct {
 	refusal []byte
 	// reasoning_content and reasoning deltas, as servers of open models send them
 	reasoningContent, reasoning []byte
-	calls                       []callAcc
-	callAt                      map[int64]int // index → position in calls, once there are many
-	spare                       callAcc       // where deltas of calls past the budget go
+	calls                       protocol.ByIndex[callAcc]
+	spare                       callAcc // where deltas of calls past the budget go
 	usage                       protocol.Usage
 	budget                      protocol.Budget // what the answer may keep
 	sketch                      protocol.Sketch // of the whole answer, beside the budget
@@ -41,6 +33,9 @@ type callAcc struct {
 	id, typ, name string
 	args          []byte
 }
+
+// Index places the call among the stream's (protocol.ByIndex).
+func (c callAcc) Index() int64 { return c.index }
 
 // Write feeds the next bytes of the stream. It never fails.
 func (d *StreamDecoder) Write(p []byte) (int, error) {
@@ -66,12 +61,10 @@ func (d *StreamDecoder) Message() protocol.Message {
 	if len(d.reasoning) > 0 {
 		m.Raw = append(m.Raw, reasoningRaw("reasoning", string(protocol.AppendString(nil, string(d.reasoning)))))
 	}
-	if len(d.calls) == 0 {
+	if d.calls.Len() == 0 {
 		return m
 	}
-	// Sort a copy: callAt holds positions in d.calls, and the stream may go on.
-	calls := slices.Clone(d.calls)
-	slices.SortFunc(calls, func(a, b callAcc) int { return cmp.Compare(a.index, b.index) })
+	calls := d.calls.Sorted()
 	m.ToolCalls = make([]protocol.ToolCall, len(calls))
 	for i, c := range calls {
 		typ := c.typ
@@ -113,7 +106,7 @@ func (d *StreamDecoder) onEvent(_, data []byte) { d.handleEvent(data) }
 func (d *StreamDecoder) onCut(_ []byte, c sse.Cut) {
 	d.budget.Lost(c.Size)
 	if u := jsontext.TailMember(c.Tail, 1, "usage"); u.IsObject() {
-		d.usage = readUsage(u)
+		d.usage = usageKeys.Read(u)
 	}
 	// Depth 3: a member of an element of choices.
 	if f := jsontext.TailMember(c.Tail, 3, "finish_reason"); f.Type == gjson.String && f.Str != "" {
@@ -145,7 +138,7 @@ func (d *StreamDecoder) handleEvent(data []byte) {
 			d.readChoices(v)
 		case "usage":
 			if v.IsObject() {
-				d.usage = readUsage(v)
+				d.usage = usageKeys.Read(v)
 			}
 		}
 		return true
@@ -214,7 +207,7 @@ func (d *StreamDecoder) readDelta(delta gjson.Result) {
 			}
 		case "function_call":
 			// Legacy function calling streams one call, with no index.
-			d.readFunctionDelta(d.call(0), v)
+			d.readBodyDelta(d.call(0), v, functionBody)
 		}
 		return true
 	})
@@ -251,78 +244,46 @@ func (d *StreamDecoder) readCallDelta(c gjson.Result, pos int64) {
 	if typ.Str != "" {
 		acc.typ = d.budget.Clone(typ.Str)
 	}
-	d.readFunctionDelta(acc, fn)
+	d.readBodyDelta(acc, fn, functionBody)
 	if custom.IsObject() {
 		// A custom (freeform) call: its input text arrives like arguments.
 		if acc.typ == "" {
 			acc.typ = protocol.ToolCustom
 		}
-		custom.ForEach(func(k, v gjson.Result) bool {
-			switch k.Str {
-			case "name":
-				if v.Str != "" {
-					acc.name = d.budget.Clone(v.Str)
-					d.sketch.Call(acc.index, "", v.Str)
-				}
-			case "input":
-				acc.args = d.budget.Append(acc.args, v.Str)
-			}
-			return true
-		})
+		d.readBodyDelta(acc, custom, customBody)
 	}
 }
 
-// readFunctionDelta applies {name, arguments} to acc: the name is set, the
-// arguments fragment appended.
-func (d *StreamDecoder) readFunctionDelta(acc *callAcc, fn gjson.Result) {
-	if !fn.IsObject() {
+// readBodyDelta applies {name, <b.key>} to acc: the name is set, the arguments or
+// input fragment appended.
+func (d *StreamDecoder) readBodyDelta(acc *callAcc, obj gjson.Result, b callBody) {
+	if !obj.IsObject() {
 		return
 	}
-	fn.ForEach(func(k, v gjson.Result) bool {
+	obj.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "name":
 			if v.Str != "" {
 				acc.name = d.budget.Clone(v.Str)
 				d.sketch.Call(acc.index, "", v.Str)
 			}
-		case "arguments":
-			acc.args = d.budget.Append(acc.args, arguments(v))
+		case b.key:
+			acc.args = d.budget.Append(acc.args, b.text(v))
 		}
 		return true
 	})
 }
 
 // call returns the accumulator of the tool call at index, adding it when new.
-// Indexes come from the stream, so they key a search, not a slice that one bad
-// chunk could make huge; past a handful of calls a map keeps the search linear in
-// the stream.
 func (d *StreamDecoder) call(index int64) *callAcc {
-	if d.callAt != nil {
-		if i, ok := d.callAt[index]; ok {
-			return &d.calls[i]
-		}
-	} else {
-		for i := range d.calls {
-			if d.calls[i].index == index {
-				return &d.calls[i]
-			}
-		}
+	if c := d.calls.Get(index); c != nil {
+		return c
 	}
 	if !d.budget.Take(callSize) {
 		d.spare = callAcc{index: index} // its index still places it in the sketch
 		return &d.spare
 	}
-	d.calls = append(d.calls, callAcc{index: index})
-	switch {
-	case d.callAt != nil:
-		d.callAt[index] = len(d.calls) - 1
-	case len(d.calls) > mapCalls:
-		d.callAt = make(map[int64]int, 2*len(d.calls))
-		for i, c := range d.calls {
-			d.callAt[c.index] = i
-		}
-	}
-	return &d.calls[len(d.calls)-1]
+	return d.calls.Add(callAcc{index: index})
 }
 
 // callSize is what a tool call's accumulator costs the budget besides its strings.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/bedrock"
+	"github.com/camproxy/camproxy/protocol/jsontext"
 )
 
 // Bedrock is Bedrock's runtime API: Converse and InvokeModel, streamed or not. It
@@ -46,8 +47,8 @@ func parseBedrock(c Call, body []byte, rules []protocol.TaskRule) (protocol.Requ
 // parseBedrockBody reads a body without its path: a Converse body unless its shape
 // says which InvokeModel family it is (the proxy reads that from the path).
 func parseBedrockBody(body []byte, rules []protocol.TaskRule) (protocol.Request, error) {
-	if !gjson.ValidBytes(body) {
-		return nil, protocol.ErrInvalidJSON
+	if err := jsontext.Validate(body); err != nil {
+		return nil, err
 	}
 	switch {
 	case gjson.GetBytes(body, "anthropic_version").Exists():

@@ -12,13 +12,13 @@ package registry
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"net/url"
 	"strings"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/jsontext"
 )
 
 // Call is what a lookup and a parse see of a request. The proxy implements it over
@@ -141,13 +141,10 @@ func ExplainNames() []string {
 // its messages (blocks in order), else Fallback. A body plain enough to be several
 // reads the same in each.
 func Detect(body []byte) (*Protocol, error) {
-	if !gjson.ValidBytes(body) {
-		return nil, protocol.ErrInvalidJSON
+	if _, _, err := jsontext.Object(body, nil); err != nil {
+		return nil, err
 	}
 	root := gjson.ParseBytes(body)
-	if !root.IsObject() {
-		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrInvalidJSON)
-	}
 	for _, p := range All {
 		if p.Sniff != nil && p.Sniff(root) {
 			return p, nil

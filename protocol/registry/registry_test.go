@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -114,9 +115,10 @@ func TestDetect(t *testing.T) {
 			t.Errorf("%s: %v %v; want %s", tc.body, p, err, tc.want)
 		}
 	}
-	for _, bad := range []string{`{`, `[1]`, `"x"`} {
-		if _, err := registry.Detect([]byte(bad)); err == nil || !strings.Contains(err.Error(), protocol.ErrInvalidJSON.Error()) {
-			t.Errorf("%s: err %v; want invalid JSON", bad, err)
+	// The errors every adapter returns for the same bodies (TestParseErrorsAgree).
+	for bad, want := range map[string]error{`{`: protocol.ErrInvalidJSON, `[1]`: protocol.ErrMissingMessages, `"x"`: protocol.ErrMissingMessages} {
+		if _, err := registry.Detect([]byte(bad)); !errors.Is(err, want) {
+			t.Errorf("%s: err %v; want %v", bad, err, want)
 		}
 	}
 }

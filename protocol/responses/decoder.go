@@ -50,7 +50,7 @@ func decodeResponse(resp gjson.Result) (id string, msg protocol.Message, usage p
 		case "output":
 			output = v
 		case "usage":
-			usage = readUsage(v)
+			usage = usageKeys.Read(v)
 		}
 		return true
 	})
@@ -61,23 +61,8 @@ func decodeResponse(resp gjson.Result) (id string, msg protocol.Message, usage p
 	return id, answer(output).Clone(), usage, true
 }
 
-// readUsage reads {input_tokens, output_tokens}.
-func readUsage(v gjson.Result) protocol.Usage {
-	var u protocol.Usage
-	if !v.IsObject() {
-		return u
-	}
-	v.ForEach(func(k, n gjson.Result) bool {
-		switch k.Str {
-		case "input_tokens":
-			u.InputTokens = n.Int()
-		case "output_tokens":
-			u.OutputTokens = n.Int()
-		}
-		return true
-	})
-	return u
-}
+// usageKeys names the token counts of a usage object.
+var usageKeys = protocol.UsageKeys{Input: "input_tokens", Output: "output_tokens"}
 
 // JSONDecoder assembles a non-streamed response object; it is finished once the
 // bytes written form a whole response object.
@@ -364,7 +349,7 @@ func (d *StreamDecoder) onCut(name []byte, c sse.Cut) {
 		}
 		// Depth 2: a member of the response object, the event's one object member.
 		if u := jsontext.TailMember(c.Tail, 2, "usage"); u.IsObject() {
-			d.usage = readUsage(u)
+			d.usage = usageKeys.Read(u)
 		}
 		if len(d.items) == 0 {
 			d.budget.Lost(c.Size)

@@ -51,7 +51,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("messages do not read back: %v\n%s", err, line)
 		}
 		for _, p := range []protocol.Placement{protocol.AppendToTask, protocol.System, protocol.NewMessage} {
-			out := r.Splice(body, p, fuzzText)
+			out := r.SpliceTo(nil, body, p, fuzzText)
 			checkInsertion(t, r, body, out, p)
 			checkReparse(t, r, out, rules, p, fuzzText)
 		}
@@ -59,7 +59,7 @@ func FuzzParse(f *testing.F) {
 		if r, err = Parse(body, first); err != nil {
 			t.Fatalf("Parse with other rules: %v", err)
 		}
-		out := r.Splice(body, protocol.AppendToTask, fuzzText)
+		out := r.SpliceTo(nil, body, protocol.AppendToTask, fuzzText)
 		checkInsertion(t, r, body, out, protocol.AppendToTask)
 		checkReparse(t, r, out, first, protocol.AppendToTask, fuzzText)
 	})

@@ -23,9 +23,6 @@
 package responses
 
 import (
-	"fmt"
-	"unsafe"
-
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/protocol"
@@ -37,7 +34,7 @@ import (
 type Request struct {
 	protocol.View // Model, Stream, Messages (normalised), Task, Continues (previous_response_id)
 
-	// bodyLen is the length of the parsed body: Splice refuses a different body
+	// bodyLen is the length of the parsed body: SpliceTo refuses a different body
 	// rather than inserting at offsets that mean nothing in it.
 	bodyLen int
 	// task says where the task sits; meaningful only when Task != "".
@@ -54,10 +51,7 @@ type Request struct {
 var _ protocol.Request = (*Request)(nil)
 
 // anchor is one place to insert at and the JSON that goes around the escaped text.
-type anchor struct {
-	at int // raw offset of the insertion
-	jsontext.Wrap
-}
+type anchor = jsontext.Anchor
 
 // taskSpot locates the task inside the raw body.
 type taskSpot struct {
@@ -84,16 +78,12 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 	// Items sent before are validated once, when first read (memo).
 	hits := memo.Hits()
 	defer hits.Release()
-	if err := jsontext.ValidateSkipping(body, hits); err != nil {
-		return nil, err
-	}
 	// Read in place, never retained: the strings the view keeps are copied, and items
 	// are read from private copies of their bytes (memo), so the view stays valid
 	// after the caller reuses its buffer.
-	js := unsafe.String(unsafe.SliceData(body), len(body))
-	open := jsontext.SkipWS(body, 0)
-	if body[open] != '{' {
-		return nil, fmt.Errorf("%w: the body is not a JSON object", protocol.ErrInvalidJSON)
+	js, open, err := jsontext.Object(body, hits)
+	if err != nil {
+		return nil, err
 	}
 	r := &Request{bodyLen: len(body), arrOpen: -1}
 	var instructions, input gjson.Result
@@ -144,7 +134,7 @@ func (r *Request) readInstructions(ins gjson.Result, open, closing, members int)
 	switch {
 	case ins.Type == gjson.String:
 		// Into the string; an empty one gets no leading blank lines.
-		r.sys = anchor{at: closingQuote(ins), Wrap: jsontext.Wrap{Trim: ins.Str == ""}}
+		r.sys = anchor{At: closingQuote(ins), Wrap: jsontext.Wrap{Trim: ins.Str == ""}}
 		return &protocol.Message{Role: "system", Content: ins.Str}, []segment{{item: -1, idx: ins.Index, raw: ins.Raw, text: ins.Str}}
 	case !ins.Exists():
 		// A new first member.
@@ -152,11 +142,11 @@ func (r *Request) readInstructions(ins gjson.Result, open, closing, members int)
 		if members == 0 {
 			suffix = `"`
 		}
-		r.sys = anchor{at: open + 1, Wrap: jsontext.Wrap{Prefix: `"instructions":"`, Suffix: suffix, Trim: true}}
+		r.sys = anchor{At: open + 1, Wrap: jsontext.Wrap{Prefix: `"instructions":"`, Suffix: suffix, Trim: true}}
 	default:
 		// null or a wrong type: a second "instructions" member, last, so that it is
 		// the one a last-key-wins decoder keeps.
-		r.sys = anchor{at: closing, Wrap: jsontext.Wrap{Prefix: `,"instructions":"`, Suffix: `"`, Trim: true}}
+		r.sys = anchor{At: closing, Wrap: jsontext.Wrap{Prefix: `,"instructions":"`, Suffix: `"`, Trim: true}}
 	}
 	return nil, nil
 }
@@ -239,18 +229,19 @@ func (r *Request) findTask(rules []protocol.TaskRule, body []byte, segs []segmen
 func (r *Request) newMessageAnchor(s segment, at int) anchor {
 	switch {
 	case s.item >= 0:
-		return anchor{at: s.itemEnd, Wrap: jsontext.Wrap{Prefix: `,{"role":"user","content":"`, Suffix: `"}`, Trim: true}}
+		return anchor{At: s.itemEnd, Wrap: jsontext.Wrap{Prefix: `,{"role":"user","content":"`, Suffix: `"}`, Trim: true}}
 	case r.arrOpen >= 0:
 		suffix := `"}`
 		if r.items > 0 {
 			suffix = `"},`
 		}
-		return anchor{at: r.arrOpen + 1, Wrap: jsontext.Wrap{Prefix: `{"role":"user","content":"`, Suffix: suffix, Trim: true}}
+		return anchor{At: r.arrOpen + 1, Wrap: jsontext.Wrap{Prefix: `{"role":"user","content":"`, Suffix: suffix, Trim: true}}
 	}
-	return anchor{at: at}
+	return anchor{At: at}
 }
 
-// Splice returns a new body with text inserted per placement; body is not modified.
+// SpliceTo appends to dst body with text inserted per placement and returns the
+// extended slice; body is not modified.
 // text is already rendered (the template applied).
 //
 //   - AppendToTask: right after the task text, inside its string (the input string
@@ -261,25 +252,15 @@ func (r *Request) newMessageAnchor(s segment, at int) anchor {
 //     of the input list when the task is in the instructions). When input is a plain
 //     string it degrades to AppendToTask.
 //
-// If Task == "" it returns body unchanged for AppendToTask and NewMessage (System
+// If Task == "" it appends body unchanged for AppendToTask and NewMessage (System
 // still works). body must be the body given to Parse; any other body, an unknown
-// placement or an empty text come back unchanged (the same slice).
-func (r *Request) Splice(body []byte, p protocol.Placement, text string) []byte {
-	return r.insertion(body, p, text).Apply(body)
-}
-
-// SpliceTo appends to dst the body Splice returns.
+// placement or an empty text are appended unchanged.
 func (r *Request) SpliceTo(dst, body []byte, p protocol.Placement, text string) []byte {
-	return r.insertion(body, p, text).AppendTo(dst, body)
-}
-
-// insertion resolves a splice.
-func (r *Request) insertion(body []byte, p protocol.Placement, text string) jsontext.Insertion {
 	a, ok := r.anchorFor(p)
-	return jsontext.Spliced(body, r.bodyLen, a.at, ok, a.Wrap, text)
+	return jsontext.Spliced(body, r.bodyLen, a, ok, text).AppendTo(dst, body)
 }
 
 // anchorFor resolves a placement to an anchor; false when there is none.
 func (r *Request) anchorFor(p protocol.Placement) (anchor, bool) {
-	return protocol.ByPlacement(p, r.Task != "", r.sys, anchor{at: r.task.at}, r.task.after)
+	return protocol.ByPlacement(p, r.Task != "", r.sys, anchor{At: r.task.at}, r.task.after)
 }

@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"regexp"
@@ -108,8 +109,14 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseRejects(t *testing.T) {
-	for _, b := range []string{``, `[]`, `"x"`, `{"input":`, "{\"input\":\"\xff\"}"} {
+	for _, b := range []string{``, `{"input":`, "{\"input\":\"\xff\"}"} {
 		if _, err := Parse([]byte(b), protocol.DefaultTaskRules()); !errors.Is(err, protocol.ErrInvalidJSON) {
+			t.Errorf("%q: err %v", b, err)
+		}
+	}
+	// JSON, but not the object a call is: no conversation, as in every adapter.
+	for _, b := range []string{`[]`, `"x"`} {
+		if _, err := Parse([]byte(b), protocol.DefaultTaskRules()); !errors.Is(err, protocol.ErrMissingMessages) {
 			t.Errorf("%q: err %v", b, err)
 		}
 	}
@@ -159,7 +166,7 @@ func TestSpliceGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := r.Splice(body, tt.p, spliceText)
+			out := r.SpliceTo(nil, body, tt.p, spliceText)
 			if strings.Count(tt.body, tt.from) != 1 {
 				t.Fatalf("bad test: %q not once in the body", tt.from)
 			}
@@ -181,14 +188,14 @@ func TestSpliceNoTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []protocol.Placement{protocol.AppendToTask, protocol.NewMessage, "bogus"} {
-		if out := r.Splice(body, p, spliceText); &out[0] != &body[0] {
+		if out := r.SpliceTo(nil, body, p, spliceText); !bytes.Equal(out, body) {
 			t.Fatalf("%s: body changed: %s", p, out)
 		}
 	}
-	if out := r.Splice(body[:len(body)-1], protocol.System, spliceText); len(out) != len(body)-1 {
+	if out := r.SpliceTo(nil, body[:len(body)-1], protocol.System, spliceText); len(out) != len(body)-1 {
 		t.Fatal("a different body was spliced")
 	}
-	out := r.Splice(body, protocol.System, spliceText)
+	out := r.SpliceTo(nil, body, protocol.System, spliceText)
 	checkInsertion(t, r, body, out, protocol.System)
 }
 
@@ -197,7 +204,7 @@ func TestSpliceNoTask(t *testing.T) {
 func checkInsertion(t testing.TB, r *Request, in, out []byte, p protocol.Placement) {
 	t.Helper()
 	a, ok := r.anchorFor(p)
-	splicetest.CheckInsertion(t, a.at, ok, in, out, p)
+	splicetest.CheckInsertion(t, a.At, ok, in, out, p)
 }
 
 // checkReparse fails unless out parses and holds text where p puts it.
