@@ -2,7 +2,8 @@
 // splice with: mapping an offset in the decoded value of a JSON string to its raw
 // offset, escaping text as encoding/json does (without HTML escaping), inserting an
 // escaped string into a body at a raw offset, matching a task rule's regex against
-// a text, and the depth guard that makes a body safe to walk with gjson.
+// a text, and the validation that makes a body safe to walk with gjson (its depth
+// guard, and Object: the one error per bad body every adapter returns).
 //
 // Everything works on the raw bytes a client sent: nothing here re-marshals JSON.
 package jsontext
