@@ -78,9 +78,11 @@ const recorderFlush = 30 * time.Second
 
 // Options tune what a caller (tests, benchmarks) may replace.
 type Options struct {
-	Logger    *slog.Logger
-	Transport http.RoundTripper // upstream transport; nil = proxy.NewTransport
-	Recorder  proxy.Recorder
+	Logger *slog.Logger
+	// Env reads the upstreams' proxy settings (HTTP_PROXY, HTTPS_PROXY, NO_PROXY and
+	// their lower-case forms); nil = os.Getenv. Tests give their own.
+	Env      func(string) string
+	Recorder proxy.Recorder
 	// Version is the service.version of exported spans.
 	Version string
 	// RedisCooldown is how long the parts with a local fallback (the episode store,
@@ -117,7 +119,11 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	a := &App{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg), serveErr: make(chan error, 2),
 		learnOpts: Options{LearnStep: o.LearnStep, LearnPair: o.LearnPair}}
 
-	ups, err := buildUpstreams(cfg)
+	env := o.Env
+	if env == nil {
+		env = os.Getenv
+	}
+	ups, err := buildUpstreams(cfg, env)
 	if err != nil {
 		return nil, err
 	}
@@ -130,11 +136,6 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		rec = a.Recorder
 	}
 	recent := admin.NewRecent(0) // the dashboard's recent episodes: it records every turn too
-	if o.Transport != nil {
-		for _, u := range ups {
-			u.Transport = o.Transport
-		}
-	}
 
 	cacheRedis, err := a.redisClient(cfg.Cache.RedisURL)
 	if err != nil {
@@ -229,10 +230,10 @@ func New(cfg *config.Config, o Options) (*App, error) {
 }
 
 // buildUpstreams makes an upstream per provider in the registry (the keys of
-// proxy.Options.Upstreams) from its config block, each with its own transport
-// (their first-byte timeouts differ). A provider with no default base and none
-// configured (Azure) has no upstream: its calls go to the fallback's untouched.
-func buildUpstreams(cfg *config.Config) (map[string]*proxy.Upstream, error) {
+// proxy.Options.Upstreams) from its config block, its proxy settings read with env.
+// A provider with no default base and none configured (Azure) has no upstream: its
+// calls go to the fallback's untouched.
+func buildUpstreams(cfg *config.Config, env func(string) string) (map[string]*proxy.Upstream, error) {
 	ups := make(map[string]*proxy.Upstream, len(registry.Providers))
 	for _, p := range registry.Providers {
 		b := cfg.Upstreams.Get(p.Name)
@@ -262,7 +263,7 @@ func buildUpstreams(cfg *config.Config) (map[string]*proxy.Upstream, error) {
 			auth = proxy.KeyAuth(p.Auth, b.APIKey)
 		}
 		ups[p.Name] = &proxy.Upstream{Name: p.Name, Base: base, Auth: auth, FirstByteTimeout: b.FirstByteTimeout,
-			IdleTimeout: b.IdleTimeout, WebSocket: ws, Transport: proxy.NewTransport(b.FirstByteTimeout)}
+			IdleTimeout: b.IdleTimeout, WebSocket: ws, Env: env}
 	}
 	return ups, nil
 }
@@ -337,7 +338,7 @@ func CAMOptions(name string, ac config.Augmenter) augment.CAMOptions {
 }
 
 func buildAugmenters(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) (map[string]proxy.ContextSource, error) {
-	hc := &http.Client{Transport: proxy.NewTransport(0)}
+	hc := &http.Client{Transport: augment.NewTransport()}
 	out := map[string]proxy.ContextSource{}
 	for name, ac := range cfg.Augmenters {
 		var (

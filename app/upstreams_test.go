@@ -33,7 +33,7 @@ func TestNewProviderNeedsNoConfigOrAppEdit(t *testing.T) {
 	if got := cfg.Redacted().Upstreams["acme"].APIKey; got != "****" {
 		t.Errorf("redacted api_key = %q", got)
 	}
-	ups, err := buildUpstreams(cfg)
+	ups, err := buildUpstreams(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,17 +17,15 @@ import (
 	"github.com/camproxy/camproxy/protocol/registry"
 )
 
-// Auth fits a forwarded request's credentials to its upstream. Without one the
-// client's own credentials go through untouched.
+// Auth fits a forwarded request's credentials to its upstream: it rewrites the
+// upstream request (fasthttp's, its origin-form target and Host set) in place, one
+// method per kind of credential. Without one the client's own credentials go
+// through untouched.
 type Auth interface {
-	Apply(ctx context.Context, req *http.Request, body []byte) error
-}
-
-// headerAuth is an Auth that only rewrites headers: the fasthttp client applies it
-// to its own request, without building a net/http one.
-type headerAuth interface {
-	Auth
-	applyHeaders(h *fasthttp.RequestHeader)
+	// Apply sets req's credentials; body is what req sends. Only a signer may change
+	// req's Host, to another https host of its provider (SigV4's regional endpoint),
+	// where the call then goes.
+	Apply(ctx context.Context, req *fasthttp.Request, body []byte) error
 }
 
 // KeyAuth is the Auth that sets a configured key the way a provider reads it
@@ -52,7 +50,7 @@ type HeaderKey struct {
 	Drop        []string // the client's other credential headers
 }
 
-func (k HeaderKey) Apply(_ context.Context, req *http.Request, _ []byte) error {
+func (k HeaderKey) Apply(_ context.Context, req *fasthttp.Request, _ []byte) error {
 	for _, d := range k.Drop {
 		req.Header.Del(d)
 	}
@@ -60,20 +58,15 @@ func (k HeaderKey) Apply(_ context.Context, req *http.Request, _ []byte) error {
 	return nil
 }
 
-func (k HeaderKey) applyHeaders(h *fasthttp.RequestHeader) {
-	for _, d := range k.Drop {
-		h.Del(d)
-	}
-	h.Set(k.Name, k.Value)
-}
-
-// QueryKey replaces the client's key in a query parameter (?key=) with a configured one.
+// QueryKey replaces the client's key in a query parameter (?key=) with a configured
+// one. The query is re-encoded (url.Values: parameters sorted by name).
 type QueryKey struct{ Name, Key string }
 
-func (k QueryKey) Apply(_ context.Context, req *http.Request, _ []byte) error {
-	q := req.URL.Query()
+func (k QueryKey) Apply(_ context.Context, req *fasthttp.Request, _ []byte) error {
+	path, query, _ := strings.Cut(string(req.Header.RequestURI()), "?")
+	q, _ := url.ParseQuery(query) // as url.URL.Query: a malformed pair is dropped
 	q.Set(k.Name, k.Key)
-	req.URL.RawQuery = q.Encode()
+	req.Header.SetRequestURI(path + "?" + q.Encode())
 	return nil
 }
 
@@ -87,19 +80,8 @@ type PlacedKey struct {
 	PassBearer         bool
 }
 
-func (k PlacedKey) Apply(_ context.Context, req *http.Request, _ []byte) error {
-	q, inQuery := replaceQueryKey(req.URL.RawQuery, k.Query, k.Key)
-	switch {
-	case inQuery:
-		req.URL.RawQuery = q
-	case k.passed(req.Header.Get("Authorization"), req.Header.Get(k.Header)):
-	default:
-		req.Header.Set(k.Header, k.Key)
-	}
-	return nil
-}
-
-func (k PlacedKey) applyHeaders(h *fasthttp.RequestHeader) {
+func (k PlacedKey) Apply(_ context.Context, req *fasthttp.Request, _ []byte) error {
+	h := &req.Header
 	uri := h.RequestURI()
 	path, query, _ := strings.Cut(string(uri), "?")
 	q, inQuery := replaceQueryKey(query, k.Query, k.Key)
@@ -110,6 +92,7 @@ func (k PlacedKey) applyHeaders(h *fasthttp.RequestHeader) {
 	default:
 		h.Set(k.Header, k.Key)
 	}
+	return nil
 }
 
 // passed says whether a call goes through with the client's own credential.
@@ -157,8 +140,9 @@ type SigV4 struct {
 // amzHeaders are the client's signing headers, meaningless once camproxy re-signs.
 var amzHeaders = []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token", "X-Amz-Content-Sha256"}
 
-func (s *SigV4) Apply(ctx context.Context, req *http.Request, body []byte) error {
-	authz := req.Header.Get("Authorization")
+func (s *SigV4) Apply(ctx context.Context, req *fasthttp.Request, body []byte) error {
+	h := &req.Header
+	authz := string(h.Peek("Authorization"))
 	if strings.HasPrefix(authz, "Bearer ") {
 		return nil
 	}
@@ -167,24 +151,44 @@ func (s *SigV4) Apply(ctx context.Context, req *http.Request, body []byte) error
 		region = scopeRegion(authz)
 	}
 	if !s.Endpoint {
-		req.URL.Host = "bedrock-runtime." + region + ".amazonaws.com"
-		req.URL.Scheme = "https"
-		req.Host = ""
+		h.SetHost("bedrock-runtime." + region + ".amazonaws.com")
 	}
-	for _, h := range amzHeaders {
-		req.Header.Del(h)
+	for _, name := range amzHeaders {
+		h.Del(name)
 	}
 	creds, err := s.Credentials.Retrieve(ctx)
 	if err != nil {
 		return fmt.Errorf("no AWS credentials to sign the Bedrock call (env, shared config, IRSA or pod identity): %w", err)
+	}
+	// The signer reads a net/http request: one made for it alone, of the method,
+	// host, target and headers req sends. Its signature headers are copied back, and
+	// its target: the signer re-encodes the query it signs, and req sends exactly
+	// what was signed.
+	target, err := url.ParseRequestURI(string(h.RequestURI()))
+	if err != nil {
+		return fmt.Errorf("signing the Bedrock call: %w", err)
+	}
+	target.Host = string(h.Host())
+	signed := &http.Request{Method: string(h.Method()), URL: target, Host: target.Host, Header: http.Header{},
+		ContentLength: int64(len(body))}
+	for k, v := range h.All() {
+		if ks := string(k); ks != "Host" && ks != "Content-Length" {
+			signed.Header.Add(ks, string(v))
+		}
 	}
 	sum := sha256.Sum256(body)
 	now := time.Now
 	if s.Now != nil {
 		now = s.Now
 	}
-	if err := s.Signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "bedrock", region, now().UTC()); err != nil {
+	if err := s.Signer.SignHTTP(ctx, creds, signed, hex.EncodeToString(sum[:]), "bedrock", region, now().UTC()); err != nil {
 		return fmt.Errorf("signing the Bedrock call: %w", err)
+	}
+	h.SetRequestURI(signed.URL.RequestURI())
+	for _, name := range amzHeaders {
+		for _, v := range signed.Header.Values(name) {
+			h.Add(name, v)
+		}
 	}
 	return nil
 }

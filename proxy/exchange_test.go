@@ -25,11 +25,11 @@ import (
 	"github.com/camproxy/camproxy/protocol/registry"
 )
 
-// readExchange reads a raw answer through the fasthttp exchange's framing: the body
+// readExchange reads a raw answer through the exchange's framing: the body
 // as the reads returned it, the error that ended it, and whether the connection
 // could carry another call.
 func readExchange(raw string, head bool, bufSize int) (reads []string, err error, reusable bool) {
-	x := fastExchanges.Get().(*fastExchange)
+	x := connExchanges.Get().(*connExchange)
 	defer func() { x.put = func(bool) {}; x.reset() }()
 	if err := x.readHead(bufio.NewReaderSize(strings.NewReader(raw), bufSize), head); err != nil {
 		return nil, err, false
@@ -47,10 +47,10 @@ func readExchange(raw string, head bool, bufSize int) (reads []string, err error
 	return reads, errors.New("no end"), false
 }
 
-// TestFastExchangeFraming: the fasthttp exchange reads every framing of an answer
+// TestExchangeFraming: the fasthttp exchange reads every framing of an answer
 // with the library's chunked reader; a body cut short is never a clean end, and only
 // a body read to its end (trailer included) leaves the connection reusable.
-func TestFastExchangeFraming(t *testing.T) {
+func TestExchangeFraming(t *testing.T) {
 	const ok = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
 	tests := []struct {
 		name     string
@@ -111,7 +111,7 @@ func TestChunkedReadDoesNotWait(t *testing.T) {
 		}
 	}()
 	_ = client.SetDeadline(time.Now().Add(10 * time.Second))
-	x := fastExchanges.Get().(*fastExchange)
+	x := connExchanges.Get().(*connExchange)
 	defer func() { x.put = func(bool) {}; x.reset() }()
 	if err := x.readHead(bufio.NewReaderSize(client, 4096), false); err != nil {
 		t.Fatal(err)
@@ -158,33 +158,17 @@ func newForwardServer() *Server {
 }
 
 // hangingDial is an upstream whose dial never completes (until it is given up on),
-// through the client named, for tests on synctest's clock.
-func hangingDial(t *testing.T, client string, firstByte time.Duration) *Upstream {
+// for tests on synctest's clock.
+func hangingDial(t *testing.T, firstByte time.Duration) *Upstream {
 	t.Helper()
 	base, _ := url.Parse("http://upstream.test")
 	up := &Upstream{Name: "openai", Base: base, FirstByteTimeout: firstByte, IdleTimeout: time.Minute}
-	// A dial that never completes; net/http keeps dialling after the call gave
-	// up (for a later call), so that one ends after a while.
-	hang := func(ctx context.Context) (net.Conn, error) {
-		select {
-		case <-ctx.Done():
-		case <-time.After(10 * time.Minute):
-		}
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("no answer")}
-	}
-	if client == "net/http" {
-		up.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return hang(ctx) }}
-	}
 	up.init()
-	if client == "fasthttp" {
-		if up.client != nil {
-			t.Skip("an HTTP proxy in the environment takes the net/http path")
-		}
-		up.hostClient("http", "upstream.test").DialTimeout = func(_ string, timeout time.Duration) (net.Conn, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			return hang(ctx)
-		}
+	up.hostClient("http", "upstream.test").DialTimeout = func(_ string, timeout time.Duration) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		<-ctx.Done()
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("no answer")}
 	}
 	return up
 }
@@ -197,46 +181,44 @@ func TestHardeningDialCancelled(t *testing.T) {
 	const firstByte = time.Minute
 	const causeAt = 2100 * time.Millisecond // between two of the watcher's checks
 	want := (causeAt/peerPoll + 1) * peerPoll
-	for _, client := range []string{"fasthttp", "net/http"} {
-		for _, cause := range []string{"client gone", "shutdown"} {
-			t.Run(client+"/"+cause, func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) {
-					up := hangingDial(t, client, firstByte)
-					s := newForwardServer()
-					defer s.cancelBase()
-					var left atomic.Bool
-					s.peerGone = func(net.Conn) bool { return left.Load() } // a pipe cannot be peeked at
-					agent, other := net.Pipe()
-					defer agent.Close()
-					defer other.Close()
-					var fc fasthttp.RequestCtx
-					fc.Init2(agent, log.New(io.Discard, "", 0), true)
-					fc.Request.Header.SetMethod("POST")
-					fc.Request.SetRequestURI("/v1/chat/completions")
-					go func() {
-						time.Sleep(causeAt)
-						if cause == "client gone" {
-							left.Store(true)
-						} else {
-							s.cancelBase()
-						}
-					}()
-					start := time.Now()
-					res := s.forward(&fc, up, []byte(`{}`), false, registry.Chat, nil)
-					took := time.Since(start) // synctest's clock: exact
-					wantStatus := 499
-					if cause == "shutdown" {
-						wantStatus = http.StatusServiceUnavailable
+	for _, cause := range []string{"client gone", "shutdown"} {
+		t.Run(cause, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				up := hangingDial(t, firstByte)
+				s := newForwardServer()
+				defer s.cancelBase()
+				var left atomic.Bool
+				s.peerGone = func(net.Conn) bool { return left.Load() } // a pipe cannot be peeked at
+				agent, other := net.Pipe()
+				defer agent.Close()
+				defer other.Close()
+				var fc fasthttp.RequestCtx
+				fc.Init2(agent, log.New(io.Discard, "", 0), true)
+				fc.Request.Header.SetMethod("POST")
+				fc.Request.SetRequestURI("/v1/chat/completions")
+				go func() {
+					time.Sleep(causeAt)
+					if cause == "client gone" {
+						left.Store(true)
+					} else {
+						s.cancelBase()
 					}
-					if res.status != wantStatus || took != want {
-						t.Fatalf("status %d after %v; want %d at the first check after the %s (%v)", res.status, took, wantStatus, cause, want)
-					}
-					faultRow(t, "upstream", "dial hangs, then "+cause+" ("+client+")",
-						fmt.Sprintf("call freed after %v (fake clock; cause at %v, dial bound %v), %d", took, causeAt, firstByte, res.status), "-")
-					time.Sleep(time.Hour) // let the clients' background dial and idle cleaner end
-				})
+				}()
+				start := time.Now()
+				res := s.forward(&fc, up, []byte(`{}`), false, registry.Chat, nil)
+				took := time.Since(start) // synctest's clock: exact
+				wantStatus := 499
+				if cause == "shutdown" {
+					wantStatus = http.StatusServiceUnavailable
+				}
+				if res.status != wantStatus || took != want {
+					t.Fatalf("status %d after %v; want %d at the first check after the %s (%v)", res.status, took, wantStatus, cause, want)
+				}
+				faultRow(t, "upstream", "dial hangs, then "+cause+"",
+					fmt.Sprintf("call freed after %v (fake clock; cause at %v, dial bound %v), %d", took, causeAt, firstByte, res.status), "-")
+				time.Sleep(time.Hour) // let the clients' background dial and idle cleaner end
 			})
-		}
+		})
 	}
 }
 
@@ -247,27 +229,23 @@ func TestHardeningDialCancelled(t *testing.T) {
 // makes the elapsed time exact.
 func TestHardeningFirstByteTimeoutBoundsConnect(t *testing.T) {
 	const firstByte = 3 * time.Second
-	for _, client := range []string{"fasthttp", "net/http"} {
-		t.Run(client, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				up := hangingDial(t, client, firstByte)
-				s := newForwardServer()
-				defer s.cancelBase()
-				var fc fasthttp.RequestCtx
-				fc.Request.Header.SetMethod("POST")
-				fc.Request.SetRequestURI("/v1/chat/completions")
-				start := time.Now()
-				res := s.forward(&fc, up, []byte(`{}`), false, registry.Chat, nil)
-				if took := time.Since(start); res.status != http.StatusGatewayTimeout || took != firstByte {
-					t.Fatalf("status %d after %v, want 504 after %v: %s", res.status, took, firstByte, fc.Response.Body())
-				}
-				if !strings.Contains(string(fc.Response.Body()), "first_byte_timeout") {
-					t.Fatalf("the error does not name the deadline: %s", fc.Response.Body())
-				}
-				faultRow(t, "upstream", "accept never completes, first_byte_timeout 3s ("+client+")",
-					fmt.Sprintf("%d after %v (fake clock), names first_byte_timeout", res.status, firstByte), "failed step")
-				time.Sleep(time.Hour) // let the clients' background dial and idle cleaner end
-			})
-		})
-	}
+	synctest.Test(t, func(t *testing.T) {
+		up := hangingDial(t, firstByte)
+		s := newForwardServer()
+		defer s.cancelBase()
+		var fc fasthttp.RequestCtx
+		fc.Request.Header.SetMethod("POST")
+		fc.Request.SetRequestURI("/v1/chat/completions")
+		start := time.Now()
+		res := s.forward(&fc, up, []byte(`{}`), false, registry.Chat, nil)
+		if took := time.Since(start); res.status != http.StatusGatewayTimeout || took != firstByte {
+			t.Fatalf("status %d after %v, want 504 after %v: %s", res.status, took, firstByte, fc.Response.Body())
+		}
+		if !strings.Contains(string(fc.Response.Body()), "first_byte_timeout") {
+			t.Fatalf("the error does not name the deadline: %s", fc.Response.Body())
+		}
+		faultRow(t, "upstream", "accept never completes, first_byte_timeout 3s",
+			fmt.Sprintf("%d after %v (fake clock), names first_byte_timeout", res.status, firstByte), "failed step")
+		time.Sleep(time.Hour) // let the clients' background dial and idle cleaner end
+	})
 }

@@ -35,34 +35,50 @@ type forwardResult struct {
 
 // forward sends body upstream and relays the answer to the client: buffered for plain
 // JSON answers, chunk by chunk for streams. t (optional) sees every byte. For streams
-// forward returns before the body is relayed; t.done reports the end. Which client
-// makes the call (Upstream.roundTrip) is no concern of forward's: every rule about
-// time, a departed client and a broken answer is here, once.
+// forward returns before the body is relayed; t.done reports the end. Which
+// connection or socket makes the call (Upstream.roundTrip) is no concern of
+// forward's: every rule about time, a departed client and a broken answer is here,
+// once.
 func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, identity bool, p *registry.Protocol, t tee) forwardResult {
-	call := &upCall{}
-	stop := s.watch(fc.Conn(), call)
+	f := &forwarding{s: s, fc: fc, up: up, p: p, t: t, call: &upCall{}}
+	f.stop = s.watch(fc.Conn(), f.call)
 	start := time.Now()
-	ex, err := up.roundTrip(s.base, call, fc, body, identity)
-	ttfb := time.Since(start)
+	ex, err := up.roundTrip(s.base, f.call, fc, body, identity)
+	f.ttfb = time.Since(start)
 	if err != nil {
-		stop()
-		return s.failCall(fc, up, p, t, call, err, "no first byte within "+up.FirstByteTimeout.String()+" (first_byte_timeout)")
+		f.stop()
+		return f.fail(err, "no first byte within "+up.FirstByteTimeout.String()+" (first_byte_timeout)")
 	}
-	s.m.UpstreamTTFB.WithLabelValues(up.Name).Observe(ttfb.Seconds())
+	f.ex = ex
+	s.m.UpstreamTTFB.WithLabelValues(up.Name).Observe(f.ttfb.Seconds())
 	h := ex.head()
 	if h.StatusCode() == http.StatusSwitchingProtocols {
 		// camproxy never asks for an upgrade (Upgrade is hop-by-hop): whatever the
 		// upstream now speaks on this connection is no answer to relay, and the
 		// connection can carry no other call.
-		stop()
+		f.stop()
 		ex.release(false)
-		return s.failCall(fc, up, p, t, call, &Error{Status: http.StatusBadGateway, Type: "upstream_error",
+		return f.fail(&Error{Status: http.StatusBadGateway, Type: "upstream_error",
 			Msg: "upstream " + up.Base.Host + " answered 101 Switching Protocols to a call that asked for no protocol switch"}, "")
 	}
 	if bodiless(fc.Request.Header.IsHead(), h.StatusCode()) || !p.Streamed(fcCall{fc}, h.ContentType()) {
-		return s.deliver(fc, up, p, t, call, ex, ttfb, stop)
+		return f.deliver()
 	}
-	return s.stream(fc, up, p, t, call, ex, ttfb, stop)
+	return f.stream()
+}
+
+// forwarding is one forward: the client's call, its upstream and protocol, the tee,
+// the upstream call and, once its head arrived, its exchange.
+type forwarding struct {
+	s    *Server
+	fc   *fasthttp.RequestCtx
+	up   *Upstream
+	p    *registry.Protocol
+	t    tee // nil: nobody sees the answer
+	call *upCall
+	ex   exchange      // nil until the head arrived
+	ttfb time.Duration // until the head arrived
+	stop func()        // stops watching the client (Server.watch)
 }
 
 // watch cancels call when its client goes away or shutdown's grace period is over,
@@ -139,21 +155,21 @@ func callError(up *Upstream, call *upCall, err error, what string) *Error {
 	return upstreamError(up.Base.Host, err)
 }
 
-// failCall answers a call that failed before anything was relayed: the error in the
+// fail answers a call that failed before anything was relayed: the error in the
 // route's style, or nothing (recorded as 499) when the client left.
-func (s *Server) failCall(fc *fasthttp.RequestCtx, up *Upstream, p *registry.Protocol, t tee, call *upCall, err error, what string) forwardResult {
-	e := callError(up, call, err, what)
+func (f *forwarding) fail(err error, what string) forwardResult {
+	e := callError(f.up, f.call, err, what)
 	if e == nil {
-		return s.finishEarly(t, &Error{Status: 499, Msg: "client went away", Err: errClientGone})
+		return f.finishEarly(&Error{Status: 499, Msg: "client went away", Err: errClientGone})
 	}
-	s.log.Warn("upstream call failed", "upstream", up.Name, "status", e.Status, "err", e)
-	writeError(fc, p.Errors, e)
-	return s.finishEarly(t, e)
+	f.s.log.Warn("upstream call failed", "upstream", f.up.Name, "status", e.Status, "err", e)
+	writeError(f.fc, f.p.Errors, e)
+	return f.finishEarly(e)
 }
 
-func (s *Server) finishEarly(t tee, e *Error) forwardResult {
-	if t != nil {
-		t.done(e.Status, e, 0)
+func (f *forwarding) finishEarly(e *Error) forwardResult {
+	if f.t != nil {
+		f.t.done(e.Status, e, 0)
 	}
 	return forwardResult{status: e.Status, err: e}
 }
@@ -165,15 +181,16 @@ const maxResponseBytes = 256 << 20
 // timeout, straight into the client's response buffer; then status, headers and
 // body go to the client at once. A body that fails (cut short, too slow, too large)
 // is an error answer, not a truncated success.
-func (s *Server) deliver(fc *fasthttp.RequestCtx, up *Upstream, p *registry.Protocol, t tee, call *upCall, ex exchange, ttfb time.Duration, stop func()) forwardResult {
+func (f *forwarding) deliver() forwardResult {
+	fc, ex, t := f.fc, f.ex, f.t
 	h := ex.head()
 	status := h.StatusCode()
-	b, err := readBody(fc.Response.SwapBody(nil)[:0], ex, call, up.IdleTimeout, h.ContentLength())
+	b, err := readBody(fc.Response.SwapBody(nil)[:0], ex, f.call, f.up.IdleTimeout, h.ContentLength())
 	fc.Response.SwapBody(b)
-	stop()
+	f.stop()
 	if err != nil {
 		ex.release(false)
-		return s.failCall(fc, up, p, t, call, err, idleMsg(up))
+		return f.fail(err, idleMsg(f.up))
 	}
 	fc.SetStatusCode(status)
 	copyHeaders(&fc.Response.Header, h)
@@ -183,9 +200,9 @@ func (s *Server) deliver(fc *fasthttp.RequestCtx, up *Upstream, p *registry.Prot
 	ex.release(true)
 	if t != nil {
 		t.chunk(fc.Response.Body())
-		t.done(status, nil, ttfb)
+		t.done(status, nil, f.ttfb)
 	}
-	return forwardResult{status: status, ttfb: ttfb}
+	return forwardResult{status: status, ttfb: f.ttfb}
 }
 
 // readBody appends r's body to dst, reading straight into its spare capacity (sized
@@ -217,10 +234,11 @@ func readBody(dst []byte, r io.Reader, call *upCall, idle time.Duration, size in
 // sends a stream's head and closes before its first byte gets the agent a 502 that
 // says so — not a 200 and a closed connection, which SDKs retry blindly or take for
 // an empty answer.
-func (s *Server) stream(fc *fasthttp.RequestCtx, up *Upstream, p *registry.Protocol, t tee, call *upCall, ex exchange, ttfb time.Duration, stop func()) forwardResult {
+func (f *forwarding) stream() forwardResult {
+	fc, ex, call, up := f.fc, f.ex, f.call, f.up
 	h := ex.head()
 	status := h.StatusCode()
-	bp := s.bufs.Get().(*[]byte)
+	bp := f.s.bufs.Get().(*[]byte)
 	var n int
 	var err error
 	for n == 0 && err == nil {
@@ -228,31 +246,30 @@ func (s *Server) stream(fc *fasthttp.RequestCtx, up *Upstream, p *registry.Proto
 		n, err = ex.Read(*bp)
 	}
 	if n == 0 {
-		stop()
+		f.stop()
 		ex.release(false)
-		s.bufs.Put(bp)
+		f.s.bufs.Put(bp)
 		if call.cancelled() != nil || call.expired() {
-			return s.failCall(fc, up, p, t, call, err, idleMsg(up))
+			return f.fail(err, idleMsg(up))
 		}
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return s.failCall(fc, up, p, t, call, &Error{Status: http.StatusBadGateway, Type: "upstream_error",
+		return f.fail(&Error{Status: http.StatusBadGateway, Type: "upstream_error",
 			Msg: fmt.Sprintf("upstream %s answered %d with an event stream and closed it before sending anything", up.Base.Host, status),
 			Err: err}, idleMsg(up))
 	}
 	fc.SetStatusCode(status)
 	copyHeaders(&fc.Response.Header, h)
-	r := &relay{s: s, up: up, ex: ex, call: call, conn: fc.Conn(), t: t, status: status, ttfb: ttfb, stop: stop,
-		buf: bp, pending: (*bp)[:n], event: errorEventStyle(p.Errors, h)}
-	if t != nil {
-		t.begin(status, string(h.ContentEncoding()))
-		t.chunk(r.pending)
+	r := &relay{forwarding: f, conn: fc.Conn(), status: status, buf: bp, pending: (*bp)[:n], event: errorEventStyle(f.p.Errors, h)}
+	if f.t != nil {
+		f.t.begin(status, string(h.ContentEncoding()))
+		f.t.chunk(r.pending)
 	}
 	r.track(r.pending)
 	r.setErr(err)
 	fc.Response.SetBodyStream(r, -1)
-	return forwardResult{status: status, ttfb: ttfb}
+	return forwardResult{status: status, ttfb: f.ttfb}
 }
 
 // relay is a streamed answer as fasthttp's server reads it: each Read is one read of
@@ -270,21 +287,15 @@ func (s *Server) stream(fc *fasthttp.RequestCtx, up *Upstream, p *registry.Proto
 //     truncated success; before closing, an error event is written where that is
 //     safe (errorEventStyle).
 type relay struct {
-	s       *Server
-	up      *Upstream
-	ex      exchange
-	call    *upCall
-	conn    net.Conn // the client's
-	t       tee
-	status  int
-	ttfb    time.Duration
-	stop    func()
-	buf     *[]byte          // holds pending until it was sent
-	pending []byte           // bytes to send before the next read: the first read, or the error event
-	err     error            // how the upstream's body ended: io.EOF, or why it broke; nil while it goes on
-	event   *registry.Errors // the error event's shape; nil: none may be written
-	tail    [3]byte          // the last bytes relayed: an event may follow only a blank line
-	evented bool
+	*forwarding          // its ex is nil once the relay closed
+	conn        net.Conn // the client's
+	status      int
+	buf         *[]byte          // holds pending until it was sent
+	pending     []byte           // bytes to send before the next read: the first read, or the error event
+	err         error            // how the upstream's body ended: io.EOF, or why it broke; nil while it goes on
+	event       *registry.Errors // the error event's shape; nil: none may be written
+	tail        [3]byte          // the last bytes relayed: an event may follow only a blank line
+	evented     bool
 }
 
 func (r *relay) Read(p []byte) (int, error) {

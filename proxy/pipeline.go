@@ -110,7 +110,7 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 	id, arm, source, x, xIgnored := c.ep.ID, c.ep.Arm, c.source, c.x.Name, c.xIgnored
 	ignored := len(fc.Request.Header.Peek(hdrArm)) > 0 && !c.x.Policy.AllowOverride()
 	s.forward(fc, rt.up, out, true, rt.Protocol, c) // c.done records the turn
-	s.putSpliceBuf(rt.up, buf)                      // written upstream by now
+	s.putSpliceBuf(buf)                             // written upstream by now
 	h := &fc.Response.Header
 	h.Set(hdrEpisode, id)
 	h.Set(hdrExperiment, x)

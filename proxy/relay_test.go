@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"github.com/camproxy/camproxy/protocol/registry"
@@ -22,7 +21,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 )
 
-// The relay's streaming rules, each once, on both clients: a forward served over an
+// The relay's streaming rules, each once: a forward served over an
 // in-memory listener, its upstream a script writing raw HTTP/1.1 on another, so that
 // it can stall, cut a chunked body or close early. Times are hang guards and short
 // idle timeouts; no test asserts how long anything took.
@@ -66,7 +65,7 @@ type relayEnv struct {
 // script plays the upstream after reading the request: it writes raw bytes to conn.
 type script func(conn net.Conn)
 
-func newRelayEnv(t *testing.T, client string, idle time.Duration, st *registry.Protocol, play script) *relayEnv {
+func newRelayEnv(t *testing.T, idle time.Duration, st *registry.Protocol, play script) *relayEnv {
 	t.Helper()
 	e := &relayEnv{s: newForwardServer(), ln: fasthttputil.NewInmemoryListener(), tee: &recTee{end: make(chan error, 1)},
 		upGone: make(chan struct{})}
@@ -98,17 +97,8 @@ func newRelayEnv(t *testing.T, client string, idle time.Duration, st *registry.P
 	}()
 	base, _ := url.Parse("http://upstream.test")
 	up := &Upstream{Name: "openai", Base: base, FirstByteTimeout: 10 * time.Second, IdleTimeout: idle}
-	if client == "net/http" {
-		up.Transport = &http.Transport{DisableCompression: true,
-			DialContext: func(context.Context, string, string) (net.Conn, error) { return dial() }}
-	}
 	up.init()
-	if client == "fasthttp" {
-		if up.client != nil {
-			t.Skip("an HTTP proxy in the environment takes the net/http path")
-		}
-		up.hostClient("http", "upstream.test").Dial = func(string) (net.Conn, error) { return dial() }
-	}
+	up.hostClient("http", "upstream.test").Dial = func(string) (net.Conn, error) { return dial() }
 	srv := &fasthttp.Server{Handler: func(fc *fasthttp.RequestCtx) {
 		e.s.forward(fc, up, fc.PostBody(), false, st, e.tee)
 	}}
@@ -183,47 +173,41 @@ func event(i int) string { return fmt.Sprintf("data: {\"n\":%d}\n\n", i) }
 // waitClosed blocks until the proxy closes the upstream connection.
 func waitClosed(conn net.Conn) { _, _ = io.Copy(io.Discard, conn) }
 
-var clients = []string{"fasthttp", "net/http"}
-
 // TestRelayEventByEvent: each event reaches the agent before the upstream sends the
 // next (a relay that waited for more, or coalesced, would hang), the stream ends
 // cleanly, and the tee saw every byte.
 func TestRelayEventByEvent(t *testing.T) {
-	for _, client := range clients {
-		t.Run(client, func(t *testing.T) {
-			read := make(chan struct{})
-			e := newRelayEnv(t, client, time.Minute, registry.Chat, func(conn net.Conn) {
-				_, _ = io.WriteString(conn, sseHead)
-				for i := range 3 {
-					_, _ = io.WriteString(conn, chunk(event(i)))
-					select {
-					case <-read:
-					case <-time.After(10 * time.Second):
-						return
-					}
-				}
-				_, _ = io.WriteString(conn, "0\r\n\r\n")
-			})
-			resp, br := e.call(t)
-			if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
-				t.Fatalf("%d %v", resp.StatusCode, resp.Header)
+	read := make(chan struct{})
+	e := newRelayEnv(t, time.Minute, registry.Chat, func(conn net.Conn) {
+		_, _ = io.WriteString(conn, sseHead)
+		for i := range 3 {
+			_, _ = io.WriteString(conn, chunk(event(i)))
+			select {
+			case <-read:
+			case <-time.After(10 * time.Second):
+				return
 			}
-			for i := range 3 {
-				if got := readEvent(t, br); got != event(i) {
-					t.Fatalf("event %d: %q", i, got)
-				}
-				read <- struct{}{}
-			}
-			if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
-				t.Fatalf("end: %q %v; want a clean end", rest, err)
-			}
-			if err := e.tee.wait(t); err != nil {
-				t.Fatalf("recorded error %v", err)
-			}
-			if got := e.tee.body.String(); got != event(0)+event(1)+event(2) {
-				t.Fatalf("tee saw %q", got)
-			}
-		})
+		}
+		_, _ = io.WriteString(conn, "0\r\n\r\n")
+	})
+	resp, br := e.call(t)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d %v", resp.StatusCode, resp.Header)
+	}
+	for i := range 3 {
+		if got := readEvent(t, br); got != event(i) {
+			t.Fatalf("event %d: %q", i, got)
+		}
+		read <- struct{}{}
+	}
+	if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
+		t.Fatalf("end: %q %v; want a clean end", rest, err)
+	}
+	if err := e.tee.wait(t); err != nil {
+		t.Fatalf("recorded error %v", err)
+	}
+	if got := e.tee.body.String(); got != event(0)+event(1)+event(2) {
+		t.Fatalf("tee saw %q", got)
 	}
 }
 
@@ -235,52 +219,48 @@ func TestRelayEventByEvent(t *testing.T) {
 func TestRelayGeminiArray(t *testing.T) {
 	const head = "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=UTF-8\r\nTransfer-Encoding: chunked\r\n\r\n"
 	elems := []string{"[{\"n\":0}", ",\r\n{\"n\":1}", ",\r\n{\"n\":2}", "]"}
-	for _, client := range clients {
-		t.Run(client, func(t *testing.T) {
-			read := make(chan struct{})
-			e := newRelayEnv(t, client, time.Minute, registry.Gemini, func(conn net.Conn) {
-				_, _ = io.WriteString(conn, head)
-				for _, el := range elems {
-					_, _ = io.WriteString(conn, chunk(el))
-					select {
-					case <-read:
-					case <-time.After(10 * time.Second):
-						return
-					}
-				}
-				_, _ = io.WriteString(conn, "0\r\n\r\n")
-			})
-			e.path = "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
-			resp, br := e.call(t)
-			if resp.StatusCode != 200 || resp.ContentLength != -1 {
-				t.Fatalf("%d length %d; want a stream", resp.StatusCode, resp.ContentLength)
+	read := make(chan struct{})
+	e := newRelayEnv(t, time.Minute, registry.Gemini, func(conn net.Conn) {
+		_, _ = io.WriteString(conn, head)
+		for _, el := range elems {
+			_, _ = io.WriteString(conn, chunk(el))
+			select {
+			case <-read:
+			case <-time.After(10 * time.Second):
+				return
 			}
-			for _, el := range elems {
-				buf := make([]byte, len(el))
-				if _, err := io.ReadFull(br, buf); err != nil || string(buf) != el {
-					t.Fatalf("element %q: %q %v", el, buf, err)
-				}
-				read <- struct{}{}
-			}
-			if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
-				t.Fatalf("end: %q %v; want a clean end", rest, err)
-			}
-			if got := e.tee.body.String(); got != strings.Join(elems, "") {
-				t.Fatalf("tee saw %q", got)
-			}
-		})
-		t.Run(client+"/generateContent", func(t *testing.T) {
-			const obj = `{"candidates":[]}`
-			e := newRelayEnv(t, client, time.Minute, registry.Gemini, func(conn net.Conn) {
-				_, _ = io.WriteString(conn, head+chunk(obj)+"0\r\n\r\n")
-			})
-			e.path = "/v1beta/models/gemini-2.5-flash:generateContent"
-			resp, br := e.call(t)
-			if body, err := io.ReadAll(br); err != nil || string(body) != obj || resp.ContentLength != int64(len(obj)) {
-				t.Fatalf("%q %v length %d; want the object buffered, with its length", body, err, resp.ContentLength)
-			}
-		})
+		}
+		_, _ = io.WriteString(conn, "0\r\n\r\n")
+	})
+	e.path = "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
+	resp, br := e.call(t)
+	if resp.StatusCode != 200 || resp.ContentLength != -1 {
+		t.Fatalf("%d length %d; want a stream", resp.StatusCode, resp.ContentLength)
 	}
+	for _, el := range elems {
+		buf := make([]byte, len(el))
+		if _, err := io.ReadFull(br, buf); err != nil || string(buf) != el {
+			t.Fatalf("element %q: %q %v", el, buf, err)
+		}
+		read <- struct{}{}
+	}
+	if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
+		t.Fatalf("end: %q %v; want a clean end", rest, err)
+	}
+	if got := e.tee.body.String(); got != strings.Join(elems, "") {
+		t.Fatalf("tee saw %q", got)
+	}
+	t.Run("generateContent", func(t *testing.T) {
+		const obj = `{"candidates":[]}`
+		e := newRelayEnv(t, time.Minute, registry.Gemini, func(conn net.Conn) {
+			_, _ = io.WriteString(conn, head+chunk(obj)+"0\r\n\r\n")
+		})
+		e.path = "/v1beta/models/gemini-2.5-flash:generateContent"
+		resp, br := e.call(t)
+		if body, err := io.ReadAll(br); err != nil || string(body) != obj || resp.ContentLength != int64(len(obj)) {
+			t.Fatalf("%q %v length %d; want the object buffered, with its length", body, err, resp.ContentLength)
+		}
+	})
 }
 
 // TestRelayBrokenStream: a stream that breaks after it began — stalled past the idle
@@ -322,56 +302,54 @@ func TestRelayBrokenStream(t *testing.T) {
 		}, true, "shutting down", "shutting down"},
 	}
 	for _, tt := range tests {
-		for _, client := range clients {
-			t.Run(tt.name+"/"+client, func(t *testing.T) {
-				idle := time.Minute
-				if tt.name == "stall past idle timeout" {
-					idle = 100 * time.Millisecond
+		t.Run(tt.name, func(t *testing.T) {
+			idle := time.Minute
+			if tt.name == "stall past idle timeout" {
+				idle = 100 * time.Millisecond
+			}
+			e := newRelayEnv(t, idle, tt.st, tt.play)
+			resp, br := e.call(t)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			if got := readEvent(t, br); got != event(0) {
+				t.Fatalf("first event %q", got)
+			}
+			if tt.shutdown {
+				e.s.cancelBase()
+			}
+			rest, err := io.ReadAll(br)
+			if err == nil || errors.Is(err, os.ErrDeadlineExceeded) /* the hang guard */ {
+				t.Fatalf("the broken stream ended with %v after %q; want a broken connection", err, rest)
+			}
+			switch ev := string(rest); {
+			case tt.event == "" && len(rest) > 0 && !strings.HasPrefix(ev, `data: {"n":`):
+				t.Fatalf("after an event cut mid-way: %q; nothing may be added to it", ev)
+			case tt.event != "":
+				prefix := "event: error\ndata: "
+				if tt.st == registry.Gemini {
+					prefix = "data: " // what @google/genai reads; it skips event: lines
 				}
-				e := newRelayEnv(t, client, idle, tt.st, tt.play)
-				resp, br := e.call(t)
-				if resp.StatusCode != 200 {
-					t.Fatalf("status %d", resp.StatusCode)
+				data, ok := strings.CutPrefix(ev, prefix)
+				msg := gjson.Get(data, "error.message").String()
+				if !ok || !strings.HasSuffix(data, "\n\n") || !strings.Contains(msg, tt.event) {
+					t.Fatalf("error event %q; want one naming %q", ev, tt.event)
 				}
-				if got := readEvent(t, br); got != event(0) {
-					t.Fatalf("first event %q", got)
+				if tt.st == registry.Messages && gjson.Get(data, "type").String() != "error" {
+					t.Fatalf("not Anthropic's error event: %q", ev)
 				}
-				if tt.shutdown {
-					e.s.cancelBase()
+				if tt.st == registry.Gemini && (gjson.Get(data, "error.code").Int() != 502 || gjson.Get(data, "error.status").String() != "INTERNAL") {
+					t.Fatalf("not Google's error object: %q", ev)
 				}
-				rest, err := io.ReadAll(br)
-				if err == nil || errors.Is(err, os.ErrDeadlineExceeded) /* the hang guard */ {
-					t.Fatalf("the broken stream ended with %v after %q; want a broken connection", err, rest)
-				}
-				switch ev := string(rest); {
-				case tt.event == "" && len(rest) > 0 && !strings.HasPrefix(ev, `data: {"n":`):
-					t.Fatalf("after an event cut mid-way: %q; nothing may be added to it", ev)
-				case tt.event != "":
-					prefix := "event: error\ndata: "
-					if tt.st == registry.Gemini {
-						prefix = "data: " // what @google/genai reads; it skips event: lines
-					}
-					data, ok := strings.CutPrefix(ev, prefix)
-					msg := gjson.Get(data, "error.message").String()
-					if !ok || !strings.HasSuffix(data, "\n\n") || !strings.Contains(msg, tt.event) {
-						t.Fatalf("error event %q; want one naming %q", ev, tt.event)
-					}
-					if tt.st == registry.Messages && gjson.Get(data, "type").String() != "error" {
-						t.Fatalf("not Anthropic's error event: %q", ev)
-					}
-					if tt.st == registry.Gemini && (gjson.Get(data, "error.code").Int() != 502 || gjson.Get(data, "error.status").String() != "INTERNAL") {
-						t.Fatalf("not Google's error object: %q", ev)
-					}
-				}
-				if err := e.tee.wait(t); err == nil || !strings.Contains(err.Error(), tt.recorded) {
-					t.Fatalf("recorded %v; want an error naming %q", err, tt.recorded)
-				}
-				if got := e.tee.body.String(); !strings.HasPrefix(got, event(0)) || strings.Contains(got, "event: error") {
-					t.Fatalf("tee saw %q; the upstream's bytes only", got)
-				}
-				e.waitUpGone(t)
-			})
-		}
+			}
+			if err := e.tee.wait(t); err == nil || !strings.Contains(err.Error(), tt.recorded) {
+				t.Fatalf("recorded %v; want an error naming %q", err, tt.recorded)
+			}
+			if got := e.tee.body.String(); !strings.HasPrefix(got, event(0)) || strings.Contains(got, "event: error") {
+				t.Fatalf("tee saw %q; the upstream's bytes only", got)
+			}
+			e.waitUpGone(t)
+		})
 	}
 }
 
@@ -380,32 +358,30 @@ func TestRelayBrokenStream(t *testing.T) {
 // call is given up.
 func TestRelayClientGone(t *testing.T) {
 	for _, stopReading := range []bool{false, true} {
-		for _, client := range clients {
-			name := "closes/" + client
-			if stopReading {
-				name = "stops reading/" + client
-			}
-			t.Run(name, func(t *testing.T) {
-				e := newRelayEnv(t, client, 200*time.Millisecond, registry.Chat, func(c net.Conn) {
-					_, _ = io.WriteString(c, sseHead)
-					for i := 0; i < 100000; i++ { // until the proxy gives up
-						if _, err := io.WriteString(c, chunk(event(i))); err != nil {
-							return
-						}
-						time.Sleep(time.Millisecond) // keeps the upstream under its idle timeout
-					}
-				})
-				_, br := e.call(t)
-				readEvent(t, br)
-				if !stopReading {
-					_ = e.clients[0].Close()
-				}
-				if err := e.tee.wait(t); !errors.Is(err, errClientGone) {
-					t.Fatalf("recorded %v; want errClientGone", err)
-				}
-				e.waitUpGone(t)
-			})
+		name := "closes"
+		if stopReading {
+			name = "stops reading"
 		}
+		t.Run(name, func(t *testing.T) {
+			e := newRelayEnv(t, 200*time.Millisecond, registry.Chat, func(c net.Conn) {
+				_, _ = io.WriteString(c, sseHead)
+				for i := 0; i < 100000; i++ { // until the proxy gives up
+					if _, err := io.WriteString(c, chunk(event(i))); err != nil {
+						return
+					}
+					time.Sleep(time.Millisecond) // keeps the upstream under its idle timeout
+				}
+			})
+			_, br := e.call(t)
+			readEvent(t, br)
+			if !stopReading {
+				_ = e.clients[0].Close()
+			}
+			if err := e.tee.wait(t); !errors.Is(err, errClientGone) {
+				t.Fatalf("recorded %v; want errClientGone", err)
+			}
+			e.waitUpGone(t)
+		})
 	}
 }
 
@@ -424,23 +400,21 @@ func TestHardeningEmptyStream(t *testing.T) {
 		{"content length 0, OpenAI", registry.Chat, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 0\r\n\r\n", "error.message"},
 	}
 	for _, tt := range tests {
-		for _, client := range clients {
-			t.Run(tt.name+"/"+client, func(t *testing.T) {
-				e := newRelayEnv(t, client, time.Minute, tt.st, func(c net.Conn) { _, _ = io.WriteString(c, tt.raw); _ = c.Close() })
-				resp, br := e.call(t)
-				body, _ := io.ReadAll(br)
-				if resp.StatusCode != http.StatusBadGateway || !strings.Contains(gjson.GetBytes(body, tt.msg).String(), "closed it before sending anything") {
-					t.Fatalf("%d %s; want a 502 that says the stream was empty", resp.StatusCode, body)
-				}
-				if tt.st == registry.Messages && gjson.GetBytes(body, "type").String() != "error" {
-					t.Fatalf("not Anthropic's error shape: %s", body)
-				}
-				if err := e.tee.wait(t); err == nil {
-					t.Fatal("recorded as a success")
-				}
-				faultRow(t, "upstream", "200 SSE head then close: "+tt.name+" ("+client+")",
-					fmt.Sprintf("%d %q", resp.StatusCode, trimTo(gjson.GetBytes(body, tt.msg).String(), 60)), "failed step")
-			})
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			e := newRelayEnv(t, time.Minute, tt.st, func(c net.Conn) { _, _ = io.WriteString(c, tt.raw); _ = c.Close() })
+			resp, br := e.call(t)
+			body, _ := io.ReadAll(br)
+			if resp.StatusCode != http.StatusBadGateway || !strings.Contains(gjson.GetBytes(body, tt.msg).String(), "closed it before sending anything") {
+				t.Fatalf("%d %s; want a 502 that says the stream was empty", resp.StatusCode, body)
+			}
+			if tt.st == registry.Messages && gjson.GetBytes(body, "type").String() != "error" {
+				t.Fatalf("not Anthropic's error shape: %s", body)
+			}
+			if err := e.tee.wait(t); err == nil {
+				t.Fatal("recorded as a success")
+			}
+			faultRow(t, "upstream", "200 SSE head then close: "+tt.name+"",
+				fmt.Sprintf("%d %q", resp.StatusCode, trimTo(gjson.GetBytes(body, tt.msg).String(), 60)), "failed step")
+		})
 	}
 }

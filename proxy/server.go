@@ -144,11 +144,10 @@ func (s *Server) spliceBuf(n int) *[]byte {
 	return &b
 }
 
-// putSpliceBuf keeps b for the next call once up has sent it. net/http's transport
-// may still be writing a request body after its answer began (an early answer, or
-// HTTP/2): b is reused only after fasthttp's client, which has written it all.
-func (s *Server) putSpliceBuf(up *Upstream, b *[]byte) {
-	if b != nil && up.client == nil && cap(*b) <= maxPooledBody {
+// putSpliceBuf keeps b for the next call once it was sent upstream: the client writes a
+// request whole before it reads the answer's head, so b is no longer read.
+func (s *Server) putSpliceBuf(b *[]byte) {
+	if b != nil && cap(*b) <= maxPooledBody {
 		s.spliced.Put(b)
 	}
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -136,7 +135,7 @@ func (u *Upstream) openSocket(ctx context.Context, hdr *fasthttp.RequestHeader) 
 	case u.WebSocket == WSAuto && u.httpOnly():
 		return nil, fmt.Errorf("%w: upstream %s refused an upgrade in the last %v", errNoWebSocket, u.Base.Host, wsRefusalTTL)
 	}
-	h, err := u.socketHeader(hdr)
+	h, err := u.socketHeader(ctx, hdr)
 	if err != nil {
 		return nil, err
 	}
@@ -173,8 +172,9 @@ func (u *Upstream) socketURL() string {
 // socketHeader is what the upgrade toward the upstream carries of the agent's: the
 // headers an HTTP call forwards (its auth, or the configured key instead), minus the
 // handshake's own, which belong to each hop.
-func (u *Upstream) socketHeader(hdr *fasthttp.RequestHeader) (http.Header, error) {
-	var h fasthttp.RequestHeader
+func (u *Upstream) socketHeader(ctx context.Context, hdr *fasthttp.RequestHeader) (http.Header, error) {
+	var req fasthttp.Request
+	h := &req.Header
 	conn := hdr.Peek("Connection")
 	for k, v := range hdr.All() {
 		if forwardHeader(k, conn, false) && !bytes.HasPrefix(bytes.ToLower(k), []byte("sec-websocket-")) {
@@ -183,8 +183,10 @@ func (u *Upstream) socketHeader(hdr *fasthttp.RequestHeader) (http.Header, error
 	}
 	switch a := u.Auth.(type) {
 	case nil:
-	case headerAuth:
-		a.applyHeaders(&h)
+	case HeaderKey, PlacedKey: // a key in a header: the upgrade carries it
+		if err := a.Apply(ctx, &req, nil); err != nil {
+			return nil, err
+		}
 	default: // a signature covers a request: there is none to sign here
 		return nil, fmt.Errorf("%w: upstream %s signs its calls", errNoWebSocket, u.Name)
 	}
@@ -237,8 +239,8 @@ func (w *wsUpstream) dial(ctx context.Context, call *upCall) (*wsSocket, error) 
 			}
 			return c, nil
 		},
-		Proxy:             http.ProxyFromEnvironment,
-		TLSClientConfig:   &tls.Config{MinVersion: tls.VersionTLS12},
+		// No Proxy: dialRaw takes the route the upstream's HTTP calls take.
+		TLSClientConfig:   clientTLS(u.TLS, u.Base.Hostname()),
 		EnableCompression: true, // as Codex asks: a first turn's input is the whole context
 		ReadBufferSize:    4 << 10,
 		WriteBufferSize:   16 << 10,
@@ -261,7 +263,8 @@ func (w *wsUpstream) dial(ctx context.Context, call *upCall) (*wsSocket, error) 
 }
 
 // dialRaw connects to addr as the upstream's HTTP calls do: its pool's dialer when
-// one is set (tests), else within the time left of the call.
+// one is set (tests), else within the time left of the call, directly or through the
+// proxy's tunnel (the route of Base's host, dialer.go).
 func (u *Upstream) dialRaw(ctx context.Context, call *upCall, network, addr string) (net.Conn, error) {
 	if hc := u.own.Load(); hc != nil && hc.Dial != nil {
 		return hc.Dial(addr)
@@ -269,6 +272,14 @@ func (u *Upstream) dialRaw(ctx context.Context, call *upCall, network, addr stri
 	wait := call.timeLeft(connectTimeout)
 	if wait <= 0 {
 		return nil, &timeoutError{"no time left to connect"}
+	}
+	switch {
+	case u.base.err != nil:
+		return nil, u.base.err
+	case u.base.tunnel != nil:
+		ctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		return u.base.tunnel.dialContext(ctx, addr)
 	}
 	return (&net.Dialer{Timeout: wait, KeepAlive: 30 * time.Second}).DialContext(ctx, network, addr)
 }
