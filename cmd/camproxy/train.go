@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -162,13 +159,6 @@ func (a *reflectArgs) check(p *problems) {
 	p.dir("--work-dir", a.workDir)
 }
 
-// atLeast is a problem when an integer flag is below its least value.
-func (p *problems) atLeast(flag string, v, least int, want string) {
-	if v < least {
-		p.add("%s %d: want %s", flag, v, want)
-	}
-}
-
 // model is a problem when a model flag is set but does not name a provider's model.
 func (p *problems) model(flag, spec string) {
 	if spec == "" {
@@ -177,18 +167,6 @@ func (p *problems) model(flag, spec string) {
 	if _, _, err := trainer.ParseModel(spec); err != nil {
 		p.add("%s: %v", flag, err)
 	}
-}
-
-// dir is a problem when a directory flag is set to something that is not one.
-func (p *problems) dir(flag, path string) {
-	if path != "" && !isDir(path) {
-		p.add("%s %s is not a directory", flag, path)
-	}
-}
-
-func isDir(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.IsDir()
 }
 
 // prompts reads the overrides.
@@ -252,7 +230,7 @@ func (c *cli) trainReflect(ctx context.Context, a reflectArgs) error {
 		return dryRun(stdout, a, plan, jobs, prompts)
 	}
 	if len(jobs) == 0 {
-		return fmt.Errorf("train reflect: no job: no task of %s has %d rewarded runs and a task text (%s)", replay.Redact(a.in.from), a.minRuns, planCounts(plan))
+		return fmt.Errorf("train reflect: no job: no task of %s has %d rewarded runs and a task text (%s)", replay.Redact(a.in.from), a.minRuns, plan.Counts())
 	}
 
 	progress := trainer.NewProgress(stderr, a.progress)
@@ -292,10 +270,6 @@ func (c *cli) trainReflect(ctx context.Context, a reflectArgs) error {
 	return nil
 }
 
-func planCounts(p *trainer.Plan) string {
-	return fmt.Sprintf("%d tasks in the buffer; left out: %d with too few rewarded runs, %d without a task text, %d by --mixed-only", p.Tasks, p.TooFew, p.NoText, p.Uniform)
-}
-
 // dryRun prints the jobs, which of them --out already holds, and what they would
 // cost.
 func dryRun(stdout io.Writer, a reflectArgs, plan *trainer.Plan, jobs []*trainer.Job, prompts trainer.Prompts) error {
@@ -306,36 +280,5 @@ func dryRun(stdout io.Writer, a reflectArgs, plan *trainer.Plan, jobs []*trainer
 			return fmt.Errorf("train reflect: --out: %w", err)
 		}
 	}
-	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "job\ttask\tmixed\truns (reward)\test. input\t")
-	var files, input int64
-	pending := 0
-	for i, j := range jobs {
-		var runs []string
-		for _, ep := range j.Runs {
-			runs = append(runs, fmt.Sprintf("%s (%g)", ep.ID, *ep.Reward))
-		}
-		f, in := trainer.Estimate(j, prompts, a.maxSteps, a.maxToolBytes)
-		state := ""
-		if done[j.Key] {
-			state = "done"
-		} else {
-			pending++
-			files += f
-			input += in
-		}
-		mixed := "no"
-		if j.Mixed {
-			mixed = "yes"
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t~%s\t%s\n", i+1, j.TaskID, mixed, strings.Join(runs, " "), trainer.FormatTokens(in), state)
-	}
-	tw.Flush()
-	fmt.Fprintf(stdout, "\n%d jobs over %d tasks (%d with mixed outcomes); %d already in --out, %d to run\n",
-		len(jobs), plan.Eligible, plan.Mixed, len(jobs)-pending, pending)
-	fmt.Fprintf(stdout, "%s\n", planCounts(plan))
-	fmt.Fprintf(stdout, "the runs to reflect on hold ~%s tokens; estimated model input ~%s tokens (each job reading every run once in %d-byte pieces, re-sending its conversation each turn, at most %d turns), plus a few hundred output tokens a turn\n",
-		trainer.FormatTokens(files), trainer.FormatTokens(input), a.maxToolBytes, a.maxSteps)
-	fmt.Fprintf(stdout, "prompt version %s\n", prompts.Version())
-	return nil
+	return trainer.WritePlan(stdout, plan, jobs, done, prompts, a.maxSteps, a.maxToolBytes)
 }

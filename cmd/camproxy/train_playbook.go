@@ -206,7 +206,7 @@ func (c *cli) trainPlaybook(ctx context.Context, a playbookArgs) error {
 		return usagef("train playbook: --val %g leaves no validation task (the buffer has %d tasks)", a.val, len(plan.Train))
 	}
 	if a.dryRun {
-		return playbookDryRun(stdout, a, o, plan)
+		return learn.WritePlan(stdout, o, plan)
 	}
 
 	store, err := playbook.NewDirStore(a.out)
@@ -245,7 +245,7 @@ func (c *cli) trainPlaybook(ctx context.Context, a playbookArgs) error {
 	start := time.Now()
 	res, err := learn.Train(ctx, o)
 	if res != nil {
-		fmt.Fprintln(stdout, playbookSummary(a, res, time.Since(start)))
+		fmt.Fprintln(stdout, res.Summary(a.out, time.Since(start)))
 	}
 	switch {
 	case err == nil:
@@ -256,70 +256,4 @@ func (c *cli) trainPlaybook(ctx context.Context, a playbookArgs) error {
 		return fmt.Errorf("train playbook: interrupted; run the same command again to resume (answers received are in %s)", filepath.Join(a.out, learn.JournalName))
 	}
 	return fmt.Errorf("train playbook: %w (the answers received are kept: once that is fixed, the same command resumes)", err)
-}
-
-func playbookSummary(a playbookArgs, r *learn.TrainResult, took time.Duration) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "train playbook: %d iterations, %d versions in %s", r.Iterations, len(r.Versions), a.out)
-	if r.Best > 0 {
-		if r.Scored {
-			for _, v := range r.Versions {
-				if v.Version == r.Best && v.Score != nil {
-					fmt.Fprintf(&b, "; playbook.json is v%d (best mean reward %.4f over %d runs)", r.Best, *v.Score, v.Runs)
-				}
-			}
-		} else {
-			fmt.Fprintf(&b, "; playbook.json is v%d (the last; unscored)", r.Best)
-		}
-	}
-	fmt.Fprintf(&b, "; %d model calls (%d answered from the journal), tokens %s in, %s out",
-		r.Calls, r.Replayed, trainer.FormatTokens(r.Usage.Input), trainer.FormatTokens(r.Usage.Output))
-	if r.Scored {
-		fmt.Fprintf(&b, "; %d rollouts (%d from the journal); replay: %d graduated, %d evicted", r.Rollouts, r.RolloutsReplayed, r.Graduated, r.Evicted)
-	}
-	fmt.Fprintf(&b, "; %s", took.Round(time.Millisecond))
-	return b.String()
-}
-
-// playbookDryRun prints the plan and a token estimate, and calls nothing.
-func playbookDryRun(stdout io.Writer, a playbookArgs, o learn.TrainOptions, plan *learn.Plan) error {
-	fmt.Fprintf(stdout, "plan: %d iterations of up to %d items; %d training tasks (%d rewarded episodes, %d failures)",
-		a.iterations, a.batchSize, len(plan.Train), plan.Episodes, plan.Failures)
-	if a.rolloutURL != "" {
-		fmt.Fprintf(stdout, "; %d validation tasks (--val %g) scored with %d run(s) each per version: %s",
-			len(plan.Val), a.val, a.group, strings.Join(plan.Val, " "))
-	} else {
-		fmt.Fprint(stdout, "; no scoring (no --rollout-url): every version is kept, the last becomes playbook.json")
-	}
-	fmt.Fprintln(stdout)
-	var total int64
-	for _, it := range plan.Iterations {
-		var parts []string
-		for i, item := range it.Items {
-			s := ""
-			switch {
-			case item.Failure != nil && item.Success != nil:
-				s = fmt.Sprintf("%s (failure %s, success %s)", item.Failure.TaskID, item.Failure.ID, item.Success.ID)
-			case item.Failure != nil:
-				s = fmt.Sprintf("%s (failure %s)", item.Failure.TaskID, item.Failure.ID)
-			default:
-				s = fmt.Sprintf("%s (success %s)", item.Success.TaskID, item.Success.ID)
-			}
-			if i < it.Replayed {
-				s = "replay " + s
-			}
-			parts = append(parts, s)
-		}
-		_, in := learn.EstimateTokens(it.Items, o.Seed, o.Step)
-		total += in
-		fmt.Fprintf(stdout, "iteration %d: %d items (%d replayed), ~%s input tokens: %s\n", it.Iteration, len(it.Items), it.Replayed, trainer.FormatTokens(in), strings.Join(parts, "; "))
-	}
-	fmt.Fprintf(stdout, "estimated model input ~%s tokens over %d iterations (reflector and mutator each reading every run once in %d-byte pieces, re-sending the conversation each turn, at most %d turns), plus a few hundred output tokens a turn\n",
-		trainer.FormatTokens(total), a.iterations, a.maxToolBytes, a.maxTurns)
-	if a.rolloutURL != "" {
-		fmt.Fprintf(stdout, "rollouts: at most %d to score versions (v1 and one per iteration, %d tasks × %d), plus %d runs per replayed or failed task per iteration; replays depend on their outcomes (the plan above assumes none graduates)\n",
-			(a.iterations+1)*len(plan.Val)*a.group, len(plan.Val), a.group, a.group)
-	}
-	fmt.Fprintln(stdout, "dry run: no model and no rollout was called")
-	return nil
 }
