@@ -91,6 +91,9 @@ func (p *problems) atLeast(flag string, v, least int, want string) {
 	(*cobracli.Problems)(p).AtLeast(flag, v, least, want)
 }
 
+// within is a problem for each integer flag of bounds below its least value.
+func (p *problems) within(bounds cobracli.Bounds) { bounds.Check((*cobracli.Problems)(p)) }
+
 // checks makes a command's Args from its checks (cobracli.Runner.Checks).
 func (c *cli) checks(check func(p *problems, args []string)) cobra.PositionalArgs {
 	return c.runner.Checks(func(p *cobracli.Problems, args []string) {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/trainer"
 )
@@ -34,6 +35,8 @@ type reflectArgs struct {
 	maxSteps, maxToolBytes                      int
 	concurrency                                 int
 	systemPrompt, userPrompt, workDir, progress string
+
+	bounds cobracli.Bounds // the least values of the integer flags
 }
 
 // callFlags are the flags of a command that calls a reflection model: where it is,
@@ -111,15 +114,15 @@ jobs and a token estimate without calling a model.`,
 	a.callFlags.define(f)
 	f.StringVar(&a.out, "out", "", "JSON Lines file the guidance is appended to; jobs already in it are skipped (required)")
 	f.StringVar(&a.model, "model", "", "reflection model: openai/NAME or bedrock/MODEL_ID (required unless --dry-run)")
-	f.IntVar(&a.minRuns, "min-runs", 2, "keep tasks with at least this many rewarded runs")
-	f.IntVar(&a.subsets, "subsets", 1, "distinct subsets of runs reflected on per task, at most")
-	f.IntVar(&a.subsetSize, "subset-size", 3, "runs per subset (all of a task's runs when it has fewer)")
+	a.bounds.IntVar(f, &a.minRuns, "min-runs", 2, 1, "1 or more", "keep tasks with at least this many rewarded runs")
+	a.bounds.IntVar(f, &a.subsets, "subsets", 1, 1, "1 or more", "distinct subsets of runs reflected on per task, at most")
+	a.bounds.IntVar(f, &a.subsetSize, "subset-size", 3, 1, "1 or more", "runs per subset (all of a task's runs when it has fewer)")
 	f.Int64Var(&a.seed, "seed", 0, "seed of the subset draw: the same seed gives the same jobs")
 	f.BoolVar(&a.mixedOnly, "mixed-only", false, "only tasks whose runs both succeeded and failed")
-	f.IntVar(&a.limit, "limit", 0, "only the first N jobs of the plan (mixed tasks come first); 0 = all")
-	f.IntVar(&a.maxSteps, "max-steps", trainer.DefaultMaxSteps, "model turns per job; the last one must answer")
-	f.IntVar(&a.maxToolBytes, "max-tool-bytes", trainer.DefaultMaxToolBytes, "a tool result is cut at this many bytes")
-	f.IntVar(&a.concurrency, "concurrency", trainer.DefaultConcurrency, "jobs run at once")
+	a.bounds.IntVar(f, &a.limit, "limit", 0, 0, "0 (all) or more", "only the first N jobs of the plan (mixed tasks come first); 0 = all")
+	a.bounds.IntVar(f, &a.maxSteps, "max-steps", trainer.DefaultMaxSteps, 1, "1 or more", "model turns per job; the last one must answer")
+	a.bounds.IntVar(f, &a.maxToolBytes, "max-tool-bytes", trainer.DefaultMaxToolBytes, 1024, "1024 or more", "a tool result is cut at this many bytes")
+	a.bounds.IntVar(f, &a.concurrency, "concurrency", trainer.DefaultConcurrency, 1, "1 or more", "jobs run at once")
 	f.StringVar(&a.systemPrompt, "system-prompt", "", "file replacing the built-in system prompt")
 	f.StringVar(&a.userPrompt, "user-prompt", "", "file replacing the built-in user prompt ({{task}}, {{runs}}, {{max_steps}} are filled in)")
 	f.StringVar(&a.workDir, "work-dir", "", "where the per-job sandboxes are made (default the system temp dir)")
@@ -139,13 +142,7 @@ func (a *reflectArgs) check(p *problems) {
 	if a.model == "" && !a.dryRun {
 		p.add("--model is required: openai/NAME or bedrock/MODEL_ID")
 	}
-	p.atLeast("--min-runs", a.minRuns, 1, "1 or more")
-	p.atLeast("--subsets", a.subsets, 1, "1 or more")
-	p.atLeast("--subset-size", a.subsetSize, 1, "1 or more")
-	p.atLeast("--limit", a.limit, 0, "0 (all) or more")
-	p.atLeast("--max-steps", a.maxSteps, 1, "1 or more")
-	p.atLeast("--max-tool-bytes", a.maxToolBytes, 1024, "1024 or more")
-	p.atLeast("--concurrency", a.concurrency, 1, "1 or more")
+	p.within(a.bounds)
 	a.callFlags.check(p)
 	p.model("--model", a.model)
 	switch {

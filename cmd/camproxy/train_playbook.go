@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 	"github.com/camproxy/camproxy/learn"
 	"github.com/camproxy/camproxy/playbook"
 	"github.com/camproxy/camproxy/replay"
@@ -33,6 +34,7 @@ type playbookArgs struct {
 	dryRun                                               bool
 
 	changed func(flag string) bool // whether the command line set a flag
+	bounds  cobracli.Bounds        // the least values of the playbook's, the replay's and the loop's integer flags
 }
 
 func (c *cli) trainPlaybookCmd() *cobra.Command {
@@ -71,13 +73,13 @@ interrupted run resumes where it stopped.`,
 	f.IntVar(&a.rolloutConcurrency, "rollout-concurrency", 4, "rollouts at once")
 	f.Float64Var(&a.val, "val", learn.DefaultVal, "fraction of the tasks held out to score versions (with --rollout-url)")
 	f.IntVar(&a.group, "group", learn.DefaultGroup, "rollouts per task (with --rollout-url)")
-	f.IntVar(&a.prune, "prune", playbook.DefaultPrune, "remove entries whose harmful − helpful reaches this; 0 = never")
-	f.IntVar(&a.maxEntries, "max-entries", playbook.DefaultMaxEntries, "at most this many entries (the lowest helpful − harmful go, oldest first); 0 = no bound")
-	f.IntVar(&a.maxContent, "max-content", playbook.DefaultMaxContent, "longest entry content in characters")
-	f.IntVar(&a.graduate, "graduate", learn.DefaultGraduate, "failure replay: a failed task leaves the queue after passing this many rollouts")
-	f.IntVar(&a.evict, "evict", learn.DefaultEvict, "failure replay: a failed task leaves the queue after failing this many times (reflections without --rollout-url)")
-	f.IntVar(&a.maxTurns, "max-turns", learn.DefaultMaxTurns, "model turns per role and iteration; the last one is asked to finish")
-	f.IntVar(&a.maxToolBytes, "max-tool-bytes", trainer.DefaultMaxToolBytes, "a sandbox tool result is cut at this many bytes")
+	a.bounds.IntVar(f, &a.prune, "prune", playbook.DefaultPrune, 0, "0 (never) or more", "remove entries whose harmful − helpful reaches this; 0 = never")
+	a.bounds.IntVar(f, &a.maxEntries, "max-entries", playbook.DefaultMaxEntries, 0, "0 (no bound) or more", "at most this many entries (the lowest helpful − harmful go, oldest first); 0 = no bound")
+	a.bounds.IntVar(f, &a.maxContent, "max-content", playbook.DefaultMaxContent, 1, "1 or more", "longest entry content in characters")
+	a.bounds.IntVar(f, &a.graduate, "graduate", learn.DefaultGraduate, 1, "1 or more", "failure replay: a failed task leaves the queue after passing this many rollouts")
+	a.bounds.IntVar(f, &a.evict, "evict", learn.DefaultEvict, 1, "1 or more", "failure replay: a failed task leaves the queue after failing this many times (reflections without --rollout-url)")
+	a.bounds.IntVar(f, &a.maxTurns, "max-turns", learn.DefaultMaxTurns, 1, "1 or more", "model turns per role and iteration; the last one is asked to finish")
+	a.bounds.IntVar(f, &a.maxToolBytes, "max-tool-bytes", trainer.DefaultMaxToolBytes, 1024, "1024 or more", "a sandbox tool result is cut at this many bytes")
 	f.StringVar(&a.workDir, "work-dir", "", "where the per-step sandboxes are made (default the system temp dir)")
 	choiceVar(f, &a.progress, "progress", "auto", "auto or lines (a line per iteration on stderr), or off", "auto", trainer.ProgressLines, trainer.ProgressOff)
 	f.BoolVar(&a.dryRun, "dry-run", false, "print the plan and a token estimate; call nothing")
@@ -116,13 +118,7 @@ func (a *playbookArgs) check(p *problems, _ []string) {
 	if a.rolloutTimeout <= 0 {
 		p.add("--rollout-timeout %v: want a positive duration", a.rolloutTimeout)
 	}
-	p.atLeast("--prune", a.prune, 0, "0 (never) or more")
-	p.atLeast("--max-entries", a.maxEntries, 0, "0 (no bound) or more")
-	p.atLeast("--max-content", a.maxContent, 1, "1 or more")
-	p.atLeast("--graduate", a.graduate, 1, "1 or more")
-	p.atLeast("--evict", a.evict, 1, "1 or more")
-	p.atLeast("--max-turns", a.maxTurns, 1, "1 or more")
-	p.atLeast("--max-tool-bytes", a.maxToolBytes, 1024, "1024 or more")
+	p.within(a.bounds) // --prune … --max-tool-bytes
 	if a.reflectorModel == "" {
 		a.reflectorModel = a.model
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // tree is a small command tree as a command would build it: a group holding a leaf
-// with a choice, an integer, a duration, a required flag and its own check.
+// with a choice, a bounded integer, a duration, a required flag and its own check.
 type tree struct {
 	r                 Runner
 	format, name, out string
@@ -22,11 +22,12 @@ type tree struct {
 
 func (tr *tree) root() *cobra.Command {
 	root := &cobra.Command{Use: "tool", Short: "A tool", Version: "tool v1", SilenceErrors: true, SilenceUsage: true}
+	var bounds Bounds
 	leaf := &cobra.Command{
 		Use: "run", Short: "Run", Example: "  tool job run --name x",
 		Args: tr.r.Checks(func(p *Problems, args []string) {
 			p.NoArgs(args)
-			p.AtLeast("--count", tr.count, 1, "1 or more")
+			bounds.Check(p)
 			if tr.name == "bad" {
 				p.Add("--name %q: not that one", tr.name)
 			}
@@ -35,7 +36,7 @@ func (tr *tree) root() *cobra.Command {
 	}
 	f := leaf.Flags()
 	ChoiceVar(f, &tr.format, "format", "text", "output format", "text", "json")
-	f.IntVar(&tr.count, "count", 1, "how many")
+	bounds.IntVar(f, &tr.count, "count", 1, 1, "1 or more", "how many")
 	f.Duration("wait", 0, "how long")
 	f.StringVar(&tr.name, "name", "", "a name")
 	f.StringVar(&tr.out, "out", "", "a file")

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // Problems are what is wrong with a command line, each a short sentence naming the
@@ -56,3 +58,27 @@ func (p Problems) Err(cmd string) error {
 	return Usagef("%s%d problems:\n  %s", prefix, len(p), strings.Join(p, "\n  "))
 }
 
+// Bounds are the least values of a command's integer flags, declared with the flags
+// and checked together, in the order they were defined.
+type Bounds []bound
+
+type bound struct {
+	flag  string
+	v     *int
+	least int
+	want  string
+}
+
+// IntVar defines an integer flag whose value must be least or more; want says so in
+// the problem ("1 or more", "0 (all) or more").
+func (b *Bounds) IntVar(f *pflag.FlagSet, p *int, name string, value, least int, want, usage string) {
+	f.IntVar(p, name, value, usage)
+	*b = append(*b, bound{flag: "--" + name, v: p, least: least, want: want})
+}
+
+// Check adds a problem (AtLeast) for each flag below its least value.
+func (b Bounds) Check(p *Problems) {
+	for _, x := range b {
+		p.AtLeast(x.flag, *x.v, x.least, x.want)
+	}
+}
