@@ -99,6 +99,16 @@ type Options struct {
 	SelfLabel string
 }
 
+// DefaultImage is the sidecar image of a camproxy version: the image of that tag,
+// or of latest for a development build ("" or "dev").
+func DefaultImage(version string) string {
+	tag := version
+	if tag == "" || tag == "dev" {
+		tag = "latest"
+	}
+	return "ghcr.io/camproxy/camproxy:" + tag
+}
+
 // DefaultOptions returns the defaults, with the sidecar image given.
 func DefaultOptions(image string) Options {
 	return Options{

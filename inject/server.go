@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +43,24 @@ func DefaultServerConfig() ServerConfig {
 		CertValidity:  365 * 24 * time.Hour,
 		Recheck:       time.Minute,
 		ShutdownGrace: 10 * time.Second,
+	}
+}
+
+// DefaultNamespace fills an unset Namespace: $POD_NAMESPACE, else the namespace of
+// the pod's service account (under saDir, ServiceAccountDir in a pod), else
+// "default" when the server makes its own pair (its certificate names the
+// Service's namespace).
+func (c *ServerConfig) DefaultNamespace(getenv func(string) (string, bool), saDir string) {
+	if c.Namespace == "" {
+		c.Namespace, _ = getenv("POD_NAMESPACE")
+	}
+	if c.Namespace == "" {
+		if b, err := os.ReadFile(filepath.Join(saDir, "namespace")); err == nil {
+			c.Namespace = strings.TrimSpace(string(b))
+		}
+	}
+	if c.Namespace == "" && c.SelfSigned() {
+		c.Namespace = "default"
 	}
 }
 

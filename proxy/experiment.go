@@ -145,6 +145,14 @@ func KeyFingerprint(key []byte) [sha256.Size * 2]byte {
 	return out
 }
 
+// ClientKey is a key as a person hands it over (a file, an argument): surrounding
+// whitespace and a "Bearer " scheme dropped, it is the credential KeyFingerprint
+// takes, as Credential reads it off a call.
+func ClientKey(raw []byte) []byte {
+	key, _ := TrimBearer(bytes.TrimSpace(raw))
+	return bytes.TrimSpace(key)
+}
+
 // keyPrint is a call's credential fingerprint, computed at the first experiment that
 // matches on one.
 type keyPrint struct {

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/camproxy/camproxy/replay"
 )
 
 // Prompter renders the CAM's chat for a task. The serving side's cam augmenter
@@ -59,6 +61,18 @@ func RecordExamples(recs []Record) []Example {
 	out := make([]Example, 0, len(recs))
 	for _, r := range recs {
 		out = append(out, Example{TaskID: r.TaskID, Task: r.TaskDescription, Guidance: strings.TrimSpace(r.Guidance)})
+	}
+	return out
+}
+
+// TaskExamples are the examples of the tasks of a replay buffer that have an id and a
+// task text (GRPO's tasks; no guidance).
+func TaskExamples(tasks []*replay.Task) []Example {
+	var out []Example
+	for _, t := range tasks {
+		if t.ID != "" && strings.TrimSpace(t.Text) != "" {
+			out = append(out, Example{TaskID: t.ID, Task: t.Text})
+		}
 	}
 	return out
 }

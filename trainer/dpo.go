@@ -3,6 +3,7 @@ package trainer
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -40,6 +41,12 @@ type PairStats struct {
 	NoContext             int // rewarded runs without a context (baselines), unless IncludeNone
 	Ties                  int // context pairs whose means are within MinMargin
 	Capped                int // pairs left out by MaxPerTask
+}
+
+// String says what the buffer held and why pairs were left out.
+func (st PairStats) String() string {
+	return fmt.Sprintf("%d tasks, %d distinct contexts with rewarded runs; %d context pairs tied within --min-margin, %d capped, %d runs unrewarded, %d rewarded runs without a context",
+		st.Tasks, st.Contexts, st.Ties, st.Capped, st.Unrewarded, st.NoContext)
 }
 
 type contextRuns struct {

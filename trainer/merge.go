@@ -157,3 +157,55 @@ func WriteTrained(dir string, t Trained) error {
 	}
 	return writeFile(dir, TrainedFile, b, 0o644)
 }
+
+// Merge is how a GRPO checkpoint becomes a Hugging Face model vLLM can serve: the
+// step to merge, the merger's command line, and the chat template arguments the
+// run trained with (written beside the model by Finish, for serve-config).
+type Merge struct {
+	Checkpoint
+	Out          string   // the model directory, absolute
+	Command      []string // veRL's model merger (MergeCommand), run in Out's parent
+	ChatTemplate ChatTemplateKwargs
+	TemplateFrom string // the grpo.sh ChatTemplate was read from
+}
+
+// PlanMerge plans the merge of step (0 = the latest saved) of the GRPO run in from
+// (the --out of camproxy train grpo, or veRL's checkpoint directory) into out, with
+// python's veRL.
+func PlanMerge(from string, step int, out, python string) (*Merge, error) {
+	ckpt, err := FindCheckpoint(from, step)
+	if err != nil {
+		return nil, err
+	}
+	kw, src, err := grpoTemplateFor(from, ckpt.Root)
+	if err != nil {
+		return nil, err
+	}
+	if out, err = filepath.Abs(out); err != nil {
+		return nil, err
+	}
+	return &Merge{Checkpoint: ckpt, Out: out, Command: MergeCommand(python, ckpt.Actor, out), ChatTemplate: kw, TemplateFrom: src}, nil
+}
+
+// Finish checks that the merger wrote a model and records its origin next to it
+// (TrainedFile).
+func (m *Merge) Finish() error {
+	if _, err := os.Stat(filepath.Join(m.Out, "config.json")); err != nil {
+		return fmt.Errorf("the model merger wrote no %s: %w", filepath.Join(m.Out, "config.json"), err)
+	}
+	return WriteTrained(m.Out, Trained{Stage: "grpo", From: m.Actor, Step: m.Step, ChatTemplate: m.ChatTemplate})
+}
+
+// grpoTemplateFor reads the chat template arguments of the GRPO run: from the
+// grpo.sh of from, or of a directory above the checkpoints (root).
+func grpoTemplateFor(from, root string) (ChatTemplateKwargs, string, error) {
+	for _, dir := range []string{from, root, filepath.Dir(root), filepath.Dir(filepath.Dir(root)), filepath.Dir(filepath.Dir(filepath.Dir(root)))} {
+		p := filepath.Join(dir, "grpo.sh")
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		kw, err := GRPOTemplate(dir)
+		return kw, p, err
+	}
+	return nil, "", fmt.Errorf("no grpo.sh of camproxy train grpo above %s: cannot tell the chat template arguments the model was trained with", root)
+}

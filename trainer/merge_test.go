@@ -81,3 +81,59 @@ func TestFindCheckpoint(t *testing.T) {
 		t.Fatalf("merge command %q", got)
 	}
 }
+
+// TestPlanMerge: the merge of a GRPO run's latest step, with the chat template its
+// grpo.sh trained with (found above the checkpoints), run into an absolute out;
+// Finish records it beside a written model, and refuses a model the merger did not
+// write.
+func TestPlanMerge(t *testing.T) {
+	grpo := t.TempDir()
+	root := filepath.Join(grpo, "checkpoints", "camproxy", "cam-grpo")
+	script := "exec python3 -m verl.trainer.main_ppo \\\n  trainer.default_local_dir=" + root + " \\\n  'data.apply_chat_template_kwargs={enable_thinking:false}' \\\n"
+	if err := os.WriteFile(filepath.Join(grpo, "grpo.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	saveStep(t, root, 2, 1, "")
+	// From the checkpoint directory itself: grpo.sh is three directories up.
+	m, err := PlanMerge(root, 0, "merged", "python3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	out := filepath.Join(wd, "merged")
+	actor := filepath.Join(root, "global_step_2", "actor")
+	if m.Step != 2 || m.Out != out || m.TemplateFrom != filepath.Join(grpo, "grpo.sh") || m.ChatTemplate["enable_thinking"] != false ||
+		!reflect.DeepEqual(m.Command, MergeCommand("python3", actor, out)) {
+		t.Fatalf("plan %+v", m)
+	}
+	m.Out = t.TempDir()
+	if err := m.Finish(); err == nil || !strings.Contains(err.Error(), "the model merger wrote no "+filepath.Join(m.Out, "config.json")) {
+		t.Fatalf("Finish without a model: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(m.Out, "config.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if kw, _, found, err := TrainedTemplate(m.Out); err != nil || !found || kw.String() != `{"enable_thinking":false}` {
+		t.Fatalf("%s records %v %v %v", TrainedFile, kw, found, err)
+	}
+
+	bare := t.TempDir()
+	saveStep(t, bare, 1, 1, "")
+	if _, err := PlanMerge(bare, 0, "x", "python3"); err == nil || !strings.Contains(err.Error(), "no grpo.sh of camproxy train grpo above "+bare) {
+		t.Fatalf("no grpo.sh: %v", err)
+	}
+}
+
+func TestChatTemplateKwargsString(t *testing.T) {
+	for _, c := range []struct {
+		kw   ChatTemplateKwargs
+		want string
+	}{{nil, "none"}, {ChatTemplateKwargs{}, "none"}, {ChatTemplateKwargs{"enable_thinking": false, "a": "x"}, `{"a":"x","enable_thinking":false}`}} {
+		if got := c.kw.String(); got != c.want {
+			t.Errorf("%#v.String() = %q, want %q", c.kw, got, c.want)
+		}
+	}
+}

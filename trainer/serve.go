@@ -187,7 +187,7 @@ func shellUnquote(s string) (string, error) {
 // ServeOptions describe a trained CAM's serving.
 type ServeOptions struct {
 	Model        string // the Hugging Face model directory
-	Name         string // --served-model-name, the augmenter's model, and its name
+	Name         string // --served-model-name, the augmenter's model, and its name; "" = cam-<Model's directory name>
 	Port         int    // vLLM's port
 	BaseURL      string // where camproxy reaches vLLM; "" = http://127.0.0.1:PORT/v1
 	TP           int    // --tensor-parallel-size; 0 = vLLM's default
@@ -199,9 +199,17 @@ type ServeOptions struct {
 	Weight       float64 // the arm's weight
 }
 
+// ServedName is Name, else cam- and the model directory's name, lower case.
+func (o ServeOptions) ServedName() string {
+	if o.Name != "" {
+		return o.Name
+	}
+	return "cam-" + strings.ToLower(filepath.Base(o.Model))
+}
+
 // VLLMCommand is the vllm serve command line.
 func (o ServeOptions) VLLMCommand() ([]string, error) {
-	argv := []string{"vllm", "serve", o.Model, "--served-model-name", o.Name, "--port", strconv.Itoa(o.Port)}
+	argv := []string{"vllm", "serve", o.Model, "--served-model-name", o.ServedName(), "--port", strconv.Itoa(o.Port)}
 	if o.TP > 0 {
 		argv = append(argv, "--tensor-parallel-size", strconv.Itoa(o.TP))
 	}
@@ -238,21 +246,22 @@ func (o ServeOptions) AugmenterConfig() ([]byte, error) {
 	if base == "" {
 		base = "http://127.0.0.1:" + strconv.Itoa(o.Port) + "/v1"
 	}
-	a := augmenterYAML{Type: "cam", BaseURL: base, Model: o.Name, SystemPrompt: o.SystemPrompt, UserTemplate: o.UserTemplate, MaxTokens: o.MaxTokens}
+	name := o.ServedName()
+	a := augmenterYAML{Type: "cam", BaseURL: base, Model: name, SystemPrompt: o.SystemPrompt, UserTemplate: o.UserTemplate, MaxTokens: o.MaxTokens}
 	if len(o.ChatTemplate) > 0 {
 		a.ExtraBody = map[string]any{"chat_template_kwargs": map[string]any(o.ChatTemplate)}
 	}
 	arm := o.Arm
 	if arm == "" {
-		arm = o.Name
+		arm = name
 	}
 	doc := struct {
 		Augmenters map[string]augmenterYAML `yaml:"augmenters"`
 		Experiment struct {
 			Arms []armYAML `yaml:"arms"`
 		} `yaml:"experiment"`
-	}{Augmenters: map[string]augmenterYAML{o.Name: a}}
-	doc.Experiment.Arms = []armYAML{{Name: arm, Weight: o.Weight, Augmenter: o.Name}}
+	}{Augmenters: map[string]augmenterYAML{name: a}}
+	doc.Experiment.Arms = []armYAML{{Name: arm, Weight: o.Weight, Augmenter: name}}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -81,5 +82,19 @@ func TestServeOptions(t *testing.T) {
 	}
 	if len(doc.Experiment.Arms) != 1 || doc.Experiment.Arms[0]["augmenter"] != "cam-grpo" || doc.Experiment.Arms[0]["weight"] != 0.5 {
 		t.Fatalf("arm:\n%s", b)
+	}
+}
+
+// TestServeOptionsName: with no Name, the model is served, reached and armed as cam-
+// and its directory's name, lower case.
+func TestServeOptionsName(t *testing.T) {
+	o := ServeOptions{Model: "/models/Cam-GRPO", Port: 8000, Weight: 1}
+	argv, err := o.VLLMCommand()
+	if err != nil || argv[4] != "cam-cam-grpo" {
+		t.Fatalf("vllm: %q %v", argv, err)
+	}
+	b, err := o.AugmenterConfig()
+	if err != nil || !strings.Contains(string(b), "cam-cam-grpo:") || !strings.Contains(string(b), "augmenter: cam-cam-grpo") || !strings.Contains(string(b), "name: cam-cam-grpo") {
+		t.Fatalf("fragment %v:\n%s", err, b)
 	}
 }

@@ -272,3 +272,12 @@ func TestWriteDPO(t *testing.T) {
 		t.Fatalf("pairs.jsonl: %s", b)
 	}
 }
+
+// TestTaskExamples: GRPO's tasks from a buffer are those with an id and a text.
+func TestTaskExamples(t *testing.T) {
+	got := TaskExamples([]*replay.Task{{ID: "t1", Text: "Rebook."}, {ID: "", Text: "no id"}, {ID: "t2", Text: " \n"}, {ID: "t3", Text: "Refund."}})
+	want := []Example{{TaskID: "t1", Task: "Rebook."}, {TaskID: "t3", Task: "Refund."}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("TaskExamples = %+v, want %+v", got, want)
+	}
+}

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -27,6 +28,15 @@ func (k ChatTemplateKwargs) Thinking() *bool {
 		return &b
 	}
 	return nil
+}
+
+// String is the kwargs as JSON, keys sorted ({"enable_thinking":false}), or "none".
+func (k ChatTemplateKwargs) String() string {
+	if len(k) == 0 {
+		return "none"
+	}
+	b, _ := json.Marshal(map[string]any(k))
+	return string(b)
 }
 
 // Hydra renders the kwargs as a Hydra dict override value, keys sorted:

@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 )
 
 // TestHelpEverywhere: every command, at every level, answers --help, -h and
@@ -19,11 +21,11 @@ import (
 func TestHelpEverywhere(t *testing.T) {
 	c := &cli{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: noEnv}
 	var paths [][]string
-	walk(c.root(), func(cmd *cobra.Command) {
+	cobracli.Walk(c.root(), func(cmd *cobra.Command) {
 		if cmd.Hidden || cmd.Name() == "help" {
 			return
 		}
-		paths = append(paths, strings.Fields(commandName(cmd)))
+		paths = append(paths, strings.Fields(cobracli.CommandName(cmd)))
 	})
 	if len(paths) < 20 {
 		t.Fatalf("the tree has %d commands, want the whole CLI", len(paths))
@@ -62,11 +64,11 @@ func TestHelpEverywhere(t *testing.T) {
 // itself, and each flag has a description.
 func TestEveryLeafDescribed(t *testing.T) {
 	c := &cli{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: noEnv}
-	walk(c.root(), func(cmd *cobra.Command) {
+	cobracli.Walk(c.root(), func(cmd *cobra.Command) {
 		if cmd.Hidden || cmd.Name() == "help" {
 			return
 		}
-		name := commandName(cmd)
+		name := cobracli.CommandName(cmd)
 		if cmd.Short == "" {
 			t.Errorf("%s: no description", name)
 		}

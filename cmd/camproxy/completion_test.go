@@ -15,6 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 )
 
 // init lets the test binary be camproxy for a shell: with CAMPROXY_TEST_ARGV=1 it
@@ -138,7 +140,7 @@ func TestCompletionCandidates(t *testing.T) {
 func TestCompletionFlagsAreReal(t *testing.T) {
 	c := &cli{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: noEnv}
 	all := map[string]bool{}
-	walk(c.root(), func(cmd *cobra.Command) {
+	cobracli.Walk(c.root(), func(cmd *cobra.Command) {
 		cmd.Flags().VisitAll(func(f *pflag.Flag) { all[f.Name] = true })
 	})
 	for _, f := range append(slices.Clone(fileFlags), dirFlags...) {

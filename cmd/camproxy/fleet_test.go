@@ -96,7 +96,7 @@ func startFleet(t *testing.T, cfg *config.Config, dir string, n int) []*servePro
 		if err := os.MkdirAll(c.Replay.SpoolDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		y, err := effectiveYAML(&c)
+		y, err := c.EffectiveYAML()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -12,16 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/camproxy/camproxy/inject"
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 )
-
-// defaultImage is the sidecar image of this build.
-func defaultImage() string {
-	tag := version
-	if tag == "" || tag == "dev" {
-		tag = "latest"
-	}
-	return "ghcr.io/camproxy/camproxy:" + tag
-}
 
 func (c *cli) injectCmd() *cobra.Command {
 	return c.group("inject", "The Kubernetes sidecar injector",
@@ -37,9 +27,9 @@ func (c *cli) injectServeCmd(run func(context.Context, injectFlags) error) *cobr
 		return def
 	}
 	sc := inject.DefaultServerConfig()
-	o := inject.DefaultOptions(env("CAMPROXY_SIDECAR_IMAGE", defaultImage()))
+	o := inject.DefaultOptions(env("CAMPROXY_SIDECAR_IMAGE", inject.DefaultImage(version)))
 	var pull, arms string
-	var logs logFlags
+	var logs cobracli.LogFlags
 	cmd := &cobra.Command{
 		Use:   "serve --listen ADDR [--tls-cert FILE --tls-key FILE]",
 		Short: "Serve the sidecar injector (a mutating admission webhook)",
@@ -59,17 +49,7 @@ certificate into the caBundle of --webhook-config (in a cluster).`,
 					o.Arms = append(o.Arms, strings.TrimSpace(a))
 				}
 			}
-			if sc.Namespace == "" {
-				sc.Namespace = env("POD_NAMESPACE", "")
-			}
-			if sc.Namespace == "" {
-				if b, err := os.ReadFile(filepath.Join(inject.ServiceAccountDir, "namespace")); err == nil {
-					sc.Namespace = strings.TrimSpace(string(b))
-				}
-			}
-			if sc.Namespace == "" && sc.SelfSigned() {
-				sc.Namespace = "default"
-			}
+			sc.DefaultNamespace(c.getenv, inject.ServiceAccountDir)
 			for _, err := range []error{sc.Validate(), o.Validate()} {
 				if err != nil {
 					p.add("%v", err)
@@ -97,14 +77,14 @@ certificate into the caBundle of --webhook-config (in a cluster).`,
 	fs.StringVar(&o.CPULimit, "cpu-limit", o.CPULimit, `sidecar CPU limit ("" = none)`)
 	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, `sidecar memory limit ("" = none)`)
 	fs.StringVar(&o.SelfLabel, "self-label", o.SelfLabel, "key=value label of the injector's own pods, never injected")
-	logs.define(fs)
+	logs.Define(fs)
 	_ = cmd.MarkFlagRequired("listen")
 	return cmd
 }
 
 func (c *cli) injectServe(ctx context.Context, f injectFlags) error {
 	sc := f.server
-	log := f.logs.logger(c.stderr)
+	log := f.logs.Logger(c.stderr)
 	m, err := inject.NewMutator(f.opts)
 	if err != nil {
 		return usagef("inject serve: %v", err)
@@ -135,5 +115,5 @@ func (c *cli) injectServe(ctx context.Context, f injectFlags) error {
 type injectFlags struct {
 	server inject.ServerConfig
 	opts   inject.Options
-	logs   logFlags
+	logs   cobracli.LogFlags
 }

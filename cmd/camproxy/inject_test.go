@@ -150,11 +150,10 @@ func parseInjectFlags(args []string, getenv func(string) (string, bool)) (inject
 	var got injectFlags
 	c := &cli{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, getenv: getenv}
 	cmd := c.injectServeCmd(func(_ context.Context, f injectFlags) error { got = f; return nil })
-	cmd.SetArgs(c.prepare(cmd, args))
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(io.Discard)
 	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	return got, cmd.Execute()
+	return got, c.runner.Execute(context.Background(), cmd, args)
 }
 
 // startInjector runs the real binary with args and waits for it to serve.

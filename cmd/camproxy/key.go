@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 
@@ -37,8 +36,7 @@ the shell's history; surrounding whitespace and a "Bearer " scheme are dropped.`
 					return fmt.Errorf("key fingerprint: reading stdin: %w", err)
 				}
 			}
-			key, _ = proxy.TrimBearer(bytes.TrimSpace(key))
-			key = bytes.TrimSpace(key)
+			key = proxy.ClientKey(key)
 			if len(key) == 0 {
 				return usagef("key fingerprint: no key given (an argument, or on stdin)")
 			}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"strings"
+	"io"
 
 	"github.com/spf13/cobra"
 
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/report"
 )
@@ -39,14 +39,7 @@ A buffer with no episode fails (exit 1): there is nothing to report yet.`,
 				out = ""
 			}
 			if format == "" {
-				switch strings.ToLower(filepath.Ext(out)) {
-				case ".html", ".htm":
-					format = "html"
-				case ".json":
-					format = "json"
-				default:
-					format = "text"
-				}
+				format = report.FormatOf(out)
 			}
 			p.outDir("--out", out)
 		}),
@@ -57,7 +50,7 @@ A buffer with no episode fails (exit 1): there is nothing to report yet.`,
 	f := cmd.Flags()
 	in.define(f)
 	f.StringVar(&control, "control", "", `arm the others are compared to (default "baseline" if present, else the first arm by name)`)
-	choiceVar(f, &format, "format", "", "output format (default html for an --out ending in .html, json for .json, else text)", "text", "json", "html")
+	choiceVar(f, &format, "format", "", "output format (default html for an --out ending in .html, json for .json, else text)", report.FormatText, report.FormatJSON, report.FormatHTML)
 	f.StringVar(&out, "out", "", "write to this file instead of stdout")
 	return cmd
 }
@@ -82,7 +75,7 @@ func (c *cli) report(ctx context.Context, in bufferFlags, o report.Options, form
 		if errors.As(rerr, &ue) || ctx.Err() != nil {
 			return rerr
 		}
-		return usagef("%s", oneLine(rerr.Error()))
+		return usagef("%s", cobracli.OneLine(rerr.Error()))
 	}
 	switch {
 	case errors.Is(err, report.ErrNoControl):
@@ -92,13 +85,7 @@ func (c *cli) report(ctx context.Context, in bufferFlags, o report.Options, form
 	case err != nil:
 		return fmt.Errorf("report: %w", err)
 	}
-	write := r.WriteText
-	switch format {
-	case "json":
-		write = r.WriteJSON
-	case "html":
-		write = r.WriteHTML
-	}
+	write := func(w io.Writer) error { return r.Write(w, format) }
 	if out == "" {
 		return write(c.stdout)
 	}
@@ -108,6 +95,3 @@ func (c *cli) report(ctx context.Context, in bufferFlags, o report.Options, form
 	fmt.Fprintf(c.stdout, "wrote the %s report to %s\n", format, out)
 	return nil
 }
-
-// oneLine folds a multi-line error (some SDKs wrap their own) onto one line.
-func oneLine(s string) string { return strings.NewReplacer("\r\n", " ", "\n", " ").Replace(s) }

@@ -19,6 +19,7 @@ import (
 	"github.com/camproxy/camproxy/app"
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/internal/testkit"
+	"github.com/camproxy/camproxy/proxy"
 )
 
 var updateGoldens = flag.Bool("update", false, "rewrite the golden files of task explain")
@@ -28,14 +29,14 @@ var updateGoldens = flag.Bool("update", false, "rewrite the golden files of task
 const harnessDir = "../../protocol/testdata/harness"
 
 // explain runs `camproxy task explain FILE --format json [more…]` and decodes it.
-func explain(t *testing.T, file string, more ...string) explanation {
+func explain(t *testing.T, file string, more ...string) proxy.Explanation {
 	t.Helper()
 	var out, errb bytes.Buffer
 	args := append([]string{"task", "explain", file, "--format", "json"}, more...)
 	if err := run(context.Background(), args, &out, &errb, noEnv); err != nil {
 		t.Fatalf("task explain %s: %v\n%s", file, err, errb.String())
 	}
-	var ex explanation
+	var ex proxy.Explanation
 	if err := json.Unmarshal(out.Bytes(), &ex); err != nil {
 		t.Fatalf("task explain %s printed no JSON: %v\n%s", file, err, out.String())
 	}
@@ -83,7 +84,7 @@ func TestTaskExplainGoldens(t *testing.T) {
 				t.Errorf("task explain %s:\n%s\nwant (%s):\n%s", path, out.String(), golden, want)
 			}
 			// Whatever the golden says, the task is a request a user typed: no envelope.
-			var ex explanation
+			var ex proxy.Explanation
 			_ = json.Unmarshal(out.Bytes(), &ex)
 			for _, marker := range []string{"<system-reminder>", "<environment_context>", "AGENTS.md instructions", "<INSTRUCTIONS>"} {
 				if strings.Contains(ex.Task, marker) {

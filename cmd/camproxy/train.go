@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/trainer"
 )
@@ -37,6 +35,8 @@ type reflectArgs struct {
 	maxSteps, maxToolBytes                      int
 	concurrency                                 int
 	systemPrompt, userPrompt, workDir, progress string
+
+	bounds cobracli.Bounds // the least values of the integer flags
 }
 
 // callFlags are the flags of a command that calls a reflection model: where it is,
@@ -114,15 +114,15 @@ jobs and a token estimate without calling a model.`,
 	a.callFlags.define(f)
 	f.StringVar(&a.out, "out", "", "JSON Lines file the guidance is appended to; jobs already in it are skipped (required)")
 	f.StringVar(&a.model, "model", "", "reflection model: openai/NAME or bedrock/MODEL_ID (required unless --dry-run)")
-	f.IntVar(&a.minRuns, "min-runs", 2, "keep tasks with at least this many rewarded runs")
-	f.IntVar(&a.subsets, "subsets", 1, "distinct subsets of runs reflected on per task, at most")
-	f.IntVar(&a.subsetSize, "subset-size", 3, "runs per subset (all of a task's runs when it has fewer)")
+	a.bounds.IntVar(f, &a.minRuns, "min-runs", 2, 1, "1 or more", "keep tasks with at least this many rewarded runs")
+	a.bounds.IntVar(f, &a.subsets, "subsets", 1, 1, "1 or more", "distinct subsets of runs reflected on per task, at most")
+	a.bounds.IntVar(f, &a.subsetSize, "subset-size", 3, 1, "1 or more", "runs per subset (all of a task's runs when it has fewer)")
 	f.Int64Var(&a.seed, "seed", 0, "seed of the subset draw: the same seed gives the same jobs")
 	f.BoolVar(&a.mixedOnly, "mixed-only", false, "only tasks whose runs both succeeded and failed")
-	f.IntVar(&a.limit, "limit", 0, "only the first N jobs of the plan (mixed tasks come first); 0 = all")
-	f.IntVar(&a.maxSteps, "max-steps", trainer.DefaultMaxSteps, "model turns per job; the last one must answer")
-	f.IntVar(&a.maxToolBytes, "max-tool-bytes", trainer.DefaultMaxToolBytes, "a tool result is cut at this many bytes")
-	f.IntVar(&a.concurrency, "concurrency", trainer.DefaultConcurrency, "jobs run at once")
+	a.bounds.IntVar(f, &a.limit, "limit", 0, 0, "0 (all) or more", "only the first N jobs of the plan (mixed tasks come first); 0 = all")
+	a.bounds.IntVar(f, &a.maxSteps, "max-steps", trainer.DefaultMaxSteps, 1, "1 or more", "model turns per job; the last one must answer")
+	a.bounds.IntVar(f, &a.maxToolBytes, "max-tool-bytes", trainer.DefaultMaxToolBytes, 1024, "1024 or more", "a tool result is cut at this many bytes")
+	a.bounds.IntVar(f, &a.concurrency, "concurrency", trainer.DefaultConcurrency, 1, "1 or more", "jobs run at once")
 	f.StringVar(&a.systemPrompt, "system-prompt", "", "file replacing the built-in system prompt")
 	f.StringVar(&a.userPrompt, "user-prompt", "", "file replacing the built-in user prompt ({{task}}, {{runs}}, {{max_steps}} are filled in)")
 	f.StringVar(&a.workDir, "work-dir", "", "where the per-job sandboxes are made (default the system temp dir)")
@@ -142,13 +142,7 @@ func (a *reflectArgs) check(p *problems) {
 	if a.model == "" && !a.dryRun {
 		p.add("--model is required: openai/NAME or bedrock/MODEL_ID")
 	}
-	p.atLeast("--min-runs", a.minRuns, 1, "1 or more")
-	p.atLeast("--subsets", a.subsets, 1, "1 or more")
-	p.atLeast("--subset-size", a.subsetSize, 1, "1 or more")
-	p.atLeast("--limit", a.limit, 0, "0 (all) or more")
-	p.atLeast("--max-steps", a.maxSteps, 1, "1 or more")
-	p.atLeast("--max-tool-bytes", a.maxToolBytes, 1024, "1024 or more")
-	p.atLeast("--concurrency", a.concurrency, 1, "1 or more")
+	p.within(a.bounds)
 	a.callFlags.check(p)
 	p.model("--model", a.model)
 	switch {
@@ -162,13 +156,6 @@ func (a *reflectArgs) check(p *problems) {
 	p.dir("--work-dir", a.workDir)
 }
 
-// atLeast is a problem when an integer flag is below its least value.
-func (p *problems) atLeast(flag string, v, least int, want string) {
-	if v < least {
-		p.add("%s %d: want %s", flag, v, want)
-	}
-}
-
 // model is a problem when a model flag is set but does not name a provider's model.
 func (p *problems) model(flag, spec string) {
 	if spec == "" {
@@ -177,18 +164,6 @@ func (p *problems) model(flag, spec string) {
 	if _, _, err := trainer.ParseModel(spec); err != nil {
 		p.add("%s: %v", flag, err)
 	}
-}
-
-// dir is a problem when a directory flag is set to something that is not one.
-func (p *problems) dir(flag, path string) {
-	if path != "" && !isDir(path) {
-		p.add("%s %s is not a directory", flag, path)
-	}
-}
-
-func isDir(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.IsDir()
 }
 
 // prompts reads the overrides.
@@ -252,7 +227,7 @@ func (c *cli) trainReflect(ctx context.Context, a reflectArgs) error {
 		return dryRun(stdout, a, plan, jobs, prompts)
 	}
 	if len(jobs) == 0 {
-		return fmt.Errorf("train reflect: no job: no task of %s has %d rewarded runs and a task text (%s)", replay.Redact(a.in.from), a.minRuns, planCounts(plan))
+		return fmt.Errorf("train reflect: no job: no task of %s has %d rewarded runs and a task text (%s)", replay.Redact(a.in.from), a.minRuns, plan.Counts())
 	}
 
 	progress := trainer.NewProgress(stderr, a.progress)
@@ -292,10 +267,6 @@ func (c *cli) trainReflect(ctx context.Context, a reflectArgs) error {
 	return nil
 }
 
-func planCounts(p *trainer.Plan) string {
-	return fmt.Sprintf("%d tasks in the buffer; left out: %d with too few rewarded runs, %d without a task text, %d by --mixed-only", p.Tasks, p.TooFew, p.NoText, p.Uniform)
-}
-
 // dryRun prints the jobs, which of them --out already holds, and what they would
 // cost.
 func dryRun(stdout io.Writer, a reflectArgs, plan *trainer.Plan, jobs []*trainer.Job, prompts trainer.Prompts) error {
@@ -306,36 +277,5 @@ func dryRun(stdout io.Writer, a reflectArgs, plan *trainer.Plan, jobs []*trainer
 			return fmt.Errorf("train reflect: --out: %w", err)
 		}
 	}
-	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "job\ttask\tmixed\truns (reward)\test. input\t")
-	var files, input int64
-	pending := 0
-	for i, j := range jobs {
-		var runs []string
-		for _, ep := range j.Runs {
-			runs = append(runs, fmt.Sprintf("%s (%g)", ep.ID, *ep.Reward))
-		}
-		f, in := trainer.Estimate(j, prompts, a.maxSteps, a.maxToolBytes)
-		state := ""
-		if done[j.Key] {
-			state = "done"
-		} else {
-			pending++
-			files += f
-			input += in
-		}
-		mixed := "no"
-		if j.Mixed {
-			mixed = "yes"
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t~%s\t%s\n", i+1, j.TaskID, mixed, strings.Join(runs, " "), trainer.FormatTokens(in), state)
-	}
-	tw.Flush()
-	fmt.Fprintf(stdout, "\n%d jobs over %d tasks (%d with mixed outcomes); %d already in --out, %d to run\n",
-		len(jobs), plan.Eligible, plan.Mixed, len(jobs)-pending, pending)
-	fmt.Fprintf(stdout, "%s\n", planCounts(plan))
-	fmt.Fprintf(stdout, "the runs to reflect on hold ~%s tokens; estimated model input ~%s tokens (each job reading every run once in %d-byte pieces, re-sending its conversation each turn, at most %d turns), plus a few hundred output tokens a turn\n",
-		trainer.FormatTokens(files), trainer.FormatTokens(input), a.maxToolBytes, a.maxSteps)
-	fmt.Fprintf(stdout, "prompt version %s\n", prompts.Version())
-	return nil
+	return trainer.WritePlan(stdout, plan, jobs, done, prompts, a.maxSteps, a.maxToolBytes)
 }

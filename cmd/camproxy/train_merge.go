@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -58,62 +57,29 @@ arguments of the training are written beside the model for train serve-config.`,
 }
 
 // trainMerge turns a GRPO checkpoint (sharded FSDP state) into a Hugging Face
-// model vLLM can serve, with veRL's model merger.
+// model vLLM can serve, with veRL's model merger (trainer.PlanMerge).
 func trainMerge(ctx context.Context, from string, step int, out, python string, stdout, stderr io.Writer) error {
-	ckpt, err := trainer.FindCheckpoint(from, step)
+	m, err := trainer.PlanMerge(from, step, out, python)
 	if err != nil {
 		return fmt.Errorf("train merge: %w", err)
 	}
-	kw, tsrc, err := grpoTemplateFor(from, ckpt.Root)
-	if err != nil {
-		return fmt.Errorf("train merge: %w", err)
-	}
-	if out, err = filepath.Abs(out); err != nil {
-		return err
-	}
-	argv := trainer.MergeCommand(python, ckpt.Actor, out)
 	if _, err := exec.LookPath(python); err != nil {
-		return fmt.Errorf("train merge: %s is not installed here; run `%s` where veRL is", python, trainer.ShellJoin(argv))
+		return fmt.Errorf("train merge: %s is not installed here; run `%s` where veRL is", python, trainer.ShellJoin(m.Command))
 	}
-	fmt.Fprintf(stderr, "train merge: step %d of %s: running %s\n", ckpt.Step, ckpt.Root, trainer.ShellJoin(argv))
-	if err := trainer.Launch(ctx, filepath.Dir(out), argv, stdout, stderr); err != nil {
+	fmt.Fprintf(stderr, "train merge: step %d of %s: running %s\n", m.Step, m.Root, trainer.ShellJoin(m.Command))
+	if err := trainer.Launch(ctx, filepath.Dir(m.Out), m.Command, stdout, stderr); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return &exitStatus{code: ee.ExitCode(), msg: fmt.Sprintf("train merge: the model merger failed: %v", ee)}
+			return exitStatus(ee.ExitCode(), fmt.Sprintf("train merge: the model merger failed: %v", ee))
 		}
 		return fmt.Errorf("train merge: %w", err)
 	}
-	if _, err := os.Stat(filepath.Join(out, "config.json")); err != nil {
-		return fmt.Errorf("train merge: the model merger wrote no %s: %w", filepath.Join(out, "config.json"), err)
-	}
-	if err := trainer.WriteTrained(out, trainer.Trained{Stage: "grpo", From: ckpt.Actor, Step: ckpt.Step, ChatTemplate: kw}); err != nil {
+	if err := m.Finish(); err != nil {
 		return fmt.Errorf("train merge: %w", err)
 	}
 	fmt.Fprintf(stdout, "merge: step %d of %s → %s (chat_template_kwargs %s, from %s)\nto serve it: camproxy train serve-config --model %s\n",
-		ckpt.Step, ckpt.Root, out, kwargsText(kw), tsrc, out)
+		m.Step, m.Root, m.Out, m.ChatTemplate, m.TemplateFrom, m.Out)
 	return nil
-}
-
-// grpoTemplateFor reads the chat template arguments of the GRPO run: from the
-// grpo.sh of --from, or of a directory above the checkpoints.
-func grpoTemplateFor(from, root string) (trainer.ChatTemplateKwargs, string, error) {
-	for _, dir := range []string{from, root, filepath.Dir(root), filepath.Dir(filepath.Dir(root)), filepath.Dir(filepath.Dir(filepath.Dir(root)))} {
-		p := filepath.Join(dir, "grpo.sh")
-		if _, err := os.Stat(p); err != nil {
-			continue
-		}
-		kw, err := trainer.GRPOTemplate(dir)
-		return kw, p, err
-	}
-	return nil, "", fmt.Errorf("no grpo.sh of camproxy train grpo above %s: cannot tell the chat template arguments the model was trained with", root)
-}
-
-func kwargsText(kw trainer.ChatTemplateKwargs) string {
-	if len(kw) == 0 {
-		return "none"
-	}
-	b, _ := json.Marshal(kw)
-	return string(b)
 }
 
 func (c *cli) trainServeConfigCmd() *cobra.Command {
@@ -165,9 +131,6 @@ func trainServeConfig(o trainer.ServeOptions, sf serveConfigFlags, stdout io.Wri
 	if o.Model, err = trainer.ResolveModel(o.Model); err != nil {
 		return usagef("train serve-config: --model: %v", err)
 	}
-	if o.Name == "" {
-		o.Name = "cam-" + strings.ToLower(filepath.Base(o.Model))
-	}
 	kw, src, found, err := trainer.TrainedTemplate(o.Model)
 	if err != nil {
 		return fmt.Errorf("train serve-config: %w", err)
@@ -177,8 +140,8 @@ func trainServeConfig(o trainer.ServeOptions, sf serveConfigFlags, stdout io.Wri
 		if err := json.Unmarshal([]byte(kwFlag), &given); err != nil {
 			return usagef("train serve-config: --chat-template-kwargs: want a JSON object: %v", err)
 		}
-		if found && kwargsText(given) != kwargsText(kw) {
-			return usagef("train serve-config: --chat-template-kwargs %s differs from the %s the model was trained with (%s)", kwargsText(given), kwargsText(kw), src)
+		if found && given.String() != kw.String() {
+			return usagef("train serve-config: --chat-template-kwargs %s differs from the %s the model was trained with (%s)", given, kw, src)
 		}
 		kw, src, found = given, "--chat-template-kwargs", true
 	}
@@ -191,14 +154,14 @@ func trainServeConfig(o trainer.ServeOptions, sf serveConfigFlags, stdout io.Wri
 		if err != nil {
 			return usagef("train serve-config: %v", err)
 		}
-		if kwargsText(sc.kwargs) != kwargsText(kw) {
-			return usagef("train serve-config: the cam augmenter %q of --config sends chat_template_kwargs %s, but the model was trained with %s (%s)", sc.name, kwargsText(sc.kwargs), kwargsText(kw), src)
+		if sc.Kwargs.String() != kw.String() {
+			return usagef("train serve-config: the cam augmenter %q of --config sends chat_template_kwargs %s, but the model was trained with %s (%s)", sc.Name, sc.Kwargs, kw, src)
 		}
 		cfg, err := loadConfig(configPath, getenv)
 		if err != nil {
 			return err
 		}
-		if a, ok := cfg.Augmenters[sc.name]; ok {
+		if a, ok := cfg.Augmenters[sc.Name]; ok {
 			o.SystemPrompt, o.UserTemplate, o.MaxTokens = a.SystemPrompt, a.UserTemplate, a.MaxTokens
 		}
 	}
@@ -216,6 +179,6 @@ func trainServeConfig(o trainer.ServeOptions, sf serveConfigFlags, stdout io.Wri
 		}
 	}
 	fmt.Fprintf(stdout, "# %s, trained with chat_template_kwargs %s (%s)\n# 1. serve it:\n%s\n# 2. add to camproxy's config (augmenters: and experiment.arms:):\n%s",
-		o.Model, kwargsText(kw), src, trainer.ShellJoin(argv), frag)
+		o.Model, kw, src, trainer.ShellJoin(argv), frag)
 	return nil
 }

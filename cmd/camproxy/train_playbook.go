@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 	"github.com/camproxy/camproxy/learn"
 	"github.com/camproxy/camproxy/playbook"
 	"github.com/camproxy/camproxy/replay"
@@ -33,6 +34,7 @@ type playbookArgs struct {
 	dryRun                                               bool
 
 	changed func(flag string) bool // whether the command line set a flag
+	bounds  cobracli.Bounds        // the least values of the playbook's, the replay's and the loop's integer flags
 }
 
 func (c *cli) trainPlaybookCmd() *cobra.Command {
@@ -71,13 +73,13 @@ interrupted run resumes where it stopped.`,
 	f.IntVar(&a.rolloutConcurrency, "rollout-concurrency", 4, "rollouts at once")
 	f.Float64Var(&a.val, "val", learn.DefaultVal, "fraction of the tasks held out to score versions (with --rollout-url)")
 	f.IntVar(&a.group, "group", learn.DefaultGroup, "rollouts per task (with --rollout-url)")
-	f.IntVar(&a.prune, "prune", playbook.DefaultPrune, "remove entries whose harmful − helpful reaches this; 0 = never")
-	f.IntVar(&a.maxEntries, "max-entries", playbook.DefaultMaxEntries, "at most this many entries (the lowest helpful − harmful go, oldest first); 0 = no bound")
-	f.IntVar(&a.maxContent, "max-content", playbook.DefaultMaxContent, "longest entry content in characters")
-	f.IntVar(&a.graduate, "graduate", learn.DefaultGraduate, "failure replay: a failed task leaves the queue after passing this many rollouts")
-	f.IntVar(&a.evict, "evict", learn.DefaultEvict, "failure replay: a failed task leaves the queue after failing this many times (reflections without --rollout-url)")
-	f.IntVar(&a.maxTurns, "max-turns", learn.DefaultMaxTurns, "model turns per role and iteration; the last one is asked to finish")
-	f.IntVar(&a.maxToolBytes, "max-tool-bytes", trainer.DefaultMaxToolBytes, "a sandbox tool result is cut at this many bytes")
+	a.bounds.IntVar(f, &a.prune, "prune", playbook.DefaultPrune, 0, "0 (never) or more", "remove entries whose harmful − helpful reaches this; 0 = never")
+	a.bounds.IntVar(f, &a.maxEntries, "max-entries", playbook.DefaultMaxEntries, 0, "0 (no bound) or more", "at most this many entries (the lowest helpful − harmful go, oldest first); 0 = no bound")
+	a.bounds.IntVar(f, &a.maxContent, "max-content", playbook.DefaultMaxContent, 1, "1 or more", "longest entry content in characters")
+	a.bounds.IntVar(f, &a.graduate, "graduate", learn.DefaultGraduate, 1, "1 or more", "failure replay: a failed task leaves the queue after passing this many rollouts")
+	a.bounds.IntVar(f, &a.evict, "evict", learn.DefaultEvict, 1, "1 or more", "failure replay: a failed task leaves the queue after failing this many times (reflections without --rollout-url)")
+	a.bounds.IntVar(f, &a.maxTurns, "max-turns", learn.DefaultMaxTurns, 1, "1 or more", "model turns per role and iteration; the last one is asked to finish")
+	a.bounds.IntVar(f, &a.maxToolBytes, "max-tool-bytes", trainer.DefaultMaxToolBytes, 1024, "1024 or more", "a sandbox tool result is cut at this many bytes")
 	f.StringVar(&a.workDir, "work-dir", "", "where the per-step sandboxes are made (default the system temp dir)")
 	choiceVar(f, &a.progress, "progress", "auto", "auto or lines (a line per iteration on stderr), or off", "auto", trainer.ProgressLines, trainer.ProgressOff)
 	f.BoolVar(&a.dryRun, "dry-run", false, "print the plan and a token estimate; call nothing")
@@ -116,13 +118,7 @@ func (a *playbookArgs) check(p *problems, _ []string) {
 	if a.rolloutTimeout <= 0 {
 		p.add("--rollout-timeout %v: want a positive duration", a.rolloutTimeout)
 	}
-	p.atLeast("--prune", a.prune, 0, "0 (never) or more")
-	p.atLeast("--max-entries", a.maxEntries, 0, "0 (no bound) or more")
-	p.atLeast("--max-content", a.maxContent, 1, "1 or more")
-	p.atLeast("--graduate", a.graduate, 1, "1 or more")
-	p.atLeast("--evict", a.evict, 1, "1 or more")
-	p.atLeast("--max-turns", a.maxTurns, 1, "1 or more")
-	p.atLeast("--max-tool-bytes", a.maxToolBytes, 1024, "1024 or more")
+	p.within(a.bounds) // --prune … --max-tool-bytes
 	if a.reflectorModel == "" {
 		a.reflectorModel = a.model
 	}
@@ -206,7 +202,7 @@ func (c *cli) trainPlaybook(ctx context.Context, a playbookArgs) error {
 		return usagef("train playbook: --val %g leaves no validation task (the buffer has %d tasks)", a.val, len(plan.Train))
 	}
 	if a.dryRun {
-		return playbookDryRun(stdout, a, o, plan)
+		return learn.WritePlan(stdout, o, plan)
 	}
 
 	store, err := playbook.NewDirStore(a.out)
@@ -245,7 +241,7 @@ func (c *cli) trainPlaybook(ctx context.Context, a playbookArgs) error {
 	start := time.Now()
 	res, err := learn.Train(ctx, o)
 	if res != nil {
-		fmt.Fprintln(stdout, playbookSummary(a, res, time.Since(start)))
+		fmt.Fprintln(stdout, res.Summary(a.out, time.Since(start)))
 	}
 	switch {
 	case err == nil:
@@ -256,70 +252,4 @@ func (c *cli) trainPlaybook(ctx context.Context, a playbookArgs) error {
 		return fmt.Errorf("train playbook: interrupted; run the same command again to resume (answers received are in %s)", filepath.Join(a.out, learn.JournalName))
 	}
 	return fmt.Errorf("train playbook: %w (the answers received are kept: once that is fixed, the same command resumes)", err)
-}
-
-func playbookSummary(a playbookArgs, r *learn.TrainResult, took time.Duration) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "train playbook: %d iterations, %d versions in %s", r.Iterations, len(r.Versions), a.out)
-	if r.Best > 0 {
-		if r.Scored {
-			for _, v := range r.Versions {
-				if v.Version == r.Best && v.Score != nil {
-					fmt.Fprintf(&b, "; playbook.json is v%d (best mean reward %.4f over %d runs)", r.Best, *v.Score, v.Runs)
-				}
-			}
-		} else {
-			fmt.Fprintf(&b, "; playbook.json is v%d (the last; unscored)", r.Best)
-		}
-	}
-	fmt.Fprintf(&b, "; %d model calls (%d answered from the journal), tokens %s in, %s out",
-		r.Calls, r.Replayed, trainer.FormatTokens(r.Usage.Input), trainer.FormatTokens(r.Usage.Output))
-	if r.Scored {
-		fmt.Fprintf(&b, "; %d rollouts (%d from the journal); replay: %d graduated, %d evicted", r.Rollouts, r.RolloutsReplayed, r.Graduated, r.Evicted)
-	}
-	fmt.Fprintf(&b, "; %s", took.Round(time.Millisecond))
-	return b.String()
-}
-
-// playbookDryRun prints the plan and a token estimate, and calls nothing.
-func playbookDryRun(stdout io.Writer, a playbookArgs, o learn.TrainOptions, plan *learn.Plan) error {
-	fmt.Fprintf(stdout, "plan: %d iterations of up to %d items; %d training tasks (%d rewarded episodes, %d failures)",
-		a.iterations, a.batchSize, len(plan.Train), plan.Episodes, plan.Failures)
-	if a.rolloutURL != "" {
-		fmt.Fprintf(stdout, "; %d validation tasks (--val %g) scored with %d run(s) each per version: %s",
-			len(plan.Val), a.val, a.group, strings.Join(plan.Val, " "))
-	} else {
-		fmt.Fprint(stdout, "; no scoring (no --rollout-url): every version is kept, the last becomes playbook.json")
-	}
-	fmt.Fprintln(stdout)
-	var total int64
-	for _, it := range plan.Iterations {
-		var parts []string
-		for i, item := range it.Items {
-			s := ""
-			switch {
-			case item.Failure != nil && item.Success != nil:
-				s = fmt.Sprintf("%s (failure %s, success %s)", item.Failure.TaskID, item.Failure.ID, item.Success.ID)
-			case item.Failure != nil:
-				s = fmt.Sprintf("%s (failure %s)", item.Failure.TaskID, item.Failure.ID)
-			default:
-				s = fmt.Sprintf("%s (success %s)", item.Success.TaskID, item.Success.ID)
-			}
-			if i < it.Replayed {
-				s = "replay " + s
-			}
-			parts = append(parts, s)
-		}
-		_, in := learn.EstimateTokens(it.Items, o.Seed, o.Step)
-		total += in
-		fmt.Fprintf(stdout, "iteration %d: %d items (%d replayed), ~%s input tokens: %s\n", it.Iteration, len(it.Items), it.Replayed, trainer.FormatTokens(in), strings.Join(parts, "; "))
-	}
-	fmt.Fprintf(stdout, "estimated model input ~%s tokens over %d iterations (reflector and mutator each reading every run once in %d-byte pieces, re-sending the conversation each turn, at most %d turns), plus a few hundred output tokens a turn\n",
-		trainer.FormatTokens(total), a.iterations, a.maxToolBytes, a.maxTurns)
-	if a.rolloutURL != "" {
-		fmt.Fprintf(stdout, "rollouts: at most %d to score versions (v1 and one per iteration, %d tasks × %d), plus %d runs per replayed or failed task per iteration; replays depend on their outcomes (the plan above assumes none graduates)\n",
-			(a.iterations+1)*len(plan.Val)*a.group, len(plan.Val), a.group, a.group)
-	}
-	fmt.Fprintln(stdout, "dry run: no model and no rollout was called")
-	return nil
 }

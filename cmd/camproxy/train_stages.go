@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,8 +15,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/camproxy/camproxy/app"
-	"github.com/camproxy/camproxy/augment"
-	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/trainer"
 )
@@ -44,7 +41,7 @@ func (s *stageArgs) register(f *pflag.FlagSet, launches ...string) {
 
 // check lists what is wrong with the flags every stage has, and loads the served
 // CAM the stage trains (its problems are the command line's too: --config, --cam).
-func (s *stageArgs) check(p *problems, args []string, getenv func(string) (string, bool)) servedCAM {
+func (s *stageArgs) check(p *problems, args []string, getenv func(string) (string, bool)) app.ServedCAM {
 	p.noArgs(args)
 	if s.out == "" {
 		p.add("--out is required")
@@ -59,65 +56,19 @@ func (s *stageArgs) check(p *problems, args []string, getenv func(string) (strin
 	return sc
 }
 
-// servedCAM is the cam augmenter training follows: its prompt and its chat
-// template arguments, as camproxy serves it.
-type servedCAM struct {
-	cam    *augment.CAM
-	name   string
-	kwargs trainer.ChatTemplateKwargs // extra_body.chat_template_kwargs
-}
-
-// camPrompter builds the CAM client of the serving config, the one source of the
-// prompt and of the chat template arguments: the training files hold exactly what
-// camproxy sends the CAM, rendered the way the CAM's server renders it.
-func camPrompter(path, name string, getenv func(string) (string, bool)) (servedCAM, error) {
+// camPrompter loads --config (default $CAMPROXY_CONFIG, else the built-in defaults)
+// and the cam augmenter --cam the stage trains (app.ServedCAMOf); every problem is
+// the command line's.
+func camPrompter(path, name string, getenv func(string) (string, bool)) (app.ServedCAM, error) {
 	cfg, err := loadConfig(path, getenv)
 	if err != nil {
-		return servedCAM{}, err
+		return app.ServedCAM{}, err
 	}
-	var cams []string
-	for n, a := range cfg.Augmenters {
-		if a.Type == config.AugmenterCAM {
-			cams = append(cams, n)
-		}
-	}
-	slices.Sort(cams)
-	var ac config.Augmenter
-	switch {
-	case name != "":
-		a, ok := cfg.Augmenters[name]
-		if !ok || a.Type != config.AugmenterCAM {
-			return servedCAM{}, usagef("--cam %q: the config has no cam augmenter of that name (cam augmenters: %s)", name, listOrNone(cams))
-		}
-		ac = a
-	case len(cams) == 1:
-		name, ac = cams[0], cfg.Augmenters[cams[0]]
-	case len(cams) == 0:
-		name, ac = "default", config.DefaultAugmenter() // the prompt an augmenter gets when it sets none
-		ac.Type = config.AugmenterCAM
-	default:
-		return servedCAM{}, usagef("the config has several cam augmenters (%s): choose one with --cam", strings.Join(cams, ", "))
-	}
-	c, err := augment.NewCAM(app.CAMOptions(name, ac), nil)
+	sc, err := app.ServedCAMOf(cfg, name)
 	if err != nil {
-		return servedCAM{}, usagef("%v", err)
-	}
-	sc := servedCAM{cam: c, name: name}
-	switch kw := ac.ExtraBody["chat_template_kwargs"].(type) {
-	case nil:
-	case map[string]any:
-		sc.kwargs = kw
-	default:
-		return servedCAM{}, usagef("augmenters.%s.extra_body.chat_template_kwargs is a %T, want a mapping", name, kw)
+		return app.ServedCAM{}, usagef("%v", err)
 	}
 	return sc, nil
-}
-
-func listOrNone(s []string) string {
-	if len(s) == 0 {
-		return "none"
-	}
-	return strings.Join(s, ", ")
 }
 
 // recipeFlags registers the LLaMA-Factory recipe, defaults from r.
@@ -150,7 +101,7 @@ func (c *cli) trainSFTCmd() *cobra.Command {
 	r := trainer.DefaultSFTRecipe()
 	var data, jobPath string
 	var kube trainer.KubeOptions
-	var sc servedCAM
+	var sc app.ServedCAM
 	cmd := &cobra.Command{
 		Use:   "sft --data REFLECT.jsonl --out DIR",
 		Short: "LLaMA-Factory SFT files from the guidance of train reflect",
@@ -166,7 +117,7 @@ runs the training here.`,
 			if data == "" {
 				p.add("--data is required: the output of camproxy train reflect")
 			}
-			r.Thinking = sc.kwargs.Thinking()
+			r.Thinking = sc.Kwargs.Thinking()
 			checkRecipe(p, r, "sft")
 		}),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -177,7 +128,7 @@ runs the training here.`,
 			if len(recs) == 0 {
 				return fmt.Errorf("train sft: --data %s holds no guidance record (%d lines skipped): run camproxy train reflect first", data, skipped)
 			}
-			w, err := trainer.WriteSFT(trainer.RecordExamples(recs), trainer.LFOptions{Out: s.out, Prompter: sc.cam, Val: s.val, Seed: s.seed, Recipe: r, JobPath: jobPath, Kube: kube})
+			w, err := trainer.WriteSFT(trainer.RecordExamples(recs), trainer.LFOptions{Out: s.out, Prompter: sc.CAM, Val: s.val, Seed: s.seed, Recipe: r, JobPath: jobPath, Kube: kube})
 			if err != nil {
 				return stageError(s.cmd, err)
 			}
@@ -211,7 +162,7 @@ func (c *cli) trainGRPOCmd() *cobra.Command {
 	o := trainer.DefaultGRPOOptions()
 	var data string
 	var from bufferFlags
-	var sc servedCAM
+	var sc app.ServedCAM
 	cmd := &cobra.Command{
 		Use:   "grpo --data REFLECT.jsonl|--from URI --out DIR --model SFT_DIR",
 		Short: "veRL GRPO files: the CAM optimised on the rewards of agent runs through camproxy",
@@ -233,7 +184,7 @@ it to a Ray cluster.`,
 			if o.Model == "" {
 				p.add("--model is required: the SFT checkpoint (e.g. DIR/saves/cam-sft of train sft)")
 			}
-			o.ChatTemplate = sc.kwargs
+			o.ChatTemplate = sc.Kwargs
 			if err := o.Validate(); err != nil {
 				p.add("%v", err)
 			}
@@ -257,16 +208,12 @@ it to a Ray cluster.`,
 				if err != nil {
 					return err
 				}
-				for _, t := range b.Tasks() {
-					if t.ID != "" && strings.TrimSpace(t.Text) != "" {
-						exs = append(exs, trainer.Example{TaskID: t.ID, Task: t.Text})
-					}
-				}
+				exs = trainer.TaskExamples(b.Tasks())
 			}
 			if len(exs) == 0 {
 				return fmt.Errorf("train grpo: %s holds no task with an id and a text", source)
 			}
-			o.Out, o.Prompter, o.Val, o.Seed = s.out, sc.cam, s.val, s.seed
+			o.Out, o.Prompter, o.Val, o.Seed = s.out, sc.CAM, s.val, s.seed
 			w, err := trainer.WriteGRPO(exs, o)
 			if err != nil {
 				return stageError(s.cmd, err)
@@ -311,7 +258,7 @@ func (c *cli) trainDPOCmd() *cobra.Command {
 	var jobPath string
 	var po trainer.PairOptions
 	var kube trainer.KubeOptions
-	var sc servedCAM
+	var sc app.ServedCAM
 	cmd := &cobra.Command{
 		Use:   "dpo --out DIR",
 		Short: "LLaMA-Factory DPO files: preference pairs of contexts that earned different rewards",
@@ -332,7 +279,7 @@ the prompt camproxy sends the CAM. --launch local runs the training here.`,
 			if po.MinRuns < 1 {
 				p.add("--min-runs %d: want 1 or more", po.MinRuns)
 			}
-			r.Thinking = sc.kwargs.Thinking()
+			r.Thinking = sc.Kwargs.Thinking()
 			checkRecipe(p, r, "dpo")
 		}),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -341,12 +288,11 @@ the prompt camproxy sends the CAM. --launch local runs the training here.`,
 				return err
 			}
 			pairs, st := trainer.Pairs(b.Tasks(), po)
-			counts := fmt.Sprintf("%d tasks, %d distinct contexts with rewarded runs; %d context pairs tied within --min-margin, %d capped, %d runs unrewarded, %d rewarded runs without a context",
-				st.Tasks, st.Contexts, st.Ties, st.Capped, st.Unrewarded, st.NoContext)
+			counts := st.String()
 			if len(pairs) == 0 {
 				return fmt.Errorf("train dpo: no preference pair in %s: no task has two contexts with different rewards (%s)", replay.Redact(in.from), counts)
 			}
-			w, err := trainer.WriteDPO(pairs, trainer.LFOptions{Out: s.out, Prompter: sc.cam, Val: s.val, Seed: s.seed, Recipe: r, JobPath: jobPath, Kube: kube})
+			w, err := trainer.WriteDPO(pairs, trainer.LFOptions{Out: s.out, Prompter: sc.CAM, Val: s.val, Seed: s.seed, Recipe: r, JobPath: jobPath, Kube: kube})
 			if err != nil {
 				return stageError(s.cmd, err)
 			}
@@ -380,10 +326,10 @@ func stageError(cmd string, err error) error {
 
 // finishStage lists what was written and either prints how to run it or, with
 // --launch, runs it and exits with its status.
-func finishStage(ctx context.Context, s stageArgs, w *trainer.Written, stage string, sc servedCAM, stdout, stderr io.Writer) error {
-	fmt.Fprintf(stdout, "  CAM prompt: augmenter %q, version %s (the prompt camproxy serves with)\n", sc.name, sc.cam.Version())
-	if len(sc.kwargs) > 0 {
-		fmt.Fprintf(stdout, "  chat template: chat_template_kwargs %s of augmenter %q, as served\n", formatKwargs(sc.kwargs), sc.name)
+func finishStage(ctx context.Context, s stageArgs, w *trainer.Written, stage string, sc app.ServedCAM, stdout, stderr io.Writer) error {
+	fmt.Fprintf(stdout, "  CAM prompt: augmenter %q, version %s (the prompt camproxy serves with)\n", sc.Name, sc.CAM.Version())
+	if len(sc.Kwargs) > 0 {
+		fmt.Fprintf(stdout, "  chat template: chat_template_kwargs %s of augmenter %q, as served\n", sc.Kwargs, sc.Name)
 	}
 	for _, warn := range w.Warnings {
 		fmt.Fprintf(stderr, "%s: warning: %s\n", s.cmd, warn)
@@ -419,17 +365,11 @@ func finishStage(ctx context.Context, s stageArgs, w *trainer.Written, stage str
 	err := trainer.Launch(ctx, w.Dir, argv, stdout, stderr)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return &exitStatus{code: ee.ExitCode(), msg: fmt.Sprintf("%s: %s failed after %s: %v", s.cmd, strings.Join(argv, " "), time.Since(start).Round(time.Second), ee)}
+		return exitStatus(ee.ExitCode(), fmt.Sprintf("%s: %s failed after %s: %v", s.cmd, strings.Join(argv, " "), time.Since(start).Round(time.Second), ee))
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.cmd, err)
 	}
 	fmt.Fprintf(stderr, "%s: %s finished in %s\n", s.cmd, strings.Join(argv, " "), time.Since(start).Round(time.Second))
 	return nil
-}
-
-// formatKwargs shows chat_template_kwargs as they are configured.
-func formatKwargs(kw trainer.ChatTemplateKwargs) string {
-	b, _ := json.Marshal(map[string]any(kw))
-	return string(b)
 }

@@ -421,10 +421,10 @@ func defaultCAMPrompt(t *testing.T, task string) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := sc.cam.Prompt(task); s != config.DefaultCAMSystemPrompt {
+	if s, _ := sc.CAM.Prompt(task); s != config.DefaultCAMSystemPrompt {
 		t.Fatalf("built-in prompt is not config's default")
 	}
-	return sc.cam.Prompt(task)
+	return sc.CAM.Prompt(task)
 }
 
 // TestTrainLaunch: --launch local runs the generated script, streams its output

@@ -10,7 +10,8 @@ const redactMask = "****"
 
 // Redact returns uri (a Redis URL, or any URL) with any password replaced by "****", safe for logs and metric
 // labels: the password of the user info, and the value of any query parameter whose
-// name suggests a secret. A string that does not parse as a URL and holds an "@" is
+// name suggests a secret. It is camproxy's one URL redactor: logs, metric labels,
+// config.Redacted and the config config check prints all mask with it. A string that does not parse as a URL and holds an "@" is
 // masked whole, and so is everything after the scheme when an "@" shows up past the
 // host (a password with an unescaped "/", "?" or "#" in it).
 func Redact(uri string) string {
@@ -64,9 +65,15 @@ func Redact(uri string) string {
 	return out
 }
 
-// secretParam reports whether a query parameter's name suggests a secret value.
+// secretParam reports whether a query parameter's name suggests a secret value:
+// passwords, tokens, API keys (key, apikey, api_key), and a presigned URL's
+// signature and credential (X-Amz-Signature, X-Amz-Credential).
 func secretParam(name string) bool {
 	n := strings.ToLower(name)
-	return strings.Contains(n, "pass") || strings.Contains(n, "secret") || strings.Contains(n, "token") ||
-		strings.Contains(n, "auth") || n == "key" || strings.HasSuffix(n, "_key") || strings.HasSuffix(n, "-key")
+	for _, s := range []string{"pass", "secret", "token", "auth", "key", "signature", "credential"} {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	return false
 }

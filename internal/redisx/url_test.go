@@ -185,6 +185,10 @@ func TestRedact(t *testing.T) {
 		{"redis://:p%zz@host", "****"},
 		{"redis://:pw@h:1/0?key=camproxy:playbook&token=t", "redis://:****@h:1/0?key=camproxy:playbook&token=****"},
 		{"https://h/x?key=abc", "https://h/x?key=****"},
+		// What config check's own masker (cmd/camproxy's maskURL, now this) masked too.
+		{"http://h/x?X-Amz-Signature=abc&X-Amz-Credential=AKIA", "http://h/x?X-Amz-Signature=****&X-Amz-Credential=****"},
+		{"https://h/v1?apikey=abc&region=eu", "https://h/v1?apikey=****&region=eu"},
+		{"https://h/v1?apiKey=abc", "https://h/v1?apiKey=****"},
 	} {
 		if got := Redact(tc.in); got != tc.want {
 			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)

@@ -1,4 +1,4 @@
-package main
+package memlimit
 
 import (
 	"os"
@@ -33,8 +33,8 @@ func TestMemoryLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := memoryLimit(tt.file, tt.getenv); got != tt.want {
-				t.Fatalf("memoryLimit = %d, want %d", got, tt.want)
+			if got := Limit(tt.file, tt.getenv); got != tt.want {
+				t.Fatalf("Limit = %d, want %d", got, tt.want)
 			}
 		})
 	}

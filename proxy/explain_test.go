@@ -1,8 +1,9 @@
-package main
+package proxy
 
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/camproxy/camproxy/episode"
@@ -21,13 +22,13 @@ var harnessPaths = map[string]string{
 	"gemini-cli": "/v1beta/models/gemini-3.8-flash:streamGenerateContent?alt=sse",
 }
 
-// TestTaskExplainAgreesWithProxy: for every captured request of a real harness,
+// TestExplainAgreesWithRoutes: for every captured request of a real harness,
 // `task explain` (the protocol told from the body) and the proxy (the route its
 // path matches, parsed as the proxy parses it) name the same protocol and the same
 // task id. A capture directory without a path here fails: its agreement is unchecked.
-func TestTaskExplainAgreesWithProxy(t *testing.T) {
+func TestExplainAgreesWithRoutes(t *testing.T) {
 	rules := protocol.DefaultTaskRules()
-	files, err := filepath.Glob("../../protocol/testdata/harness/*/*.json")
+	files, err := filepath.Glob("../protocol/testdata/harness/*/*.json")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no captures: %v", err)
 	}
@@ -50,7 +51,7 @@ func TestTaskExplainAgreesWithProxy(t *testing.T) {
 			continue
 		}
 		proxyID := episode.TaskID(req.Parsed().Task)
-		ex, err := explainTask(body, "", rules)
+		ex, err := Explain(body, CallInput{}, nil, rules)
 		if err != nil {
 			t.Errorf("%s: task explain: %v", f, err)
 			continue
@@ -58,5 +59,32 @@ func TestTaskExplainAgreesWithProxy(t *testing.T) {
 		if ex.Protocol != route.Explain || ex.TaskID != proxyID {
 			t.Errorf("%s: task explain says %s %s, the proxy %s %s", f, ex.Protocol, ex.TaskID, route.Explain, proxyID)
 		}
+	}
+}
+
+// TestExplanationText: the labels, the task's lines indented, the hashed text when
+// it differs, and what an empty rule or experiment means.
+func TestExplanationText(t *testing.T) {
+	var b strings.Builder
+	ex := &Explanation{Protocol: "openai", Experiment: "support", Rule: "task.rules[0]: first_user_message", Task: "Rebook\nflight 12", TaskID: "t-1", Hashed: "Rebook\nflight <n>"}
+	if err := ex.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := "protocol:   openai\nexperiment: support\nrule:       task.rules[0]: first_user_message\ntask_id:    t-1\ntask:\n  Rebook\n  flight 12\n" +
+		"hashed (volatile parts replaced):\n  Rebook\n  flight <n>\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	b.Reset()
+	if err := (&Explanation{Protocol: "openai", TaskID: "t-0"}).WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"experiment: none takes it and there is no default", "rule:       none matched: the call gets no context"} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("lacks %q:\n%s", s, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "hashed") {
+		t.Errorf("a task equal to its hashed text printed it twice:\n%s", b.String())
 	}
 }

@@ -1,4 +1,7 @@
-package main
+// Package when reads a point in time as people give it on a command line: a time, a
+// date or an hour, or an age before now (--since/--until of the commands that read a
+// replay buffer).
+package when
 
 import (
 	"fmt"
@@ -7,10 +10,10 @@ import (
 	"time"
 )
 
-// parseWhen reads a --since/--until value: an RFC 3339 time (2026-11-24T08:00:00Z),
+// Parse reads a --since/--until value: an RFC 3339 time (2026-11-24T08:00:00Z),
 // a UTC date or hour (2026-11-24, 2026-11-24T08), or an age before now (90m, 36h,
 // 7d: Go durations, plus d for days).
-func parseWhen(s string, now time.Time) (time.Time, error) {
+func Parse(s string, now time.Time) (time.Time, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return time.Time{}, fmt.Errorf("empty")

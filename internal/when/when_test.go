@@ -1,11 +1,11 @@
-package main
+package when
 
 import (
 	"testing"
 	"time"
 )
 
-func TestParseWhen(t *testing.T) {
+func TestParse(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 30, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		in   string
@@ -26,31 +26,31 @@ func TestParseWhen(t *testing.T) {
 		{in: "2026-13-01", bad: true},
 		{in: "99999d", bad: true},
 	} {
-		got, err := parseWhen(tc.in, now)
+		got, err := Parse(tc.in, now)
 		if tc.bad {
 			if err == nil {
-				t.Errorf("parseWhen(%q) = %v, want an error", tc.in, got)
+				t.Errorf("Parse(%q) = %v, want an error", tc.in, got)
 			}
 			continue
 		}
 		if err != nil || !got.Equal(tc.want) {
-			t.Errorf("parseWhen(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+			t.Errorf("Parse(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 		}
 	}
 }
 
-func FuzzParseWhen(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	for _, s := range []string{"2026-11-20", "7d", "36h", "2026-11-20T08:15:00Z", "1e9d", "-0d", "NaNd"} {
 		f.Add(s)
 	}
 	now := time.Date(2026, 11, 24, 12, 30, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, s string) {
-		got, err := parseWhen(s, now)
+		got, err := Parse(s, now)
 		if err == nil && got.Location() != time.UTC {
-			t.Fatalf("parseWhen(%q) = %v: not UTC", s, got)
+			t.Fatalf("Parse(%q) = %v: not UTC", s, got)
 		}
 		if err == nil && got.After(now) && !looksAbsolute(s) {
-			t.Fatalf("parseWhen(%q) = %v: an age after now", s, got)
+			t.Fatalf("Parse(%q) = %v: an age after now", s, got)
 		}
 	})
 }
