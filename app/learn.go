@@ -63,6 +63,7 @@ import (
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/proxy"
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 	"github.com/camproxy/camproxy/trainer"
 )
 
@@ -829,7 +830,7 @@ func (l *learner) runStep(ctx context.Context, champN float64) error {
 		}
 		if l.now().Sub(l.lagSince) < max(2*l.cfg.CheckEvery, 2*time.Second) || len(eps) == 0 {
 			l.log.Debug("learn: waiting for the champion's rewarded episodes to reach the replay buffer", "champion", st.Champion,
-				"have", len(eps), "from", replay.Redact(l.from))
+				"have", len(eps), "from", location.Redact(l.from))
 			return nil
 		}
 	}

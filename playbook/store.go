@@ -19,7 +19,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/internal/s3x"
 	"github.com/camproxy/camproxy/replay/location"
 )
 
@@ -60,7 +60,7 @@ func OpenStore(ctx context.Context, uri string) (Store, error) {
 	case location.File:
 		return NewDirStore(sp.Dir)
 	case location.Redis:
-		rdb, err := replay.RedisClient(sp)
+		rdb, err := sp.RedisClient()
 		if err != nil {
 			return nil, err
 		}
@@ -68,7 +68,7 @@ func OpenStore(ctx context.Context, uri string) (Store, error) {
 		s.owned, s.where = true, sp.String()
 		return s, nil
 	default:
-		client, err := replay.S3Client(ctx, sp)
+		client, err := s3x.Client(ctx, sp)
 		if err != nil {
 			return nil, fmt.Errorf("playbook store: %w", err)
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 	"github.com/camproxy/camproxy/trainer"
 )
 
@@ -252,7 +252,7 @@ func (c *cli) trainReflect(ctx context.Context, a reflectArgs) error {
 		return dryRun(stdout, a, plan, jobs, prompts)
 	}
 	if len(jobs) == 0 {
-		return fmt.Errorf("train reflect: no job: no task of %s has %d rewarded runs and a task text (%s)", replay.Redact(a.in.from), a.minRuns, planCounts(plan))
+		return fmt.Errorf("train reflect: no job: no task of %s has %d rewarded runs and a task text (%s)", location.Redact(a.in.from), a.minRuns, planCounts(plan))
 	}
 
 	progress := trainer.NewProgress(stderr, a.progress)

@@ -16,6 +16,7 @@ import (
 	"github.com/camproxy/camproxy/learn"
 	"github.com/camproxy/camproxy/playbook"
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 	"github.com/camproxy/camproxy/trainer"
 )
 
@@ -200,7 +201,7 @@ func (c *cli) trainPlaybook(ctx context.Context, a playbookArgs) error {
 	}
 	plan := learn.MakePlan(o)
 	if plan.Episodes == 0 {
-		return fmt.Errorf("train playbook: %s holds no rewarded episode to learn from", replay.Redact(a.in.from))
+		return fmt.Errorf("train playbook: %s holds no rewarded episode to learn from", location.Redact(a.in.from))
 	}
 	if a.rolloutURL != "" && len(plan.Val) == 0 {
 		return usagef("train playbook: --val %g leaves no validation task (the buffer has %d tasks)", a.val, len(plan.Train))

@@ -18,7 +18,7 @@ import (
 	"github.com/camproxy/camproxy/app"
 	"github.com/camproxy/camproxy/augment"
 	"github.com/camproxy/camproxy/config"
-	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 	"github.com/camproxy/camproxy/trainer"
 )
 
@@ -252,7 +252,7 @@ it to a Ray cluster.`,
 				}
 				exs = trainer.RecordExamples(recs)
 			} else {
-				source = replay.Redact(from.from)
+				source = location.Redact(from.from)
 				b, err := from.read(ctx, s.cmd, c.stderr)
 				if err != nil {
 					return err
@@ -344,7 +344,7 @@ the prompt camproxy sends the CAM. --launch local runs the training here.`,
 			counts := fmt.Sprintf("%d tasks, %d distinct contexts with rewarded runs; %d context pairs tied within --min-margin, %d capped, %d runs unrewarded, %d rewarded runs without a context",
 				st.Tasks, st.Contexts, st.Ties, st.Capped, st.Unrewarded, st.NoContext)
 			if len(pairs) == 0 {
-				return fmt.Errorf("train dpo: no preference pair in %s: no task has two contexts with different rewards (%s)", replay.Redact(in.from), counts)
+				return fmt.Errorf("train dpo: no preference pair in %s: no task has two contexts with different rewards (%s)", location.Redact(in.from), counts)
 			}
 			w, err := trainer.WriteDPO(pairs, trainer.LFOptions{Out: s.out, Prompter: sc.cam, Val: s.val, Seed: s.seed, Recipe: r, JobPath: jobPath, Kube: kube})
 			if err != nil {
