@@ -256,7 +256,7 @@ func maskURL(s string) string {
 	}
 	q := u.Query()
 	for k, vs := range q {
-		// On a Redis URL, ?key= is learn.store's key prefix (playbook.OpenStore), not a
+		// On a Redis URL, ?key= is learn.store's key prefix (storage.OpenStore), not a
 		// secret: masking it would make the printed config use the prefix "****".
 		if secretParam.MatchString(k) && !(k == "key" && (u.Scheme == "redis" || u.Scheme == "rediss")) {
 			for i := range vs {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/camproxy/camproxy/learn"
 	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/playbook/storage"
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/replay/location"
 	"github.com/camproxy/camproxy/trainer"
@@ -210,7 +211,7 @@ func (c *cli) trainPlaybook(ctx context.Context, a playbookArgs) error {
 		return playbookDryRun(stdout, a, o, plan)
 	}
 
-	store, err := playbook.NewDirStore(a.out)
+	store, err := storage.NewDirStore(a.out)
 	if err != nil {
 		return fmt.Errorf("train playbook: --out: %w", err)
 	}
