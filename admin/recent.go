@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/episode"
 )
 
 // DefaultRecent is how many episodes NewRecent(0) remembers.
@@ -68,7 +68,7 @@ func (r *Recent) shard(id string) *recentShard {
 }
 
 // Record shows a finished turn of the data plane (it is one of proxy's recorders).
-func (r *Recent) Record(t *replay.Turn) {
+func (r *Recent) Record(t *episode.Turn) {
 	if t.Episode.ID == "" {
 		return
 	}

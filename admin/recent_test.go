@@ -11,7 +11,6 @@ import (
 
 	"github.com/camproxy/camproxy/episode"
 	"github.com/camproxy/camproxy/protocol"
-	"github.com/camproxy/camproxy/replay"
 )
 
 // BenchmarkRecentAdd is every finished turn reaching the dashboard: parallel workers,
@@ -174,10 +173,10 @@ func TestRecentConcurrent(t *testing.T) {
 // finished turn with its timings in milliseconds, and skips turns of no episode.
 func TestRecentRecordsTurns(t *testing.T) {
 	r := NewRecent(4)
-	r.Record(&replay.Turn{Episode: episode.Episode{ID: "e1"}, Index: 0, Status: 200, Augment: 1500 * time.Microsecond,
+	r.Record(&episode.Turn{Episode: episode.Episode{ID: "e1"}, Index: 0, Status: 200, Augment: 1500 * time.Microsecond,
 		TTFB: 20 * time.Millisecond, Total: 2 * time.Second, Usage: protocol.Usage{InputTokens: 7, OutputTokens: 3}})
-	r.Record(&replay.Turn{Index: 0, Status: 502}) // no episode: not shown
-	r.Record(&replay.Turn{Episode: episode.Episode{ID: "e1"}, Index: 1, Status: 502, Error: "upstream unreachable"})
+	r.Record(&episode.Turn{Index: 0, Status: 502}) // no episode: not shown
+	r.Record(&episode.Turn{Episode: episode.Episode{ID: "e1"}, Index: 1, Status: 502, Error: "upstream unreachable"})
 	if ids := r.IDs(10); !slices.Equal(ids, []string{"e1"}) {
 		t.Fatalf("episodes = %v, want [e1]", ids)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/camproxy/camproxy/protocol/registry"
 	"github.com/camproxy/camproxy/proxy"
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 )
 
 // App is one running camproxy.
@@ -298,7 +299,7 @@ func openRecorder(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (*re
 		if err != nil {
 			return nil, fmt.Errorf("replay.sinks[%d]: %w", i, err)
 		}
-		sinks = append(sinks, replay.Named{Sink: s, URI: replay.Redact(uri)})
+		sinks = append(sinks, replay.Named{Sink: s, URI: location.Redact(uri)})
 	}
 	rec, err := replay.NewRecorder(sinks, replay.RecorderOptions{Queue: cfg.Replay.Queue, SpoolDir: cfg.Replay.SpoolDir, Logger: log, Metrics: m,
 		KeepMedia: cfg.Replay.KeepMedia})

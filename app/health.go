@@ -13,7 +13,6 @@ import (
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/internal/redisx"
 	"github.com/camproxy/camproxy/policies"
-	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/replay/location"
 )
 
@@ -161,7 +160,7 @@ func (a *App) streamParts(cfg *config.Config) {
 		if n++; n > 1 {
 			part = fmt.Sprintf("%s-%d", partStream, n)
 		}
-		label := replay.Redact(uri)
+		label := location.Redact(uri)
 		a.addRedisPart(part, nil, func() (bool, error) {
 			if k := a.Recorder.Spooled()[label]; k > 0 {
 				return false, fmt.Errorf("%d events spooled locally until the stream takes them", k)

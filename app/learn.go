@@ -60,9 +60,11 @@ import (
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/learn"
 	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/playbook/storage"
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/proxy"
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 	"github.com/camproxy/camproxy/trainer"
 )
 
@@ -175,8 +177,8 @@ type learner struct {
 	seedFrom config.Augmenter
 	from     string
 	own      replay.Selection // its experiment's episodes
-	store    playbook.Store
-	versions *playbook.Versions
+	store    storage.Store
+	versions *storage.Versions
 	lease    lease
 	step     LearnStepFunc
 	pair     LearnPairFunc
@@ -210,14 +212,14 @@ type learner struct {
 // makes no network call.
 func newLearner(a *App, view *config.Config, spec learnerSpec) (*learner, error) {
 	lc := view.Learn
-	store, err := playbook.OpenStore(context.Background(), lc.Store)
+	store, err := storage.OpenStore(context.Background(), lc.Store)
 	if err != nil {
 		return nil, fmt.Errorf("learn.store: %w", err)
 	}
 	exp := view.Experiment.Name
 	l := &learner{a: a, spec: spec, cfg: lc, exp: exp, control: spec.Control, initial: spec.Initial, seedFrom: spec.Seed,
 		from: spec.From, own: replay.Selection{Experiment: exp, Labelled: !spec.Sole}, store: store,
-		versions: &playbook.Versions{Store: store}, step: a.learnOpts.LearnStep, pair: a.learnOpts.LearnPair,
+		versions: &storage.Versions{Store: store}, step: a.learnOpts.LearnStep, pair: a.learnOpts.LearnPair,
 		now: time.Now, log: a.log.With("component", "learn", "experiment", exp), done: make(chan struct{})}
 	if l.pair == nil {
 		l.pair = learn.Pair
@@ -238,7 +240,7 @@ func newLearner(a *App, view *config.Config, spec learnerSpec) (*learner, error)
 	// shared one), so each has its own lease, and different experiments' learners
 	// may lead on different replicas.
 	id := replicaID()
-	if rs, ok := store.(*playbook.RedisStore); ok {
+	if rs, ok := store.(*storage.RedisStore); ok {
 		l.lease = &redisLease{rdb: rs.Client(), key: rs.Key() + ":learn-lease", id: id, ttl: lc.LeaseTTL}
 		l.leaseState = &opState{part: partLease, log: l.log}
 		a.addLeasePart()
@@ -492,7 +494,7 @@ func (l *learner) follow(ctx context.Context) {
 
 func (l *learner) readState(ctx context.Context) (*learnState, error) {
 	b, err := l.store.Get(ctx, learnStateName)
-	if errors.Is(err, playbook.ErrNotFound) {
+	if errors.Is(err, storage.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -701,7 +703,7 @@ func (l *learner) initState(ctx context.Context) (*learnState, error) {
 			return nil, fmt.Errorf("the champion's playbook %s: %w", l.seedFrom.File, err)
 		}
 	}
-	row, err := l.versions.Write(ctx, seed, playbook.Version{Summary: "the playbook of arm " + l.initial + " when learning started"})
+	row, err := l.versions.Write(ctx, seed, storage.Version{Summary: "the playbook of arm " + l.initial + " when learning started"})
 	if err != nil {
 		return nil, err
 	}
@@ -829,7 +831,7 @@ func (l *learner) runStep(ctx context.Context, champN float64) error {
 		}
 		if l.now().Sub(l.lagSince) < max(2*l.cfg.CheckEvery, 2*time.Second) || len(eps) == 0 {
 			l.log.Debug("learn: waiting for the champion's rewarded episodes to reach the replay buffer", "champion", st.Champion,
-				"have", len(eps), "from", replay.Redact(l.from))
+				"have", len(eps), "from", location.Redact(l.from))
 			return nil
 		}
 	}
@@ -878,7 +880,7 @@ func (l *learner) runStep(ctx context.Context, champN float64) error {
 				}
 			}
 		}
-		row, err := l.versions.Write(ctx, res.Playbook, playbook.Version{Parent: parent, Iteration: next.Steps,
+		row, err := l.versions.Write(ctx, res.Playbook, storage.Version{Parent: parent, Iteration: next.Steps,
 			Summary: res.Summary, Sources: sources})
 		if err != nil {
 			return err

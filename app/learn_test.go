@@ -20,6 +20,7 @@ import (
 	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/learn"
 	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/playbook/storage"
 	"github.com/camproxy/camproxy/replay"
 )
 
@@ -177,7 +178,7 @@ func TestLearnerPromotesAndStops(t *testing.T) {
 	storeDir := filepath.Join(t.TempDir(), "playbook")
 	fake := &fakeStep{}
 	e := newEnvWith(t, learnConfig(t, storeDir), Options{Logger: testLogger(t), LearnStep: fake.step})
-	versions := &playbook.Versions{Store: mustDirStore(t, storeDir)}
+	versions := &storage.Versions{Store: mustDirStore(t, storeDir)}
 
 	// The seed: the champion's playbook is version 1.
 	eventually(t, "the seed version", func() bool {
@@ -321,9 +322,9 @@ func TestLearnerPromotesAndStops(t *testing.T) {
 	}
 }
 
-func mustDirStore(t *testing.T, dir string) *playbook.DirStore {
+func mustDirStore(t *testing.T, dir string) *storage.DirStore {
 	t.Helper()
-	s, err := playbook.NewDirStore(dir)
+	s, err := storage.NewDirStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,7 +513,7 @@ func TestLearnerThroughModels(t *testing.T) {
 	})
 	rewarded(t, e, "ace", 5, 0)
 	eventually(t, "candidate learn-v2", func() bool { return slices.Contains(activeArms(status(t, e)), "learn-v2") })
-	v2, err := (&playbook.Versions{Store: mustDirStore(t, storeDir)}).Load(context.Background(), 2)
+	v2, err := (&storage.Versions{Store: mustDirStore(t, storeDir)}).Load(context.Background(), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,7 +610,7 @@ func TestLearnerCountsOnlyAndInconclusive(t *testing.T) {
 		learnConfig(t, storeDir)(c)
 		c.Learn.MaxTrial = 8
 	}, Options{Logger: testLogger(t), LearnStep: step})
-	versions := &playbook.Versions{Store: mustDirStore(t, storeDir)}
+	versions := &storage.Versions{Store: mustDirStore(t, storeDir)}
 
 	rewarded(t, e, "ace", 5, 0)
 	eventually(t, "version 2 (counts only)", func() bool {

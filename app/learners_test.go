@@ -22,7 +22,7 @@ import (
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/internal/demo"
 	"github.com/camproxy/camproxy/internal/testkit"
-	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/playbook/storage"
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/replay"
 )
@@ -173,7 +173,7 @@ func TestLearnerPerExperiment(t *testing.T) {
 	// name), not the unlabelled runs'.
 	learnt := func(exp string, v int) []string {
 		t.Helper()
-		pb, err := (&playbook.Versions{Store: mustDirStore(t, store(exp))}).Load(context.Background(), v)
+		pb, err := (&storage.Versions{Store: mustDirStore(t, store(exp))}).Load(context.Background(), v)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/camproxy/camproxy/episode"
 	"github.com/camproxy/camproxy/internal/testkit"
-	"github.com/camproxy/camproxy/replay"
 )
 
 // TestOpenAIResponsesWebSocket: the openai npm package's WebSocket client (ResponsesWS,
@@ -71,7 +71,7 @@ func TestOpenAIResponsesWebSocket(t *testing.T) {
 		t.Fatalf("%d episodes, %d steps recorded", len(buf.Episodes), len(steps))
 	}
 	for _, s := range steps {
-		if s.Status != 200 || s.Error != "" || s.EpisodeID != buf.Episodes[0].ID || s.Transport != replay.TransportWebSocket {
+		if s.Status != 200 || s.Error != "" || s.EpisodeID != buf.Episodes[0].ID || s.Transport != episode.TransportWebSocket {
 			t.Fatalf("step %d: status %d error %q episode %s transport %q", s.Turn, s.Status, s.Error, s.EpisodeID, s.Transport)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 )
 
 func eventIDs(t *testing.T, uri string) map[string]bool {
@@ -67,7 +68,7 @@ func TestSinksDownLoseNothing(t *testing.T) {
 			e.turn(a)
 		}
 	}
-	spooled := func(uri string) int { return e.app.Recorder.Spooled()[replay.Redact(uri)] }
+	spooled := func(uri string) int { return e.app.Recorder.Spooled()[location.Redact(uri)] }
 	if !waitFor(t, func() bool { return spooled(redisURI) > 0 }) {
 		t.Fatalf("redis down but nothing spooled: %v", e.app.Recorder.Spooled())
 	}
@@ -88,7 +89,7 @@ func TestSinksDownLoseNothing(t *testing.T) {
 	cfg := testConfig(e.up, e.cam)
 	mutate(cfg)
 	next := startApp(t, cfg)
-	waitFor(t, func() bool { return next.Recorder.Spooled()[replay.Redact(s3URI)] == 0 }) // the count below says what is missing
+	waitFor(t, func() bool { return next.Recorder.Spooled()[location.Redact(s3URI)] == 0 }) // the count below says what is missing
 	if err := next.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/playbook/storage"
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/trainer"
 )
@@ -39,7 +40,7 @@ const BestName = "playbook.json"
 // TrainOptions configure the offline loop of `camproxy train playbook`.
 type TrainOptions struct {
 	Episodes []*replay.Episode // the buffer; only rewarded episodes are used
-	Store    playbook.Store    // versions, manifest and playbook.json go here
+	Store    storage.Store     // versions, manifest and playbook.json go here
 	Seed     *playbook.Playbook
 	Models   Models
 
@@ -333,8 +334,8 @@ func (s *sampler) update(items []Item, replayed int, outcomes map[string][]bool)
 
 // TrainResult is what a run did.
 type TrainResult struct {
-	Versions         []playbook.Version // the versions of this run, v1 first, as in the manifest
-	Best             int                // the version copied to playbook.json
+	Versions         []storage.Version // the versions of this run, v1 first, as in the manifest
+	Best             int               // the version copied to playbook.json
 	Scored           bool
 	Iterations       int // iterations run
 	Calls, Replayed  int // model calls made, and answered from the journal
@@ -350,7 +351,7 @@ var ErrNoEpisodes = errors.New("no rewarded episode to learn from")
 
 type run struct {
 	o        TrainOptions
-	versions *playbook.Versions
+	versions *storage.Versions
 	res      *TrainResult
 	tasks    map[string]string // task id → its text
 	val      []string          // the validation tasks
@@ -377,7 +378,7 @@ func Train(ctx context.Context, o TrainOptions) (*TrainResult, error) {
 	if o.Journal != nil {
 		o.Step.Journal = o.Journal
 	}
-	r := &run{o: o, versions: &playbook.Versions{Store: o.Store, Now: o.Now}, res: &TrainResult{Scored: o.Rollouts != nil},
+	r := &run{o: o, versions: &storage.Versions{Store: o.Store, Now: o.Now}, res: &TrainResult{Scored: o.Rollouts != nil},
 		tasks: map[string]string{}, val: plan.Val}
 	for _, ep := range o.Episodes {
 		if ep != nil && r.tasks[ep.TaskID] == "" {
@@ -387,7 +388,7 @@ func Train(ctx context.Context, o TrainOptions) (*TrainResult, error) {
 
 	cur := o.Seed.Clone()
 	curV := 1
-	if err := r.ensure(ctx, cur, playbook.Version{Version: 1}); err != nil {
+	if err := r.ensure(ctx, cur, storage.Version{Version: 1}); err != nil {
 		return r.res, err
 	}
 	if err := r.score(ctx, 1, cur); err != nil {
@@ -412,7 +413,7 @@ func Train(ctx context.Context, o TrainOptions) (*TrainResult, error) {
 		if sr.Applied > 0 {
 			curV++
 			cur = sr.Playbook
-			if err := r.ensure(ctx, cur, playbook.Version{Version: curV, Parent: curV - 1, Iteration: it,
+			if err := r.ensure(ctx, cur, storage.Version{Version: curV, Parent: curV - 1, Iteration: it,
 				Summary: sr.Summary, Sources: sr.Sources}); err != nil {
 				return r.res, err
 			}
@@ -439,7 +440,7 @@ func Train(ctx context.Context, o TrainOptions) (*TrainResult, error) {
 
 // ensure writes version row.Version of pb, or checks that the store already holds
 // exactly it (a resumed or repeated run).
-func (r *run) ensure(ctx context.Context, pb *playbook.Playbook, row playbook.Version) error {
+func (r *run) ensure(ctx context.Context, pb *playbook.Playbook, row storage.Version) error {
 	m, err := r.versions.Manifest(ctx)
 	if err != nil {
 		return err
@@ -612,7 +613,7 @@ func (r *run) finish(ctx context.Context, last int) error {
 		}
 	}
 	r.res.Best = best
-	data, err := r.o.Store.Get(ctx, playbook.FileName(best))
+	data, err := r.o.Store.Get(ctx, storage.FileName(best))
 	if err != nil {
 		return fmt.Errorf("learn: %w", err)
 	}

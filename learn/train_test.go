@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/playbook/storage"
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/trainer"
 )
@@ -141,7 +141,7 @@ func (f *fakeRollouts) Rollout(_ context.Context, r RolloutRequest) (RolloutResu
 
 func TestTrainScoresAndKeepsTheOlderOfTies(t *testing.T) {
 	dir := t.TempDir()
-	store, err := playbook.NewDirStore(dir)
+	store, err := storage.NewDirStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestTrainScoresAndKeepsTheOlderOfTies(t *testing.T) {
 		t.Fatalf("%d rollouts (result says %d)", ro.calls, res.Rollouts)
 	}
 	best, _ := store.Get(context.Background(), BestName)
-	v2, _ := store.Get(context.Background(), playbook.FileName(2))
+	v2, _ := store.Get(context.Background(), storage.FileName(2))
 	if string(best) != string(v2) {
 		t.Fatal("playbook.json is not v2")
 	}

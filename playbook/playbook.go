@@ -1,7 +1,7 @@
 // Package playbook owns the learned playbook as data: its entries, RCL's JSON and
 // ACE's text form, the renderings the agent and the optimiser models see, the
-// deterministic edits those models make through tool calls, and immutable versions
-// with a manifest in a directory, an S3 prefix or Redis.
+// deterministic edits those models make through tool calls. Its versions, kept in a
+// directory, an S3 prefix or Redis, are package playbook/storage's.
 //
 // RCL's JSON is read and written as RCL's PlaybookEntry.to_dict/from_dict do:
 //

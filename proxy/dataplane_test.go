@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/camproxy/camproxy/episode"
 )
 
 // The data plane step by step, over in-memory listeners (inmem_test.go): what reaches
@@ -37,7 +39,7 @@ func capture(calls chan<- upstreamCall, h fasthttp.RequestHandler) fasthttp.Requ
 }
 
 // nextTurn returns the turn recorded next, failing t when none comes.
-func nextTurn(t *testing.T, p *inmemProxy) *Turn {
+func nextTurn(t *testing.T, p *inmemProxy) *episode.Turn {
 	t.Helper()
 	select {
 	case turn := <-p.rec.turns:

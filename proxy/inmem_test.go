@@ -46,10 +46,10 @@ func (f *fixedAugmenter) Augment(context.Context, augment.Request) (string, erro
 // turnSink records turns; discard keeps none (benchmarks), else they go to turns.
 type turnSink struct {
 	discard bool
-	turns   chan *Turn
+	turns   chan *episode.Turn
 }
 
-func (r *turnSink) Record(t *Turn) {
+func (r *turnSink) Record(t *episode.Turn) {
 	if !r.discard {
 		r.turns <- t
 	}
@@ -71,7 +71,7 @@ type inmemProxy struct {
 func newInmemProxy(tb testing.TB, upstream fasthttp.RequestHandler, discard bool, setup ...func(*Options, *fasthttp.Server)) *inmemProxy {
 	tb.Helper()
 	p := &inmemProxy{ln: fasthttputil.NewInmemoryListener(), upLn: fasthttputil.NewInmemoryListener(),
-		rec: &turnSink{discard: discard, turns: make(chan *Turn, 16)}, aug: &fixedAugmenter{}}
+		rec: &turnSink{discard: discard, turns: make(chan *episode.Turn, 16)}, aug: &fixedAugmenter{}}
 	upSrv := &fasthttp.Server{Handler: upstream, NoDefaultServerHeader: true}
 
 	o := testOptions(tb, "http://127.0.0.1:1/v1", p.aug, p.rec)

@@ -17,7 +17,6 @@ import (
 	"github.com/camproxy/camproxy/episode"
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/registry"
-	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/tracing"
 )
 
@@ -148,9 +147,9 @@ func (s *Server) parse(fc *fasthttp.RequestCtx, rt *route) (*call, *Error) {
 	}
 	r := ch.Request
 	req := r.Parsed()
-	c := &call{s: s, rt: rt, run: run, x: ch.Experiment, xIgnored: ch.Ignored, r: r, req: req, dec: r.Decoder(), start: start, transport: replay.TransportHTTP}
+	c := &call{s: s, rt: rt, run: run, x: ch.Experiment, xIgnored: ch.Ignored, r: r, req: req, dec: r.Decoder(), start: start, transport: episode.TransportHTTP}
 	if fc.UserValue(wsSessionKey) != nil {
-		c.transport = replay.TransportWebSocket
+		c.transport = episode.TransportWebSocket
 	}
 	c.dec.Limit(s.maxAnswer) // the recorded copy only: the relay is not the decoder's
 	c.sctx, c.span = s.startSpan(fc, rt, req)
@@ -460,7 +459,7 @@ type call struct {
 	span     trace.Span      // the call's span (a no-op with tracing off)
 
 	start     time.Time
-	transport string // replay.TransportHTTP or replay.TransportWebSocket
+	transport string // episode.TransportHTTP or episode.TransportWebSocket
 	chain     []uint64
 	loose     []uint64 // episode.LooseChain of the messages; nil when they have no system message
 	ep        *episode.Episode
@@ -530,7 +529,7 @@ func (c *call) done(status int, err error, ttfb time.Duration) {
 		s.m.Tokens.WithLabelValues(c.x.Name, c.ep.Arm, "input").Add(float64(c.usage.InputTokens))
 		s.m.Tokens.WithLabelValues(c.x.Name, c.ep.Arm, "output").Add(float64(c.usage.OutputTokens))
 	}
-	t := &Turn{Episode: *c.ep, NewEpisode: c.isNew, Index: c.index, Messages: c.req.Messages[min(c.newFrom, len(c.req.Messages)):],
+	t := &episode.Turn{Episode: *c.ep, NewEpisode: c.isNew, Index: c.index, Messages: c.req.Messages[min(c.newFrom, len(c.req.Messages)):],
 		Response: c.answer, AnswerTruncated: c.dec.Truncated(), Usage: c.usage, Status: status, Augment: c.augment, TTFB: ttfb, Total: total, At: time.Now().UTC(), Transport: c.transport}
 	switch {
 	case err != nil:

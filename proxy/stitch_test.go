@@ -223,7 +223,7 @@ func newStitchProxy(t *testing.T, store string) *stitchProxy {
 // stitchCall is one call of the agent: the episode and context source it was answered
 // with, and the turn recorded.
 // header holds extra header name, value pairs.
-func stitchCall(t *testing.T, p *stitchProxy, pr *stitchProto, body, kind string, header ...string) (ep, source string, turn *Turn) {
+func stitchCall(t *testing.T, p *stitchProxy, pr *stitchProto, body, kind string, header ...string) (ep, source string, turn *episode.Turn) {
 	t.Helper()
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)

@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/tidwall/gjson"
 
+	"github.com/camproxy/camproxy/episode"
 	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/metrics"
-	"github.com/camproxy/camproxy/replay"
 )
 
 // WebSocket mode, server side: a real WebSocket client (fasthttp/websocket's Dialer,
@@ -38,7 +38,7 @@ type wsProxy struct {
 
 func newWSProxy(t *testing.T, setup ...func(*Options, *Upstream)) *wsProxy {
 	t.Helper()
-	p := &wsProxy{up: testkit.NewUpstream(), rec: &turnSink{turns: make(chan *Turn, 64)}, aug: &fixedAugmenter{}}
+	p := &wsProxy{up: testkit.NewUpstream(), rec: &turnSink{turns: make(chan *episode.Turn, 64)}, aug: &fixedAugmenter{}}
 	t.Cleanup(p.up.Close)
 	// HTTP-only, as vLLM: it answers the upgrade 405 (detected under websocket: auto),
 	// and every turn goes as POST /v1/responses. withUpstreamSocket undoes it.
@@ -145,7 +145,7 @@ func firstCreate() map[string]any {
 
 func last(evs []gjson.Result) gjson.Result { return evs[len(evs)-1] }
 
-func nextWSTurn(t *testing.T, p *wsProxy) *Turn {
+func nextWSTurn(t *testing.T, p *wsProxy) *episode.Turn {
 	t.Helper()
 	select {
 	case tr := <-p.rec.turns:
@@ -380,7 +380,7 @@ func TestWebSocketClientGoneMidTurn(t *testing.T) {
 		t.Fatal("the upstream call was not cancelled")
 	}
 	tr := nextWSTurn(t, p)
-	if tr.Status != 499 || tr.Transport != replay.TransportWebSocket {
+	if tr.Status != 499 || tr.Transport != episode.TransportWebSocket {
 		t.Errorf("turn recorded with status %d transport %q, want 499 websocket", tr.Status, tr.Transport)
 	}
 }
@@ -588,7 +588,7 @@ func checkSessionRecorded(t *testing.T, p *wsProxy) {
 		if i == 0 {
 			epID = tr.Episode.ID
 		}
-		if tr.Episode.ID != epID || tr.Index != i || tr.Transport != replay.TransportWebSocket || tr.Status != 200 || tr.Error != "" {
+		if tr.Episode.ID != epID || tr.Index != i || tr.Transport != episode.TransportWebSocket || tr.Status != 200 || tr.Error != "" {
 			t.Errorf("turn %d recorded as episode %s index %d transport %q status %d error %q; want episode %s index %d websocket 200",
 				i, tr.Episode.ID, tr.Index, tr.Transport, tr.Status, tr.Error, epID, i)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/camproxy/camproxy/internal/s3x"
 	"github.com/camproxy/camproxy/replay/location"
 )
 
@@ -44,7 +45,7 @@ func OpenExportDest(ctx context.Context, target string) (ExportDest, error) {
 	case location.IsDir(target):
 		return NewDirDest(target), nil
 	case !strings.EqualFold(scheme, location.S3) && !strings.EqualFold(scheme, location.File):
-		return nil, fmt.Errorf("export destination %s: use a directory, file:///dir or s3://bucket/prefix", Redact(target))
+		return nil, fmt.Errorf("export destination %s: use a directory, file:///dir or s3://bucket/prefix", location.Redact(target))
 	}
 	sp, err := location.Parse(target)
 	if err != nil {
@@ -53,7 +54,7 @@ func OpenExportDest(ctx context.Context, target string) (ExportDest, error) {
 	if sp.Scheme == location.File {
 		return NewDirDest(sp.Dir), nil
 	}
-	client, err := S3Client(ctx, sp)
+	client, err := s3x.Client(ctx, sp)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/camproxy/camproxy/episode"
 	"github.com/camproxy/camproxy/protocol"
 )
 
@@ -39,7 +40,7 @@ func TestAppendStepIsJSONMarshal(t *testing.T) {
 			Response: &resp, AnswerTruncatedBytes: 7340032, Usage: protocol.Usage{InputTokens: 4000, OutputTokens: 60},
 			Timing: Timing{Augment: 0.01, UpstreamTTFB: 1234.567, Total: 1e-7}, Status: 200, At: at},
 		{V: 1, Type: TypeStep, ID: "s2", EpisodeID: "ep", Messages: []protocol.Message{}, Status: 502,
-			Error: "upstream <down>", Timing: Timing{Total: 1e21}, At: at.UTC(), Transport: TransportWebSocket},
+			Error: "upstream <down>", Timing: Timing{Total: 1e21}, At: at.UTC(), Transport: episode.TransportWebSocket},
 		{V: 1, Type: TypeStep, ID: "s3", EpisodeID: "ep", Timing: Timing{Augment: 3e-9, Total: 123456789.125}},
 	}
 	for _, s := range steps {

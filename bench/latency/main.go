@@ -27,6 +27,7 @@ import (
 
 	"github.com/camproxy/camproxy/app"
 	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/episode"
 	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/proxy"
 )
@@ -193,7 +194,7 @@ func run(n int, dataPath string, size int) error {
 // discard is a recorder that drops every turn: the no-recording baseline.
 type discard struct{}
 
-func (discard) Record(*proxy.Turn) {}
+func (discard) Record(*episode.Turn) {}
 
 func startApp(cfg *config.Config, rec proxy.Recorder) (*app.App, error) {
 	a, err := app.New(cfg, app.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Recorder: rec})

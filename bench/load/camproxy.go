@@ -9,6 +9,7 @@ import (
 
 	"github.com/camproxy/camproxy/app"
 	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/episode"
 	"github.com/camproxy/camproxy/proxy"
 )
 
@@ -46,4 +47,4 @@ func startCamproxy(upstreamAddr, camURL, dir string, rec proxy.Recorder) (*app.A
 // discard is a recorder that drops every turn: camproxy with recording off.
 type discard struct{}
 
-func (discard) Record(*proxy.Turn) {}
+func (discard) Record(*episode.Turn) {}

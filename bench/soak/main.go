@@ -34,6 +34,7 @@ import (
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 )
 
 func main() {
@@ -260,7 +261,7 @@ loop:
 	for _, uri := range []string{fileURI, redisURI} {
 		ids, episodes, err := readIDs(sctx, uri)
 		if err != nil {
-			return rep, fmt.Errorf("read %s: %w", replay.Redact(uri), err)
+			return rep, fmt.Errorf("read %s: %w", location.Redact(uri), err)
 		}
 		rep.EventsDelivered[strings.SplitN(uri, ":", 2)[0]] = ids
 		if rep.EpisodesRecorded == 0 {

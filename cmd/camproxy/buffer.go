@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -56,7 +54,7 @@ func (b *bufferFlags) defineSelection(f *pflag.FlagSet) {
 // does not answer shows when it is read).
 func (b *bufferFlags) check(p *problems) {
 	if b.from != "" {
-		b.from = replayURI(b.from)
+		b.from = location.URI(b.from)
 		if _, err := location.Parse(b.from); err != nil {
 			p.add("--from: %v", err)
 		}
@@ -87,20 +85,6 @@ func (b *bufferFlags) check(p *problems) {
 	p.dir("--spill-dir", b.spillDir)
 }
 
-// replayURI reads a plain path (./camproxy-data/replay, /data/replay: location.IsDir)
-// as the file:// URI of that directory, escaped (a "#" or "%" in a path is no URI
-// syntax); a URI (file:rel/dir too) is left as it is.
-func replayURI(s string) string {
-	if s == "" || !location.IsDir(s) {
-		return s
-	}
-	abs, err := filepath.Abs(s)
-	if err != nil {
-		return "file:" + filepath.ToSlash(s) // no working directory: relative, as given
-	}
-	return (&url.URL{Scheme: location.File, Path: filepath.ToSlash(abs)}).String()
-}
-
 // scan opens --from and runs read on it with the flags' read options; light leaves
 // the episodes' messages out (what aggregates need). A file:// directory that does
 // not exist is a mistyped flag (usage), not a run-time failure.
@@ -118,14 +102,14 @@ func (b *bufferFlags) scan(ctx context.Context, cmd string, stderr io.Writer, li
 	}
 	sum, err := read(src, o)
 	if errors.Is(err, fs.ErrNotExist) {
-		return sum, usagef("%s: --from %s: no replay buffer there: record some traffic (camproxy serve) or import trajectories (camproxy replay import) first", cmd, replay.Redact(b.from))
+		return sum, usagef("%s: --from %s: no replay buffer there: record some traffic (camproxy serve) or import trajectories (camproxy replay import) first", cmd, location.Redact(b.from))
 	}
 	if err != nil {
 		var ue *usageError
 		if ctx.Err() != nil || errors.As(err, &ue) {
 			return sum, err
 		}
-		return sum, fmt.Errorf("%s: --from %s: %w", cmd, replay.Redact(b.from), err)
+		return sum, fmt.Errorf("%s: --from %s: %w", cmd, location.Redact(b.from), err)
 	}
 	// Torn or over-long lines a source drops never reach the reader; count them too.
 	if s, ok := src.(interface{ Skipped() int }); ok {

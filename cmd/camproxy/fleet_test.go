@@ -22,7 +22,7 @@ import (
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/internal/demo"
 	"github.com/camproxy/camproxy/internal/testkit"
-	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/playbook/storage"
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/replay"
 )
@@ -304,11 +304,11 @@ func TestLearnFleetTwoExperiments(t *testing.T) {
 				return p.learner(t, exp).Get("champion").String() == "learn-v2"
 			})
 		}
-		st, err := playbook.OpenStore(ctx, store(exp))
+		st, err := storage.OpenStore(ctx, store(exp))
 		if err != nil {
 			t.Fatal(err)
 		}
-		pb, err := (&playbook.Versions{Store: st}).Load(ctx, 2)
+		pb, err := (&storage.Versions{Store: st}).Load(ctx, 2)
 		_ = st.Close()
 		if err != nil {
 			t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/playbook/storage"
 )
 
 // uriPass is the password in rows that hold one: no message may show it.
@@ -107,7 +107,7 @@ func TestReplayURIsCheckAndServeAgree(t *testing.T) {
 	}
 }
 
-// TestStoreLocationsCheckAndOpenStoreAgree: `config check` and playbook.OpenStore
+// TestStoreLocationsCheckAndOpenStoreAgree: `config check` and storage.OpenStore
 // (what serve's learner opens learn.store with) give every store location the same
 // verdict.
 func TestStoreLocationsCheckAndOpenStoreAgree(t *testing.T) {
@@ -139,7 +139,7 @@ func TestStoreLocationsCheckAndOpenStoreAgree(t *testing.T) {
 			t.Parallel()
 			var stdout, stderr bytes.Buffer
 			code := exitCode(run(context.Background(), []string{"config", "check", "--quiet", cfg}, &stdout, &stderr, noEnv), &stderr)
-			s, err := playbook.OpenStore(t.Context(), tc.store)
+			s, err := storage.OpenStore(t.Context(), tc.store)
 			if err == nil {
 				_ = s.Close()
 			}

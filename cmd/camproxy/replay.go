@@ -60,7 +60,7 @@ func uriError(cmd, flagName, uri string, err error) error {
 	if errors.Is(err, location.ErrBadURI) {
 		return usagef("%s: %s: %v", cmd, flagName, err)
 	}
-	return fmt.Errorf("%s: %s %s: %w", cmd, flagName, replay.Redact(uri), err)
+	return fmt.Errorf("%s: %s %s: %w", cmd, flagName, location.Redact(uri), err)
 }
 
 type importArgs struct {
@@ -94,7 +94,7 @@ time partitions, so every --since/--until window reads it.`,
 			if a.format != "" && a.format != replay.FormatTauBench && (a.arm != "" || a.domain != "") {
 				p.add("--arm and --domain apply to --format tau-bench only")
 			}
-			a.to = replayURI(a.to)
+			a.to = location.URI(a.to)
 			if _, err := location.Parse(a.to); err != nil {
 				p.add("--to: %v", err)
 			}
@@ -146,9 +146,9 @@ func (c *cli) replayImport(ctx context.Context, a importArgs) error {
 		return w.explain(a, err)
 	}
 	if cerr != nil {
-		return fmt.Errorf("replay import: close %s: %w", replay.Redact(a.to), cerr)
+		return fmt.Errorf("replay import: close %s: %w", location.Redact(a.to), cerr)
 	}
-	fmt.Fprintf(stdout, "imported %s into %s\n", importSummary(a.format, n, w.total), replay.Redact(a.to))
+	fmt.Fprintf(stdout, "imported %s into %s\n", importSummary(a.format, n, w.total), location.Redact(a.to))
 	return nil
 }
 
@@ -204,12 +204,12 @@ func (c *cli) importDir(ctx context.Context, a importArgs) error {
 	}
 	err = w.flush()
 	if cerr := sink.Close(); err == nil && cerr != nil {
-		return fmt.Errorf("replay import: close %s: %w", replay.Redact(a.to), cerr)
+		return fmt.Errorf("replay import: close %s: %w", location.Redact(a.to), cerr)
 	}
 	if err != nil {
 		return w.explain(a, err)
 	}
-	fmt.Fprintf(c.stdout, "imported %d episodes (%d events) from %d Parquet files of %s into %s\n", episodes, w.total, len(files), a.file, replay.Redact(a.to))
+	fmt.Fprintf(c.stdout, "imported %d episodes (%d events) from %d Parquet files of %s into %s\n", episodes, w.total, len(files), a.file, location.Redact(a.to))
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	cobracli "github.com/camproxy/camproxy/internal/cli"
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 	"github.com/camproxy/camproxy/report"
 )
 
@@ -58,7 +59,7 @@ A buffer with no episode fails (exit 1): there is nothing to report yet.`,
 // report is `camproxy report`. A bad or unreadable --from is bad usage (exit 2); a
 // buffer with no episode is a run-time failure (exit 1).
 func (c *cli) report(ctx context.Context, in bufferFlags, o report.Options, format, out string) error {
-	o.Source = replay.Redact(in.from)
+	o.Source = location.Redact(in.from)
 	// One streaming pass: a slim copy of each episode, never its messages.
 	var r report.Reports
 	var err error // the report's own, apart from the read's

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	cobracli "github.com/camproxy/camproxy/internal/cli"
-	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 	"github.com/camproxy/camproxy/trainer"
 )
 
@@ -227,7 +227,7 @@ func (c *cli) trainReflect(ctx context.Context, a reflectArgs) error {
 		return dryRun(stdout, a, plan, jobs, prompts)
 	}
 	if len(jobs) == 0 {
-		return fmt.Errorf("train reflect: no job: no task of %s has %d rewarded runs and a task text (%s)", replay.Redact(a.in.from), a.minRuns, plan.Counts())
+		return fmt.Errorf("train reflect: no job: no task of %s has %d rewarded runs and a task text (%s)", location.Redact(a.in.from), a.minRuns, plan.Counts())
 	}
 
 	progress := trainer.NewProgress(stderr, a.progress)

@@ -16,7 +16,9 @@ import (
 	cobracli "github.com/camproxy/camproxy/internal/cli"
 	"github.com/camproxy/camproxy/learn"
 	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/playbook/storage"
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 	"github.com/camproxy/camproxy/trainer"
 )
 
@@ -196,7 +198,7 @@ func (c *cli) trainPlaybook(ctx context.Context, a playbookArgs) error {
 	}
 	plan := learn.MakePlan(o)
 	if plan.Episodes == 0 {
-		return fmt.Errorf("train playbook: %s holds no rewarded episode to learn from", replay.Redact(a.in.from))
+		return fmt.Errorf("train playbook: %s holds no rewarded episode to learn from", location.Redact(a.in.from))
 	}
 	if a.rolloutURL != "" && len(plan.Val) == 0 {
 		return usagef("train playbook: --val %g leaves no validation task (the buffer has %d tasks)", a.val, len(plan.Train))
@@ -205,7 +207,7 @@ func (c *cli) trainPlaybook(ctx context.Context, a playbookArgs) error {
 		return learn.WritePlan(stdout, o, plan)
 	}
 
-	store, err := playbook.NewDirStore(a.out)
+	store, err := storage.NewDirStore(a.out)
 	if err != nil {
 		return fmt.Errorf("train playbook: --out: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/learn"
 	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/playbook/storage"
 )
 
 // The seed playbook of these tests: one entry the mutator deletes, one the reflector
@@ -210,7 +211,7 @@ func readManifest(t *testing.T, dir string) []manifestRow {
 
 func loadVersion(t *testing.T, dir string, n int) *playbook.Playbook {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, playbook.FileName(n)))
+	data, err := os.ReadFile(filepath.Join(dir, storage.FileName(n)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +262,7 @@ func expectVersions(t *testing.T, dir string, f *optimiserFake, iterations, maxE
 	var rules []string // task ids, oldest first
 	ruleVersion := map[string]int{}
 	for n, row := range rows {
-		if row.Version != n+1 || row.File != playbook.FileName(n+1) || row.Parent != n || row.Iteration != n {
+		if row.Version != n+1 || row.File != storage.FileName(n+1) || row.Parent != n || row.Iteration != n {
 			t.Fatalf("manifest row %d: %+v", n, row)
 		}
 		if n == 0 {
@@ -596,7 +597,7 @@ func checkPlaybookRollouts(t *testing.T, uri, seed string) {
 		t.Fatalf("the script should make a middle version best, got v%d", best)
 	}
 	got, _ := os.ReadFile(filepath.Join(dir, "playbook.json"))
-	want, _ := os.ReadFile(filepath.Join(dir, playbook.FileName(best)))
+	want, _ := os.ReadFile(filepath.Join(dir, storage.FileName(best)))
 	if string(got) != string(want) {
 		t.Fatalf("playbook.json is not v%d, the best", best)
 	}

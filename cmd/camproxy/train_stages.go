@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/camproxy/camproxy/app"
-	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 	"github.com/camproxy/camproxy/trainer"
 )
 
@@ -203,7 +203,7 @@ it to a Ray cluster.`,
 				}
 				exs = trainer.RecordExamples(recs)
 			} else {
-				source = replay.Redact(from.from)
+				source = location.Redact(from.from)
 				b, err := from.read(ctx, s.cmd, c.stderr)
 				if err != nil {
 					return err
@@ -290,7 +290,7 @@ the prompt camproxy sends the CAM. --launch local runs the training here.`,
 			pairs, st := trainer.Pairs(b.Tasks(), po)
 			counts := st.String()
 			if len(pairs) == 0 {
-				return fmt.Errorf("train dpo: no preference pair in %s: no task has two contexts with different rewards (%s)", replay.Redact(in.from), counts)
+				return fmt.Errorf("train dpo: no preference pair in %s: no task has two contexts with different rewards (%s)", location.Redact(in.from), counts)
 			}
 			w, err := trainer.WriteDPO(pairs, trainer.LFOptions{Out: s.out, Prompter: sc.CAM, Val: s.val, Seed: s.seed, Recipe: r, JobPath: jobPath, Kube: kube})
 			if err != nil {

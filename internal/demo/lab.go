@@ -10,6 +10,7 @@ import (
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/playbook/storage"
 )
 
 // Lab is everything camproxy talks to in the demo, on loopback: the scripted agent
@@ -115,12 +116,12 @@ func (l *Lab) Config(lc Learning) (*config.Config, error) {
 
 // Version loads playbook version n from the learner's store.
 func (l *Lab) Version(ctx context.Context, n int) (*playbook.Playbook, error) {
-	store, err := playbook.OpenStore(ctx, l.store())
+	store, err := storage.OpenStore(ctx, l.store())
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	defer store.Close()
-	pb, err := (&playbook.Versions{Store: store}).Load(ctx, n)
+	pb, err := (&storage.Versions{Store: store}).Load(ctx, n)
 	if err != nil {
 		return nil, fmt.Errorf("demo: version %d: %w", n, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 	"github.com/camproxy/camproxy/report"
 )
 
@@ -70,7 +71,7 @@ func ReportJSON(ctx context.Context, uri string) (*report.Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	rep, _, err := report.FromStream(ctx, src, replay.ReadOptions{}, report.Options{Source: replay.Redact(uri)})
+	rep, _, err := report.FromStream(ctx, src, replay.ReadOptions{}, report.Options{Source: location.Redact(uri)})
 	if c, ok := src.(io.Closer); ok {
 		_ = c.Close()
 	}

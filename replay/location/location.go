@@ -1,8 +1,10 @@
 // Package location parses the URIs that name a replay buffer or a playbook store:
 // file (a directory), redis/rediss (single node, Cluster and Sentinel forms, through
-// redisx) and s3 (a bucket and prefix). It makes no network call and touches no disk.
-// Config validation, serve, the command line and the playbook store all parse with
-// it, so a URI that `camproxy config check` accepts is one that serve opens.
+// redisx) and s3 (a bucket and prefix); it also redacts them for messages (Redact),
+// reads a plain path as a file URI (URI) and makes a Redis location's client. It
+// makes no network call, touches no disk and links no AWS SDK (internal/s3x makes the
+// S3 clients). Config validation, serve, the command line and the playbook store all
+// parse with it, so a URI that `camproxy config check` accepts is one that serve opens.
 package location
 
 import (

@@ -107,7 +107,7 @@ func TestParse(t *testing.T) {
 }
 
 // TestParseRedisOptions: the options go-redis gets, as the URI gave them: no tuning
-// (that is the client maker's, replay.RedisClient).
+// (that is the client maker's, Spec.RedisClient).
 func TestParseRedisOptions(t *testing.T) {
 	sp, err := Parse("rediss://user:p%40ss@cache.example.com:6380?stream=s&dial_timeout=2s")
 	if err != nil {

@@ -1,12 +1,14 @@
-package playbook
+package storage
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/camproxy/camproxy/internal/testkit"
+	"github.com/camproxy/camproxy/playbook"
 )
 
 func testRedis(t *testing.T) *redis.Client {
@@ -89,7 +92,7 @@ func TestVersionsWriteAndLoad(t *testing.T) {
 			if m, err := v.Manifest(ctx); err != nil || len(m.Versions) != 0 {
 				t.Fatalf("empty store: %+v %v", m, err)
 			}
-			v1, err := v.Write(ctx, &Playbook{}, Version{})
+			v1, err := v.Write(ctx, &playbook.Playbook{}, Version{})
 			if err != nil || v1.Version != 1 || v1.File != "playbook.v1.json" || v1.Entries != 0 {
 				t.Fatalf("v1: %+v %v", v1, err)
 			}
@@ -206,4 +209,21 @@ func TestDirStoreFileMode(t *testing.T) {
 			t.Errorf("%s has mode %v, want -rw-r--r--", name, mode)
 		}
 	}
+}
+
+// seed is a playbook of three entries.
+func seed() *playbook.Playbook {
+	return &playbook.Playbook{Entries: []playbook.Entry{
+		{ID: "e1", Section: "rules", Content: "Check the fare class first.", Helpful: 2},
+		{ID: "e2", Section: "rules", Content: "Offer a refund to everyone.", Harmful: 2},
+		{ID: "e3", Section: "tools", Content: "Call get_reservation before update.", Helpful: 1, Harmful: 1},
+	}}
+}
+
+// sameEntries: a and b hold the same entries (id, section, content, counters), in order.
+func sameEntries(a, b *playbook.Playbook) bool {
+	return slices.EqualFunc(a.Entries, b.Entries, func(x, y playbook.Entry) bool {
+		return x.ID == y.ID && cmp.Or(x.Section, playbook.DefaultSection) == cmp.Or(y.Section, playbook.DefaultSection) &&
+			x.Content == y.Content && x.Helpful == y.Helpful && x.Harmful == y.Harmful
+	})
 }

@@ -7,38 +7,10 @@ import (
 	"github.com/camproxy/camproxy/protocol"
 )
 
-// Turn is one finished call of an episode, as the data plane hands it over.
-type Turn struct {
-	Episode    episode.Episode    // the episode as it stands after this turn
-	NewEpisode bool               // this call started the episode
-	Index      int                // the turn's position in the episode, from 0
-	Messages   []protocol.Message // messages new since the episode's previous turn
-	Response   protocol.Message   // the answer; empty when the call failed
-	// AnswerTruncated is how many bytes of the answer Response lacks: it was cut at
-	// replay.max_answer_bytes (the agent got it whole). 0 when Response is whole.
-	AnswerTruncated int64
-	Usage           protocol.Usage
-	Status          int    // HTTP status relayed to the agent (499: the agent went away)
-	Error           string // why the call failed, if it did
-	Augment         time.Duration
-	TTFB            time.Duration
-	Total           time.Duration
-	At              time.Time
-	// Transport is how the call arrived: TransportHTTP or TransportWebSocket (a
-	// response.create on a Responses API socket); "" is HTTP.
-	Transport string
-}
-
-// Transports a turn arrives by.
-const (
-	TransportHTTP      = "http"
-	TransportWebSocket = "websocket"
-)
-
 // Record takes a finished turn: the episode event when the turn opened its episode,
 // then the step. Building the events is struct work on the caller's goroutine;
 // encoding and I/O happen on the recorder's, and like Add it never blocks on them.
-func (r *Recorder) Record(t *Turn) {
+func (r *Recorder) Record(t *episode.Turn) {
 	ep := &t.Episode
 	if t.NewEpisode {
 		r.Add(&EpisodeEvent{V: Version, Type: TypeEpisode, ID: NewEventID(),
@@ -65,7 +37,7 @@ func ms(d time.Duration) float64 { return float64(int64(d.Seconds()*1e6)) / 1e3 
 // stepTransport is a step's transport field: absent for HTTP, the transport every
 // step had before WebSocket mode (readers of older files read them the same).
 func stepTransport(t string) string {
-	if t == TransportHTTP {
+	if t == episode.TransportHTTP {
 		return ""
 	}
 	return t

@@ -1,4 +1,9 @@
-package playbook
+// Package storage keeps playbook versions: immutable version files and their
+// manifest in a store (a directory, an S3 prefix or Redis keys, named as
+// location.ParseStore reads them), which is also where the learner keeps its state.
+// It is apart from package playbook (the playbook as data) so that what renders a
+// playbook (augment, and through it the data plane) does not link the stores' clients.
+package storage
 
 import (
 	"bytes"
@@ -19,7 +24,8 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/internal/s3x"
+	"github.com/camproxy/camproxy/playbook"
 	"github.com/camproxy/camproxy/replay/location"
 )
 
@@ -60,7 +66,7 @@ func OpenStore(ctx context.Context, uri string) (Store, error) {
 	case location.File:
 		return NewDirStore(sp.Dir)
 	case location.Redis:
-		rdb, err := replay.RedisClient(sp)
+		rdb, err := sp.RedisClient()
 		if err != nil {
 			return nil, err
 		}
@@ -68,7 +74,7 @@ func OpenStore(ctx context.Context, uri string) (Store, error) {
 		s.owned, s.where = true, sp.String()
 		return s, nil
 	default:
-		client, err := replay.S3Client(ctx, sp)
+		client, err := s3x.Client(ctx, sp)
 		if err != nil {
 			return nil, fmt.Errorf("playbook store: %w", err)
 		}
@@ -355,12 +361,12 @@ func (v *Versions) Manifest(ctx context.Context) (*Manifest, error) {
 }
 
 // Load reads version n.
-func (v *Versions) Load(ctx context.Context, n int) (*Playbook, error) {
+func (v *Versions) Load(ctx context.Context, n int) (*playbook.Playbook, error) {
 	b, err := v.Store.Get(ctx, FileName(n))
 	if err != nil {
 		return nil, fmt.Errorf("playbook v%d in %s: %w", n, v.Store.Location(), err)
 	}
-	pb, err := ParseJSON(b)
+	pb, err := playbook.ParseJSON(b)
 	if err != nil {
 		return nil, fmt.Errorf("playbook v%d in %s: %w", n, v.Store.Location(), err)
 	}
@@ -370,7 +376,7 @@ func (v *Versions) Load(ctx context.Context, n int) (*Playbook, error) {
 // Write stores pb as the next version with row's metadata (Version, File, Entries and
 // CreatedAt are filled in) and adds it to the manifest. A version file left by a
 // crash between the two writes is taken over when its bytes are pb's.
-func (v *Versions) Write(ctx context.Context, pb *Playbook, row Version) (Version, error) {
+func (v *Versions) Write(ctx context.Context, pb *playbook.Playbook, row Version) (Version, error) {
 	m, err := v.Manifest(ctx)
 	if err != nil {
 		return Version{}, err

@@ -31,7 +31,7 @@ func (s *lineSink) Write(_ context.Context, lines [][]byte) error {
 }
 
 // recordTurns records turns through a recorder into a lineSink and returns the lines.
-func recordTurns(t *testing.T, turns ...*Turn) [][]byte {
+func recordTurns(t *testing.T, turns ...*episode.Turn) [][]byte {
 	t.Helper()
 	sink := &lineSink{}
 	r, err := NewRecorder([]Named{{Sink: sink, URI: "lines://"}}, RecorderOptions{SpoolDir: t.TempDir(),
@@ -60,17 +60,17 @@ func TestRecordTurn(t *testing.T) {
 	answer := protocol.Message{Role: "assistant", Content: "done"}
 	cases := []struct {
 		name      string
-		turn      Turn
+		turn      episode.Turn
 		episode   bool   // an episode event comes first
 		response  bool   // the step has a response
 		wantInRaw string // a fragment of the step's line
 	}{
-		{"first turn opens the episode", Turn{Episode: ep, NewEpisode: true, Messages: user, Response: answer, Status: 200,
+		{"first turn opens the episode", episode.Turn{Episode: ep, NewEpisode: true, Messages: user, Response: answer, Status: 200,
 			Usage: protocol.Usage{InputTokens: 12, OutputTokens: 3}, Augment: 1234567 * time.Nanosecond, TTFB: 20 * time.Millisecond,
 			Total: 25*time.Millisecond + 999*time.Nanosecond, At: at}, true, true,
 			`"timing_ms":{"augment":1.234,"upstream_ttfb":20,"total":25}`},
-		{"a later turn is a step", Turn{Episode: ep, Index: 1, Messages: user, Response: answer, Status: 200, At: at}, false, true, `"turn":1`},
-		{"a failed call: no response, messages []", Turn{Episode: ep, Index: 2, Status: 502, Error: "upstream failed", At: at}, false, false,
+		{"a later turn is a step", episode.Turn{Episode: ep, Index: 1, Messages: user, Response: answer, Status: 200, At: at}, false, true, `"turn":1`},
+		{"a failed call: no response, messages []", episode.Turn{Episode: ep, Index: 2, Status: 502, Error: "upstream failed", At: at}, false, false,
 			`"messages":[]`},
 	}
 	for _, c := range cases {
