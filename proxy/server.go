@@ -1,6 +1,7 @@
 // Package proxy owns the data plane: fasthttp routes, the augmentation pipeline
 // (parse → episode → arm → context → splice → forward → record), the upstream
-// transport and the unbuffered stream tee.
+// client (fasthttp pools, dialling directly or through the environment's HTTP proxy)
+// and the unbuffered stream tee.
 package proxy
 
 import (
