@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/playbook/storage"
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/trainer"
 )
@@ -14,14 +15,14 @@ import (
 // scored, else the last), the calls and tokens, the rollouts only when scored.
 func TestTrainResultSummary(t *testing.T) {
 	score := 0.75
-	scored := &TrainResult{Versions: []playbook.Version{{Version: 1}, {Version: 2, Score: &score, Runs: 6}}, Best: 2, Scored: true, Iterations: 1,
+	scored := &TrainResult{Versions: []storage.Version{{Version: 1}, {Version: 2, Score: &score, Runs: 6}}, Best: 2, Scored: true, Iterations: 1,
 		Calls: 4, Replayed: 1, Usage: trainer.Usage{Input: 12000, Output: 800}, Rollouts: 12, RolloutsReplayed: 2, Graduated: 1, Evicted: 0}
 	want := "train playbook: 1 iterations, 2 versions in pb; playbook.json is v2 (best mean reward 0.7500 over 6 runs); 4 model calls (1 answered from the journal), tokens " +
 		trainer.FormatTokens(12000) + " in, " + trainer.FormatTokens(800) + " out; 12 rollouts (2 from the journal); replay: 1 graduated, 0 evicted; 1.5s"
 	if got := scored.Summary("pb", 1500*time.Millisecond); got != want {
 		t.Errorf("scored:\n got %s\nwant %s", got, want)
 	}
-	unscored := &TrainResult{Versions: []playbook.Version{{Version: 1}, {Version: 2}}, Best: 2, Iterations: 1}
+	unscored := &TrainResult{Versions: []storage.Version{{Version: 1}, {Version: 2}}, Best: 2, Iterations: 1}
 	got := unscored.Summary("pb", time.Second)
 	if !strings.Contains(got, "playbook.json is v2 (the last; unscored)") || strings.Contains(got, "rollouts") {
 		t.Errorf("unscored: %s", got)
