@@ -16,6 +16,7 @@ import (
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/lake"
 )
 
 // exportLines shuts camproxy down (flushing the recorder), reads its replay buffer
@@ -24,7 +25,7 @@ func exportLines(t *testing.T, e *env) []map[string]any {
 	t.Helper()
 	buf, _ := recordedBuffer(t, e)
 	var out bytes.Buffer
-	if err := replay.ExportJSONL(&out, buf); err != nil {
+	if err := lake.ExportJSONL(&out, buf); err != nil {
 		t.Fatal(err)
 	}
 	var rows []map[string]any

@@ -13,7 +13,7 @@ import (
 	"github.com/tmc/langchaingo/llms"
 	lcopenai "github.com/tmc/langchaingo/llms/openai"
 
-	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/lake"
 )
 
 // The Go clients of the compatibility suite (issue 16): anthropic-sdk-go on the
@@ -29,7 +29,7 @@ func exportedRows(t *testing.T, e *env) []gjson.Result {
 	t.Helper()
 	buf, _ := recordedBuffer(t, e)
 	var out bytes.Buffer
-	if err := replay.ExportJSONL(&out, buf); err != nil {
+	if err := lake.ExportJSONL(&out, buf); err != nil {
 		t.Fatal(err)
 	}
 	var rows []gjson.Result

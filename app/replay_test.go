@@ -22,6 +22,7 @@ import (
 	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/lake"
 )
 
 // tauRun is one recorded tau-bench run.
@@ -310,7 +311,7 @@ func TestTauBenchThroughProxy(t *testing.T) {
 		}
 		checkTauBuffer(t, uri, buf, runs, episodes)
 		var out bytes.Buffer
-		if err := replay.ExportJSONL(&out, buf); err != nil {
+		if err := lake.ExportJSONL(&out, buf); err != nil {
 			t.Fatal(err)
 		}
 		exports = append(exports, out.Bytes())

@@ -13,6 +13,7 @@ import (
 
 	"github.com/camproxy/camproxy/augment"
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/lake"
 	"github.com/camproxy/camproxy/trainer"
 )
 
@@ -50,7 +51,7 @@ func tauBuffer(t *testing.T) *replay.Buffer {
 		}
 		defer f.Close()
 		var lines lineSource
-		if _, tau.err = replay.ImportTauBench(f, replay.ImportOptions{Domain: "airline"}, func(l []byte) error {
+		if _, tau.err = lake.ImportTauBench(f, lake.ImportOptions{Domain: "airline"}, func(l []byte) error {
 			lines = append(lines, append([]byte(nil), l...))
 			return nil
 		}); tau.err != nil {

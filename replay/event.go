@@ -1,7 +1,11 @@
-// Package replay owns the replay buffer: the event schema (episode, step, reward),
-// the recorder that takes events off the request path into a bounded queue and a
-// local spool, the sinks (file, Redis Stream, S3) and the reader that reassembles
-// whole episodes from any of them.
+// Package replay owns the replay buffer: the event schema (episode, step, reward,
+// learn), the recorder that turns the data plane's finished turns (episode.Turn) into
+// events and takes them off the request path into a bounded queue and a local spool,
+// the sinks and sources (file, Redis Stream, S3), and the readers that reassemble
+// whole episodes from any of them (Read, and Episodes streaming with a bounded spill),
+// with selection and stats. URIs are replay/location's; exporting to a data lake
+// (JSON Lines, Parquet) and importing history are replay/lake's, so that what records
+// or reads a buffer links no Parquet.
 package replay
 
 import (

@@ -2,8 +2,6 @@ package replay
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -111,7 +109,7 @@ func TestReadExperiment(t *testing.T) {
 // apart from several.
 func TestStatsByExperiment(t *testing.T) {
 	ep := func(id, exp, arm string, reward float64) *Episode {
-		return &Episode{ID: id, TaskID: "t-" + id, Experiment: exp, Arm: arm, Reward: ptr(reward)}
+		return &Episode{ID: id, TaskID: "t-" + id, Experiment: exp, Arm: arm, Reward: readerPtr(reward)}
 	}
 	b := &Buffer{Episodes: []*Episode{
 		ep("1", "support", "baseline", 0), ep("2", "support", "cam", 1), ep("3", "support", "cam", 1),
@@ -160,35 +158,5 @@ func TestStatsByExperiment(t *testing.T) {
 	_ = one.WriteText(&sb)
 	if strings.Contains(sb.String(), "experiment  arm") || !strings.Contains(sb.String(), "experiments    support") {
 		t.Fatalf("one experiment needs no experiment column:\n%s", sb.String())
-	}
-}
-
-// TestExportPartitionByExperimentEvent: --partition-by experiment reads the
-// experiment from the events (not only from a harness's metadata), by the rule.
-func TestExportPartitionByExperimentEvent(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "out")
-	src := experimentEvents(t)
-	b, err := Read(t.Context(), src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := ExportParquetPartitioned(t.Context(), NewDirDest(dir), BufferEpisodes(b), PartitionOptions{PartitionBy: []string{"experiment"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, f := range m.Files {
-		rows, _, _ := readPartFile(t, filepath.Join(dir, filepath.FromSlash(f.Path)))
-		for _, r := range rows {
-			got[r.EpisodeID] = strings.SplitN(f.Path, "/", 2)[0]
-		}
-	}
-	want := map[string]string{"sup": "experiment=support", "res": "experiment=research", "cod": "experiment=coding",
-		"old": "experiment=" + hiveNull}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("partitions %v\nwant %v", got, want)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "experiment=support")); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/internal/fsx"
 )
 
 const (
@@ -240,7 +242,7 @@ func (f *FileSink) openSegment(part string) error {
 			return fmt.Errorf("replay: open segment %s: %w", path, err)
 		}
 		f.file, f.path, f.size, f.part = file, path, 0, part
-		fileSyncDir(dir)
+		fsx.SyncDir(dir)
 		return nil
 	}
 	return fmt.Errorf("replay: open segment in %s: no free name for writer %q", dir, f.writer)
@@ -259,22 +261,10 @@ func fileMkdirDurable(root, part string) (string, error) {
 		if err := os.Mkdir(next, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return "", fmt.Errorf("replay: file sink partition %s: %w", next, err)
 		}
-		fileSyncDir(dir) // also when another writer made it: its fsync may not have run yet
+		fsx.SyncDir(dir) // also when another writer made it: its fsync may not have run yet
 		dir = next
 	}
 	return dir, nil
-}
-
-// fileSyncDir makes a new segment's directory entry durable, so fsynced batches are
-// not lost with their file name in a crash. Best effort: some filesystems refuse
-// fsync on a directory, and the data itself is already synced.
-func fileSyncDir(dir string) {
-	d, err := os.Open(dir)
-	if err != nil {
-		return
-	}
-	_ = d.Sync()
-	_ = d.Close()
 }
 
 // closeSegment drops the current segment. Every whole batch in it was fsynced

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/replay/location"
 )
 
@@ -126,7 +127,7 @@ func TestOpenRedis(t *testing.T) {
 }
 
 func TestOpenS3(t *testing.T) {
-	fake := newTestS3(t, "replay")
+	fake := testkit.StartS3(t, "replay")
 	uri := "s3://replay/fleet/a?endpoint=" + fake.URL
 	sink, err := OpenSink(t.Context(), uri, OpenOptions{Writer: "pod-7"})
 	if err != nil {
@@ -144,7 +145,7 @@ func TestOpenS3(t *testing.T) {
 	if err := sink.Close(); err != nil {
 		t.Fatal(err)
 	}
-	keys := listKeys(t, fake.Client(), "replay", "fleet/a/")
+	keys := fake.Keys(t, "replay", "fleet/a/")
 	if len(keys) != 3 || !strings.Contains(keys[0], "-pod-7-000000.jsonl.gz") {
 		t.Errorf("keys = %v", keys)
 	}
@@ -172,7 +173,7 @@ func TestOpenS3(t *testing.T) {
 }
 
 func TestOpenDoesNotConnect(t *testing.T) {
-	s3Env(t)
+	testkit.S3Env(t)
 	// Nothing listens on these; opening must still succeed at once.
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()

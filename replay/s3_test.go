@@ -19,49 +19,10 @@ import (
 	"github.com/camproxy/camproxy/internal/testkit"
 )
 
-// s3Env keeps the AWS SDK hermetic: static test credentials and region from the
-// environment, no shared config files, no instance metadata.
-func s3Env(t *testing.T) {
-	t.Helper()
-	dir := t.TempDir()
-	t.Setenv("AWS_ACCESS_KEY_ID", testkit.S3AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", testkit.S3SecretKey)
-	t.Setenv("AWS_SESSION_TOKEN", "")
-	t.Setenv("AWS_REGION", testkit.S3Region)
-	t.Setenv("AWS_DEFAULT_REGION", "")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("AWS_CONFIG_FILE", dir+"/config")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", dir+"/credentials")
-	t.Setenv("AWS_ENDPOINT_URL", "")
-	t.Setenv("AWS_ENDPOINT_URL_S3", "")
-}
-
-func newTestS3(t *testing.T, buckets ...string) *testkit.S3 {
-	t.Helper()
-	s3Env(t)
-	fake := testkit.NewS3(buckets...)
-	t.Cleanup(fake.Close)
-	return fake
-}
-
-func listKeys(t *testing.T, c *s3.Client, bucket, prefix string) []string {
-	t.Helper()
-	out, err := c.ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
-	if err != nil {
-		t.Fatalf("list: %v", err)
-	}
-	var keys []string
-	for _, o := range out.Contents {
-		keys = append(keys, aws.ToString(o.Key))
-	}
-	return keys
-}
-
 var s3KeyRE = regexp.MustCompile(`^runs/a/dt=(\d{4})-(\d{2})-(\d{2})/hr=(\d{2})/(\d{20})-host-1_x-(\d{6})\.jsonl\.gz$`)
 
 func TestS3SinkWriteScan(t *testing.T) {
-	fake := newTestS3(t, "replay")
+	fake := testkit.StartS3(t, "replay")
 	c := fake.Client()
 	sink := NewS3Sink(c, "replay", "/runs/a/", "host-1/x") // slashes trimmed; the writer made key-safe
 	if sink.Name() != "s3" {
@@ -85,7 +46,7 @@ func TestS3SinkWriteScan(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	keys := listKeys(t, c, "replay", "")
+	keys := fake.Keys(t, "replay", "")
 	if len(keys) != 4 {
 		t.Fatalf("%d objects, want one per batch: %v", len(keys), keys)
 	}
@@ -161,7 +122,7 @@ func TestS3SinkKeyFormat(t *testing.T) {
 }
 
 func TestS3SinkScanManyObjects(t *testing.T) {
-	fake := newTestS3(t, "replay")
+	fake := testkit.StartS3(t, "replay")
 	c := fake.Client()
 	sink := NewS3Sink(c, "replay", "p", "w")
 	var want [][]byte
@@ -182,7 +143,7 @@ func TestS3SinkScanManyObjects(t *testing.T) {
 }
 
 func TestS3SinkRefused(t *testing.T) {
-	fake := newTestS3(t, "replay")
+	fake := testkit.StartS3(t, "replay")
 	c := fake.Client()
 	sink := NewS3Sink(c, "replay", "p", "w")
 	if err := sink.Write(t.Context(), testLines(0, 2)); err != nil {
@@ -209,7 +170,7 @@ func TestS3SinkRefused(t *testing.T) {
 }
 
 func TestS3SourceCorruptObject(t *testing.T) {
-	fake := newTestS3(t, "replay")
+	fake := testkit.StartS3(t, "replay")
 	c := fake.Client()
 	if err := NewS3Sink(c, "replay", "p", "w").Write(t.Context(), testLines(0, 3)); err != nil {
 		t.Fatal(err)
@@ -293,7 +254,7 @@ func TestGunzipLines(t *testing.T) {
 }
 
 func TestS3SourceWindow(t *testing.T) {
-	fake := newTestS3(t, "replay")
+	fake := testkit.StartS3(t, "replay")
 	c := fake.Client()
 	sink := NewS3Sink(c, "replay", "fleet", "w")
 	byHour := writeMonth(t, func(at time.Time) { sink.now = func() time.Time { return at } }, func(b [][]byte) error {

@@ -16,12 +16,12 @@ func statsBuffer() *Buffer {
 	}
 	return &Buffer{
 		Episodes: []*Episode{
-			ep("1", "a", "cam", ptr(1.0), ptr(true)),
-			ep("2", "a", "cam", ptr(0.5), ptr(false)),
-			ep("3", "a", "baseline", ptr(0.0), ptr(false)),
+			ep("1", "a", "cam", readerPtr(1.0), readerPtr(true)),
+			ep("2", "a", "cam", readerPtr(0.5), readerPtr(false)),
+			ep("3", "a", "baseline", readerPtr(0.0), readerPtr(false)),
 			ep("4", "b", "baseline", nil, nil),
 			ep("5", "c", "cam", nil, nil),
-			ep("6", "c", "baseline", ptr(1.0), nil), // a reward without a success flag
+			ep("6", "c", "baseline", readerPtr(1.0), nil), // a reward without a success flag
 		},
 		Skipped: 2, Duplicates: 7,
 	}
@@ -41,7 +41,7 @@ func TestComputeStats(t *testing.T) {
 		Skipped: 2, Duplicates: 7,
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("ComputeStats:\n got %+v\nwant %+v", got, want)
+		t.Errorf("computeStats:\n got %+v\nwant %+v", got, want)
 	}
 }
 
@@ -100,7 +100,7 @@ func TestStatsJSON(t *testing.T) {
 	}
 }
 
-// StatsOf, one streaming pass with a spill, says what ComputeStats says of Read's
+// StatsOf, one streaming pass with a spill, says what computeStats says of Read's
 // buffer; the selection narrows it to what it selects.
 func TestStatsOfSameAsComputeStats(t *testing.T) {
 	dir := streamMessyBuffer(t, 4) // all of it: a light read spills past the smallest memtable

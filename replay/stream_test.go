@@ -5,18 +5,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/camproxy/camproxy/internal/testkit"
 )
 
 // streamCollect reads src with Episodes and returns what Read would: episodes in
@@ -86,48 +88,33 @@ func streamSameAs(t testing.TB, want *Buffer, src Source, o ReadOptions) Summary
 }
 
 // streamTauLines is the tau-bench airline runs imported as event lines (Domain
-// airline), or skips. The import is done once per test binary (a second of CPU
-// under -race, and a dozen tests want it): the lines are shared, read-only; the
-// slice holding them is the caller's.
+// airline), or skips; the lines are shared, read-only, the slice the caller's.
 func streamTauLines(t testing.TB) [][]byte {
 	t.Helper()
-	tau := tauImport()
-	if tau.missing != nil {
-		t.Skipf("tau-bench data not available (%v): see shared/data/README.md", tau.missing)
-	}
-	if tau.err != nil {
-		t.Fatal(tau.err)
-	}
-	return slices.Clone(tau.lines)
+	return testkit.TauBenchLines(t, TauBenchImport)
 }
 
-// TauBenchLines is streamTauLines for the package's external tests (replay_test).
-func TauBenchLines(t testing.TB) [][]byte {
+// TauBenchImport turns a tau-bench file into replay event lines: package lake's
+// ImportTauBench, set by tau_test.go (package replay_test), since lake imports
+// replay and these internal tests cannot import it.
+var TauBenchImport func(r io.Reader, emit func(line []byte) error) error
+
+// writeLines writes lines into a fresh FileSink in dir, in batches of 500 as
+// `replay import` writes them.
+func writeLines(t *testing.T, dir string, lines [][]byte) {
 	t.Helper()
-	return streamTauLines(t)
-}
-
-// tauImport is the import streamTauLines shares.
-var tauImport = sync.OnceValue(func() (tau struct {
-	lines        [][]byte
-	missing, err error
-}) {
-	f, err := os.Open(tauAirline)
-	if err != nil {
-		tau.missing = err
-		return tau
+	sink := fileNewSink(t, dir, FileOptions{})
+	for batch := range slices.Chunk(lines, 500) {
+		fileWrite(t, sink, batch)
 	}
-	defer f.Close()
-	_, tau.err = ImportTauBench(f, ImportOptions{Domain: "airline"}, func(l []byte) error {
-		tau.lines = append(tau.lines, bytes.Clone(l))
-		return nil
-	})
-	return tau
-})
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
 
 func TestEpisodesTauBenchSameAsRead(t *testing.T) {
 	dir := t.TempDir()
-	importLines(t, dir, streamTauLines(t))
+	writeLines(t, dir, streamTauLines(t))
 	want := streamWant(t, NewFileSource(dir))
 	for _, o := range []ReadOptions{
 		{},                           // all in memory

@@ -14,6 +14,7 @@ import (
 
 	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/lake"
 )
 
 const tauAirline = "../../shared/data/tau-bench/gpt-4o-airline.json"
@@ -54,7 +55,7 @@ func importTau(dir string) (*replay.Buffer, error) {
 	}
 	defer f.Close()
 	var lines [][]byte
-	if _, err := replay.ImportTauBench(f, replay.ImportOptions{Domain: "airline"}, func(l []byte) error {
+	if _, err := lake.ImportTauBench(f, lake.ImportOptions{Domain: "airline"}, func(l []byte) error {
 		lines = append(lines, l)
 		return nil
 	}); err != nil {

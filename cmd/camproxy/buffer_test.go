@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/lake"
 )
 
 // exportedRows is every episode of uri as replay export's JSON Lines rows.
-func exportedRows(t *testing.T, uri string, flags ...string) []replay.Row {
+func exportedRows(t *testing.T, uri string, flags ...string) []lake.Row {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "all.jsonl")
 	if _, errOut, code := runCLI(t, append([]string{"replay", "export", "--from", uri, "--out", out}, flags...)...); code != 0 {
@@ -24,11 +25,11 @@ func exportedRows(t *testing.T, uri string, flags ...string) []replay.Row {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var rows []replay.Row
+	var rows []lake.Row
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
-		var r replay.Row
+		var r lake.Row
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +71,7 @@ func TestSelectionFlags(t *testing.T) {
 	}
 	cut = cut.Add(60 * time.Second)
 	task := all[len(all)/2].TaskID
-	count := func(keep func(replay.Row) bool) int {
+	count := func(keep func(lake.Row) bool) int {
 		n := 0
 		for _, r := range all {
 			if keep(r) {
@@ -79,8 +80,8 @@ func TestSelectionFlags(t *testing.T) {
 		}
 		return n
 	}
-	since := count(func(r replay.Row) bool { return !r.StartedAt.Before(cut) })
-	ofTask := count(func(r replay.Row) bool { return r.TaskID == task })
+	since := count(func(r lake.Row) bool { return !r.StartedAt.Before(cut) })
+	ofTask := count(func(r lake.Row) bool { return r.TaskID == task })
 	if since == 0 || since == len(all) || ofTask == 0 || ofTask == len(all) {
 		t.Fatalf("the data does not split: %d since, %d of task %s, of %d", since, ofTask, task, len(all))
 	}
@@ -97,7 +98,7 @@ func TestSelectionFlags(t *testing.T) {
 		{[]string{"--task", task + ",nope"}, ofTask},
 		{[]string{"--arm", "imported"}, len(all)},
 		{[]string{"--arm", "cam", "--arm", "baseline"}, 0},
-		{[]string{"--task", task, "--since", at}, count(func(r replay.Row) bool { return r.TaskID == task && !r.StartedAt.Before(cut) })},
+		{[]string{"--task", task, "--since", at}, count(func(r lake.Row) bool { return r.TaskID == task && !r.StartedAt.Before(cut) })},
 		{[]string{"--workers", "1", "--progress", "off"}, len(all)},
 		{[]string{"--from", strings.TrimPrefix(uri, "file://")}, len(all)}, // a plain directory is file://
 	} {

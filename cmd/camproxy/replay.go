@@ -7,31 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/lake"
 	"github.com/camproxy/camproxy/replay/location"
 )
 
 // defaultReplayURI is where serve's default config records, so that import, export
 // and stats work on a laptop without any flag.
 const defaultReplayURI = "file://./camproxy-data/replay"
-
-// importBatch is how many lines go to the sink per Write: big enough that S3 and
-// Redis see few round trips, small enough that a failed batch is cheap to retry.
-const importBatch = 500
-
-// progressEvery is how often a long import reports that it is still alive.
-const progressEvery = time.Second
 
 func (c *cli) replayCmd() *cobra.Command {
 	return c.group("replay", "Work with a replay buffer: import, export, stats",
@@ -91,7 +82,7 @@ time partitions, so every --since/--until window reads it.`,
 			} else {
 				a.file = args[0]
 			}
-			if a.format != "" && a.format != replay.FormatTauBench && (a.arm != "" || a.domain != "") {
+			if a.format != "" && a.format != lake.FormatTauBench && (a.arm != "" || a.domain != "") {
 				p.add("--arm and --domain apply to --format tau-bench only")
 			}
 			a.to = location.URI(a.to)
@@ -102,7 +93,7 @@ time partitions, so every --since/--until window reads it.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.replayImport(cmd.Context(), a) },
 	}
 	f := cmd.Flags()
-	choiceVar(f, &a.format, "format", "", "input format (default: detected from the file)", replay.FormatTauBench, replay.FormatJSONL, replay.FormatParquet)
+	choiceVar(f, &a.format, "format", "", "input format (default: detected from the file)", lake.FormatTauBench, lake.FormatJSONL, lake.FormatParquet)
 	f.StringVar(&a.to, "to", defaultReplayURI, "replay buffer to write into: a directory (or file://DIR), redis://… or s3://…")
 	f.StringVar(&a.arm, "arm", "", "arm recorded on imported episodes (tau-bench only; default \"imported\")")
 	f.StringVar(&a.domain, "domain", "", "tau-bench domain for ids (default from the file name, e.g. airline)")
@@ -115,204 +106,63 @@ func completeFiles(*cobra.Command, []string, string) ([]cobra.Completion, cobra.
 }
 
 func (c *cli) replayImport(ctx context.Context, a importArgs) error {
-	if isDir(a.file) {
-		return c.importDir(ctx, a)
-	}
-	stdout, stderr := c.stdout, c.stderr
-	f, err := openInput(a.file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if a.format == "" {
-		if a.format, err = detectFormat(f); err != nil {
-			return err
+	var in *lake.Input
+	var err error
+	dir := isDir(a.file)
+	if dir {
+		if in, err = lake.OpenDir(a.file); err != nil {
+			return importError(err)
+		}
+		if a.format != "" && a.format != lake.FormatParquet || a.arm != "" || a.domain != "" {
+			return usagef("replay import: %s is a directory: its Parquet files are imported; --format, --arm and --domain do not apply", a.file)
+		}
+	} else {
+		if in, err = lake.OpenFile(a.file, a.format); err != nil {
+			return importError(err)
+		}
+		defer in.Close()
+		if in.Format() != lake.FormatTauBench && (a.arm != "" || a.domain != "") {
+			return usagef("replay import: %s is %s input; --arm and --domain apply to tau-bench only", a.file, in.Format())
 		}
 	}
-	if a.format != replay.FormatTauBench && (a.arm != "" || a.domain != "") {
-		return usagef("replay import: %s is %s input; --arm and --domain apply to tau-bench only", a.file, a.format)
-	}
-	sink, err := openImportSink(ctx, a.to)
+	sink, err := lake.OpenImportSink(ctx, a.to)
 	if err != nil {
-		return err
+		return uriError("replay import", "--to", a.to, err)
 	}
-	w := &batchWriter{ctx: ctx, sink: sink, progress: stderr, last: time.Now()}
-	n, err := importFile(a, f, w.emit)
-	if err == nil {
-		err = w.flush()
-	}
+	im := &lake.Importer{Sink: sink, Progress: func(n int) { fmt.Fprintf(c.stderr, "imported %d events so far\n", n) }}
+	res, err := im.Import(ctx, in, lake.ImportOptions{Arm: a.arm, Domain: a.domain})
 	cerr := sink.Close()
+	if err != nil && !errors.Is(err, lake.ErrInput) {
+		return fmt.Errorf("replay import %w", err) // the sink's or the context's: "FILE (N events written): …"
+	}
 	if err != nil {
-		return w.explain(a, err)
+		return importError(err)
 	}
 	if cerr != nil {
 		return fmt.Errorf("replay import: close %s: %w", location.Redact(a.to), cerr)
 	}
-	fmt.Fprintf(stdout, "imported %s into %s\n", importSummary(a.format, n, w.total), location.Redact(a.to))
-	return nil
-}
-
-// openImportSink opens --to for an import. History keeps its own times: it is
-// written outside the time partitions (of the hour of the import), where every
-// window reads it.
-func openImportSink(ctx context.Context, to string) (replay.Sink, error) {
-	sink, err := replay.OpenSink(ctx, to, replay.OpenOptions{Writer: "import-" + strconv.Itoa(os.Getpid()), Unpartitioned: true})
-	if err != nil {
-		return nil, uriError("replay import", "--to", to, err)
-	}
-	return sink, nil
-}
-
-// importDir imports every Parquet file under a directory: a partitioned export (its
-// part files take the arm and task id of their partition directories).
-func (c *cli) importDir(ctx context.Context, a importArgs) error {
-	var files []string
-	err := filepath.WalkDir(a.file, func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.EqualFold(filepath.Ext(path), ".parquet") {
-			files = append(files, path)
-		}
-		return err
-	})
 	switch {
-	case err != nil:
+	case dir:
+		fmt.Fprintf(c.stdout, "imported %d episodes (%d events) from %d Parquet files of %s into %s\n", res.Episodes, res.Events, in.Files(), a.file, location.Redact(a.to))
+	case in.Format() == lake.FormatJSONL:
+		fmt.Fprintf(c.stdout, "imported %d events into %s\n", res.Events, location.Redact(a.to))
+	default:
+		fmt.Fprintf(c.stdout, "imported %d episodes (%d events) into %s\n", res.Episodes, res.Events, location.Redact(a.to))
+	}
+	return nil
+}
+
+// importError says what failed: input that cannot be read or is not of its format is
+// bad usage (exit 2, with how to name a format when none was recognised); anything
+// else a run-time failure (exit 1).
+func importError(err error) error {
+	switch {
+	case errors.Is(err, lake.ErrUnknownFormat):
+		return usagef("replay import: %v; name it with --format tau-bench|jsonl|parquet", err)
+	case errors.Is(err, lake.ErrInput):
 		return usagef("replay import: %v", err)
-	case len(files) == 0:
-		return usagef("replay import: %s holds no .parquet file (a directory is read as a partitioned export)", a.file)
-	case a.format != "" && a.format != replay.FormatParquet || a.arm != "" || a.domain != "":
-		return usagef("replay import: %s is a directory: its Parquet files are imported; --format, --arm and --domain do not apply", a.file)
 	}
-	sink, err := openImportSink(ctx, a.to)
-	if err != nil {
-		return err
-	}
-	w := &batchWriter{ctx: ctx, sink: sink, progress: c.stderr, last: time.Now()}
-	episodes := 0
-	for _, path := range files {
-		one := importArgs{format: replay.FormatParquet, file: path, to: a.to}
-		f, err := openInput(path)
-		if err != nil {
-			sink.Close()
-			return err
-		}
-		n, err := importFile(one, f, w.emit)
-		f.Close()
-		episodes += n
-		if err != nil {
-			sink.Close()
-			return w.explain(one, err)
-		}
-	}
-	err = w.flush()
-	if cerr := sink.Close(); err == nil && cerr != nil {
-		return fmt.Errorf("replay import: close %s: %w", location.Redact(a.to), cerr)
-	}
-	if err != nil {
-		return w.explain(a, err)
-	}
-	fmt.Fprintf(c.stdout, "imported %d episodes (%d events) from %d Parquet files of %s into %s\n", episodes, w.total, len(files), a.file, location.Redact(a.to))
-	return nil
-}
-
-// openInput opens FILE; a missing, unreadable or non-regular FILE is bad usage.
-func openInput(path string) (*os.File, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, usagef("replay import: %v", err)
-	}
-	if st, err := f.Stat(); err != nil || st.IsDir() {
-		f.Close()
-		return nil, usagef("replay import: %s is not a readable file", path)
-	}
-	return f, nil
-}
-
-// detectFormat names the format of FILE from its first bytes.
-func detectFormat(f *os.File) (string, error) {
-	head := make([]byte, 512)
-	n, err := f.ReadAt(head, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return "", fmt.Errorf("replay import: read %s: %w", f.Name(), err)
-	}
-	format, err := replay.DetectFormat(head[:n])
-	if err != nil {
-		return "", usagef("replay import: %s: %v; name it with --format tau-bench|jsonl|parquet", f.Name(), err)
-	}
-	return format, nil
-}
-
-func importFile(a importArgs, f *os.File, emit func([]byte) error) (int, error) {
-	switch a.format {
-	case replay.FormatJSONL:
-		return replay.ImportJSONL(f, emit)
-	case replay.FormatParquet:
-		st, err := f.Stat()
-		if err != nil {
-			return 0, err
-		}
-		n, _, err := replay.ImportParquetPart(a.file, f, st.Size(), emit)
-		return n, err
-	}
-	domain := a.domain
-	if domain == "" {
-		domain = replay.DomainFromPath(a.file)
-	}
-	return replay.ImportTauBench(f, replay.ImportOptions{Arm: a.arm, Domain: domain}, emit)
-}
-
-func importSummary(format string, n, events int) string {
-	if format == replay.FormatJSONL {
-		return fmt.Sprintf("%d events", events)
-	}
-	return fmt.Sprintf("%d episodes (%d events)", n, events)
-}
-
-// batchWriter collects emitted lines into sink-sized batches and reports progress.
-type batchWriter struct {
-	ctx      context.Context
-	sink     replay.Sink
-	batch    [][]byte
-	total    int // lines handed to the sink
-	sinkErr  error
-	progress io.Writer
-	last     time.Time
-}
-
-func (w *batchWriter) emit(line []byte) error {
-	if err := w.ctx.Err(); err != nil {
-		return err
-	}
-	w.batch = append(w.batch, line)
-	if len(w.batch) < importBatch {
-		return nil
-	}
-	return w.flush()
-}
-
-func (w *batchWriter) flush() error {
-	if len(w.batch) == 0 {
-		return nil
-	}
-	if err := w.sink.Write(w.ctx, w.batch); err != nil {
-		w.sinkErr = err
-		return fmt.Errorf("write to %s sink: %w", w.sink.Name(), err)
-	}
-	w.total += len(w.batch)
-	w.batch = make([][]byte, 0, importBatch) // the sink may keep the old slice
-	if time.Since(w.last) >= progressEvery {
-		w.last = time.Now()
-		fmt.Fprintf(w.progress, "imported %d events so far\n", w.total)
-	}
-	return nil
-}
-
-// explain classifies a failed import: a file that is not what --format says is bad
-// usage (exit 2), a sink that failed is a run-time failure (exit 1). Either way the
-// message says how much was written, since a re-import after a fix deduplicates.
-func (w *batchWriter) explain(a importArgs, err error) error {
-	if w.sinkErr != nil || w.ctx.Err() != nil {
-		return fmt.Errorf("replay import %s (%d events written): %w", a.file, w.total, err)
-	}
-	return usagef("replay import: %s is not valid %s input (%d events written): %v", a.file, a.format, w.total, err)
+	return fmt.Errorf("replay import: %w", err)
 }
 
 func (c *cli) replayExportCmd() *cobra.Command {
@@ -388,7 +238,7 @@ func (a *exportArgs) check(p *problems) {
 		if a.out == "-" {
 			p.add("--partition-by writes a directory, not stdout")
 		}
-		if err := (replay.PartitionOptions{PartitionBy: a.partitionBy}).Validate(); err != nil {
+		if err := (lake.PartitionOptions{PartitionBy: a.partitionBy}).Validate(); err != nil {
 			p.add("--partition-by: %v", err)
 		}
 		switch _, err := os.Stat(a.out); {
@@ -425,7 +275,7 @@ func (c *cli) replayExport(ctx context.Context, in bufferFlags, a exportArgs) er
 		if err != nil {
 			return err
 		}
-		return c.exportFile(a.out, func(w io.Writer) (int, error) { return len(b.Episodes), replay.ExportParquet(w, b) })
+		return c.exportFile(a.out, func(w io.Writer) (int, error) { return len(b.Episodes), lake.ExportParquet(w, b) })
 	}
 	// JSON Lines stream: one row out per episode in, in the reader's order.
 	return c.exportFile(a.out, func(w io.Writer) (int, error) {
@@ -435,7 +285,7 @@ func (c *cli) replayExport(ctx context.Context, in bufferFlags, a exportArgs) er
 		_, err := in.each(ctx, "replay export", c.stderr, false, func(ep *replay.Episode) error {
 			one.Episodes[0] = ep
 			n++
-			return replay.ExportJSONL(bw, one)
+			return lake.ExportJSONL(bw, one)
 		})
 		if err != nil {
 			return n, err
@@ -474,7 +324,7 @@ func exportError(err error) error {
 
 // exportPartitioned streams the episodes into Hive-partitioned Parquet files.
 func (c *cli) exportPartitioned(ctx context.Context, in bufferFlags, a exportArgs) error {
-	dest, err := replay.OpenExportDest(ctx, strings.TrimSuffix(a.out, "/"))
+	dest, err := lake.OpenExportDest(ctx, strings.TrimSuffix(a.out, "/"))
 	if err != nil {
 		return usagef("replay export: --out: %v", err)
 	}
@@ -484,9 +334,9 @@ func (c *cli) exportPartitioned(ctx context.Context, in bufferFlags, a exportArg
 		sum, err = in.each(ctx, "replay export", c.stderr, false, yield)
 		return err
 	}
-	m, err := replay.ExportParquetPartitioned(ctx, dest, episodes, replay.PartitionOptions{PartitionBy: a.partitionBy})
+	m, err := lake.ExportParquetPartitioned(ctx, dest, episodes, lake.PartitionOptions{PartitionBy: a.partitionBy})
 	switch {
-	case errors.Is(err, replay.ErrExportNotEmpty):
+	case errors.Is(err, lake.ErrExportNotEmpty):
 		return usagef("replay export: --out: %v", err) // says the destination and what to do
 	case err != nil:
 		return exportError(err)

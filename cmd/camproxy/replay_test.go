@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -257,7 +256,7 @@ func checkExport(t *testing.T, uri string) {
 
 func TestReplayExportStdout(t *testing.T) {
 	uri := "file://" + filepath.ToSlash(t.TempDir())
-	if _, errOut, code := runCLI(t, "replay", "import", "--format", "jsonl", "--to", uri, "../../replay/testdata/cli_events.jsonl"); code != 0 {
+	if _, errOut, code := runCLI(t, "replay", "import", "--format", "jsonl", "--to", uri, "../../replay/lake/testdata/cli_events.jsonl"); code != 0 {
 		t.Fatalf("import jsonl exit %d: %s", code, errOut)
 	}
 	out, errOut, code := runCLI(t, "replay", "export", "--from", uri, "--out", "-")
@@ -271,7 +270,7 @@ func TestReplayExportStdout(t *testing.T) {
 
 func TestReplayImportJSONLSummary(t *testing.T) {
 	uri := "file://" + filepath.ToSlash(t.TempDir())
-	out, errOut, code := runCLI(t, "replay", "import", "../../replay/testdata/cli_events.jsonl", "--format", "jsonl", "--to", uri)
+	out, errOut, code := runCLI(t, "replay", "import", "../../replay/lake/testdata/cli_events.jsonl", "--format", "jsonl", "--to", uri)
 	if code != 0 || !strings.Contains(out, "imported 3 events into "+uri) {
 		t.Fatalf("exit %d: %s%s", code, out, errOut)
 	}
@@ -279,7 +278,7 @@ func TestReplayImportJSONLSummary(t *testing.T) {
 
 func TestReplayExitCodes(t *testing.T) {
 	tmp := "file://" + filepath.ToSlash(t.TempDir())
-	small := "../../replay/testdata/cli_tau_small.json"
+	small := "../../replay/lake/testdata/cli_tau_small.json"
 	junk := filepath.Join(t.TempDir(), "notes.txt")
 	if err := os.WriteFile(junk, []byte("episode_id,task_id\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -300,7 +299,7 @@ func TestReplayExitCodes(t *testing.T) {
 		{"two FILEs", []string{"replay", "import", "--format", "jsonl", small, small, "--to", tmp}, 2, "exactly one FILE"},
 		{"FILE is a directory", []string{"replay", "import", "--format", "jsonl", ".", "--to", tmp}, 2, ". holds no .parquet file"},
 		{"undetectable format", []string{"replay", "import", junk, "--to", tmp}, 2, "name it with --format tau-bench|jsonl|parquet"},
-		{"--arm with detected jsonl", []string{"replay", "import", "--arm", "x", "../../replay/testdata/cli_events.jsonl", "--to", tmp}, 2, "tau-bench only"},
+		{"--arm with detected jsonl", []string{"replay", "import", "--arm", "x", "../../replay/lake/testdata/cli_events.jsonl", "--to", tmp}, 2, "tau-bench only"},
 		{"unknown import --format", []string{"replay", "import", "--format", "csv", small, "--to", tmp}, 2, `"csv"`},
 		{"unknown export --format", []string{"replay", "export", "--from", tmp, "--out", "x", "--format", "csv"}, 2, `"csv"`},
 		{"unknown stats --format", []string{"replay", "stats", "--from", tmp, "--format", "html"}, 2, `"html"`},
@@ -309,8 +308,8 @@ func TestReplayExitCodes(t *testing.T) {
 		{"--out in a missing dir", []string{"replay", "export", "--from", tmp, "--out", "nope/x.jsonl"}, 2, "nope does not exist"},
 		{"FILE after --", []string{"replay", "import", "--format", "jsonl", "--to", tmp, "--", "-x.jsonl"}, 2, "open -x.jsonl"},
 		{"--arm with jsonl", []string{"replay", "import", "--format", "jsonl", "--arm", "x", small, "--to", tmp}, 2, "tau-bench only"},
-		{"bad JSONL line", []string{"replay", "import", "--format", "jsonl", "../../replay/testdata/cli_events_bad.jsonl", "--to", tmp}, 2, "line 3"},
-		{"jsonl as tau-bench", []string{"replay", "import", "--format", "tau-bench", "../../replay/testdata/cli_events.jsonl", "--to", tmp}, 2, "not valid tau-bench input"},
+		{"bad JSONL line", []string{"replay", "import", "--format", "jsonl", "../../replay/lake/testdata/cli_events_bad.jsonl", "--to", tmp}, 2, "line 3"},
+		{"jsonl as tau-bench", []string{"replay", "import", "--format", "tau-bench", "../../replay/lake/testdata/cli_events.jsonl", "--to", tmp}, 2, "not valid tau-bench input"},
 		{"missing --from dir", []string{"replay", "stats", "--from", tmp + "/nope"}, 2, "nope"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -329,41 +328,19 @@ func TestReplayImportSinkFailure(t *testing.T) {
 	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, errOut, code := runCLI(t, "replay", "import", "--format", "tau-bench", "../../replay/testdata/cli_tau_small.json",
+	_, errOut, code := runCLI(t, "replay", "import", "--format", "tau-bench", "../../replay/lake/testdata/cli_tau_small.json",
 		"--to", "file://"+filepath.ToSlash(blocker)+"/replay")
 	if code != 1 || !strings.Contains(errOut, "--to") {
 		t.Errorf("exit %d, want 1; stderr %q", code, errOut)
 	}
 }
 
-func TestBatchWriterSinkError(t *testing.T) {
-	boom := errors.New("disk full")
-	w := &batchWriter{ctx: context.Background(), sink: failingSink{boom}, progress: &bytes.Buffer{}}
-	err := w.emit([]byte("{}"))
-	if err == nil {
-		err = w.flush()
-	}
-	if !errors.Is(err, boom) {
-		t.Fatalf("flush error %v", err)
-	}
-	var ue *usageError
-	if got := w.explain(importArgs{file: "f", format: "jsonl"}, err); errors.As(got, &ue) || !errors.Is(got, boom) {
-		t.Errorf("a sink failure must be a run-time error (exit 1), got %v", got)
-	}
-}
-
-type failingSink struct{ err error }
-
-func (failingSink) Name() string                            { return "fail" }
-func (s failingSink) Write(context.Context, [][]byte) error { return s.err }
-func (failingSink) Close() error                            { return nil }
-
 // TestReplayImportExport: what `replay export` writes, `replay import` reads back
 // (the format detected, or --format jsonl as before), and exporting that gives the
 // same file.
 func TestReplayImportExport(t *testing.T) {
 	src := "file://" + filepath.ToSlash(t.TempDir())
-	if _, errOut, code := runCLI(t, "replay", "import", "--to", src, "../../replay/testdata/cli_events.jsonl"); code != 0 {
+	if _, errOut, code := runCLI(t, "replay", "import", "--to", src, "../../replay/lake/testdata/cli_events.jsonl"); code != 0 {
 		t.Fatalf("import events exit %d: %s", code, errOut)
 	}
 	for _, tc := range []struct{ ext, format string }{{"jsonl", "jsonl"}, {"jsonl", ""}, {"parquet", ""}} {

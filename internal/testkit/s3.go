@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -54,6 +55,49 @@ func NewS3(buckets ...string) *S3 {
 	}))
 	s.URL = s.srv.URL
 	return s
+}
+
+// S3Env points the AWS SDK's default chain at the fake's credentials and region
+// alone for t: no profile, no instance metadata, no endpoint from the environment.
+// A client made from an s3:// URI (its ?endpoint= the fake's URL) then reaches the
+// fake and nothing else.
+func S3Env(t testing.TB) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("AWS_ACCESS_KEY_ID", S3AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", S3SecretKey)
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_REGION", S3Region)
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_CONFIG_FILE", dir+"/config")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", dir+"/credentials")
+	t.Setenv("AWS_ENDPOINT_URL", "")
+	t.Setenv("AWS_ENDPOINT_URL_S3", "")
+}
+
+// StartS3 is NewS3 for t, with the environment S3Env sets; the server stops when t ends.
+func StartS3(t testing.TB, buckets ...string) *S3 {
+	t.Helper()
+	S3Env(t)
+	s := NewS3(buckets...)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Keys lists the keys of bucket under prefix.
+func (s *S3) Keys(t testing.TB, bucket, prefix string) []string {
+	t.Helper()
+	out, err := s.Client().ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	var keys []string
+	for _, o := range out.Contents {
+		keys = append(keys, aws.ToString(o.Key))
+	}
+	return keys
 }
 
 // Close stops the server.

@@ -24,6 +24,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/camproxy/camproxy/internal/fsx"
 	"github.com/camproxy/camproxy/internal/s3x"
 	"github.com/camproxy/camproxy/playbook"
 	"github.com/camproxy/camproxy/replay/location"
@@ -129,7 +130,8 @@ func (d *DirStore) Create(_ context.Context, name string, data []byte) error {
 		}
 		return fmt.Errorf("playbook store: %w", err)
 	}
-	return syncDir(d.dir)
+	fsx.SyncDir(d.dir)
+	return nil
 }
 
 // Put replaces name by renaming a synced temporary file over it.
@@ -142,7 +144,8 @@ func (d *DirStore) Put(_ context.Context, name string, data []byte) error {
 		os.Remove(tmp)
 		return fmt.Errorf("playbook store: %w", err)
 	}
-	return syncDir(d.dir)
+	fsx.SyncDir(d.dir)
+	return nil
 }
 
 // stage checks name and writes data to a synced temporary file beside it.
@@ -176,16 +179,6 @@ func (d *DirStore) temp(data []byte) (string, error) {
 		return "", fmt.Errorf("playbook store: %w", err)
 	}
 	return f.Name(), nil
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	_ = f.Sync() // not supported everywhere; the data itself is synced
-	return nil
 }
 
 // RedisStore keeps each name under the key PREFIX:NAME.

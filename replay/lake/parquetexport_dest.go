@@ -1,4 +1,4 @@
-package replay
+package lake
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/camproxy/camproxy/internal/fsx"
 	"github.com/camproxy/camproxy/internal/s3x"
 	"github.com/camproxy/camproxy/replay/location"
 )
@@ -119,7 +120,7 @@ func (f *dirFile) Close() error {
 		_ = os.Remove(f.f.Name())
 		return fmt.Errorf("write %s: %w", f.final, err)
 	}
-	fileSyncDir(filepath.Dir(f.final))
+	fsx.SyncDir(filepath.Dir(f.final))
 	return nil
 }
 
@@ -140,7 +141,7 @@ type S3Dest struct {
 
 // NewS3Dest writes below prefix in bucket.
 func NewS3Dest(client *s3.Client, bucket, prefix string) *S3Dest {
-	return &S3Dest{client: client, bucket: bucket, prefix: cleanS3Prefix(prefix)}
+	return &S3Dest{client: client, bucket: bucket, prefix: strings.Trim(prefix, "/")}
 }
 
 func (d *S3Dest) String() string { return "s3://" + d.bucket + "/" + d.prefix }

@@ -1,4 +1,4 @@
-package replay
+package lake
 
 import (
 	"bytes"
@@ -18,7 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/replay"
 )
 
 func TestHiveEscape(t *testing.T) {
@@ -65,7 +67,7 @@ func FuzzHiveEscape(f *testing.F) {
 		if v != hiveNull && hiveUnescape(e) != v {
 			t.Fatalf("hiveUnescape(hiveEscape(%q)) = %q", v, hiveUnescape(e))
 		}
-		ep := &Episode{TaskID: v, Arm: arm, StartedAt: time.Unix(1772589967, 0)}
+		ep := &replay.Episode{TaskID: v, Arm: arm, StartedAt: time.Unix(1772589967, 0)}
 		dir := partitionDir(ep, []string{PartitionDate, PartitionArm, PartitionTask})
 		kv, err := parseHivePath(dir + "/part-00000.parquet")
 		if err != nil || len(kv) != 3 || kv[0] != [2]string{"dt", "2026-03-04"} {
@@ -78,14 +80,26 @@ func FuzzHiveEscape(f *testing.F) {
 	})
 }
 
+// bufferEpisodes iterates over a Buffer's episodes, in Buffer order.
+func bufferEpisodes(b *replay.Buffer) EpisodeIter {
+	return func(yield func(*replay.Episode) error) error {
+		for _, e := range b.Episodes {
+			if err := yield(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // exportEpisodes are n episodes over several days, arms (one with characters Hive
 // escapes, one empty) and tasks, with tool calls and rewards (some without).
-func exportEpisodes(n int) []*Episode {
+func exportEpisodes(n int) []*replay.Episode {
 	arms := []string{"baseline", "rag/v2=on", ""}
 	start := time.Date(2026, 3, 1, 22, 0, 0, 0, time.UTC)
-	var eps []*Episode
+	var eps []*replay.Episode
 	for i := range n {
-		ep := &Episode{
+		ep := &replay.Episode{
 			ID: fmt.Sprintf("ep-%04d", i), TaskID: fmt.Sprintf("task-%d", i%7), Task: "do thing " + fmt.Sprint(i%7),
 			Arm: arms[i%len(arms)], Context: strings.Repeat("ctx ", i%5), Steps: 2,
 			StartedAt: start.Add(time.Duration(i) * 97 * time.Minute),
@@ -155,7 +169,7 @@ func TestExportParquetPartitioned(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "out")
 			o := tc.o
 			o.PartitionBy = tc.by
-			m, err := ExportParquetPartitioned(t.Context(), NewDirDest(dir), BufferEpisodes(&Buffer{Episodes: eps}), o)
+			m, err := ExportParquetPartitioned(t.Context(), NewDirDest(dir), bufferEpisodes(&replay.Buffer{Episodes: eps}), o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,7 +188,7 @@ func TestExportParquetPartitioned(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				n, _, err := ImportParquet(bytes.NewReader(b), int64(len(b)), func([]byte) error { return nil })
+				n, _, err := importParquet(bytes.NewReader(b), int64(len(b)), nil, func([]byte) error { return nil })
 				if err != nil {
 					t.Fatalf("import %s: %v", f.Path, err)
 				}
@@ -191,7 +205,7 @@ func TestExportParquetPartitioned(t *testing.T) {
 // the episodes: each episode once, in the directory of its own partition values,
 // without the partition columns in the file, row groups and files within bounds, and
 // the manifest naming exactly the files there.
-func checkPartitionedExport(t *testing.T, dir string, m Manifest, eps []*Episode, cols []string, o PartitionOptions) {
+func checkPartitionedExport(t *testing.T, dir string, m Manifest, eps []*replay.Episode, cols []string, o PartitionOptions) {
 	t.Helper()
 	var onDisk []string
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
@@ -208,7 +222,7 @@ func checkPartitionedExport(t *testing.T, dir string, m Manifest, eps []*Episode
 	for _, f := range m.Files {
 		listed = append(listed, f.Path)
 	}
-	if want := append(slices.Clone(listed), ManifestName); !slices.Equal(sorted(onDisk), sorted(want)) {
+	if want := append(slices.Clone(listed), ManifestName); !slices.Equal(slices.Sorted(slices.Values(onDisk)), slices.Sorted(slices.Values(want))) {
 		t.Fatalf("files on disk %q\nmanifest lists %q", onDisk, listed)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, ManifestName))
@@ -219,7 +233,7 @@ func checkPartitionedExport(t *testing.T, dir string, m Manifest, eps []*Episode
 	if err := json.Unmarshal(b, &onDiskManifest); err != nil || onDiskManifest.Format != ManifestFormat || onDiskManifest.Rows != int64(len(eps)) {
 		t.Fatalf("manifest %s: %v", b, err)
 	}
-	byID := map[string]*Episode{}
+	byID := map[string]*replay.Episode{}
 	for _, e := range eps {
 		byID[e.ID] = e
 	}
@@ -298,7 +312,7 @@ func TestExportParquetPartitionedBounds(t *testing.T) {
 	// part files started, numbered across the export, never two with one name.
 	eps := exportEpisodes(60)
 	dir := t.TempDir() + "/x"
-	m, err := ExportParquetPartitioned(t.Context(), NewDirDest(dir), BufferEpisodes(&Buffer{Episodes: eps}),
+	m, err := ExportParquetPartitioned(t.Context(), NewDirDest(dir), bufferEpisodes(&replay.Buffer{Episodes: eps}),
 		PartitionOptions{PartitionBy: []string{"arm"}, MaxOpenFiles: 2, RowGroupRows: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +333,7 @@ func TestExportParquetPartitionedBounds(t *testing.T) {
 	// A memory bound smaller than three episodes: row groups are written early
 	// (small ones), but every partition keeps one file.
 	dir = t.TempDir() + "/z"
-	m, err = ExportParquetPartitioned(t.Context(), NewDirDest(dir), BufferEpisodes(&Buffer{Episodes: eps}),
+	m, err = ExportParquetPartitioned(t.Context(), NewDirDest(dir), bufferEpisodes(&replay.Buffer{Episodes: eps}),
 		PartitionOptions{PartitionBy: []string{"arm"}, MemoryBytes: 500})
 	if err != nil {
 		t.Fatal(err)
@@ -339,7 +353,7 @@ func TestExportParquetPartitionedBounds(t *testing.T) {
 }
 
 func TestExportParquetPartitionedRefuses(t *testing.T) {
-	eps := BufferEpisodes(&Buffer{Episodes: exportEpisodes(3)})
+	eps := bufferEpisodes(&replay.Buffer{Episodes: exportEpisodes(3)})
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "old.parquet"), nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -356,7 +370,7 @@ func TestExportParquetPartitionedRefuses(t *testing.T) {
 	// An episode stream that fails: its error comes back, no manifest, no temporary.
 	out := t.TempDir() + "/y"
 	boom := errors.New("boom")
-	_, err = ExportParquetPartitioned(t.Context(), NewDirDest(out), func(yield func(*Episode) error) error {
+	_, err = ExportParquetPartitioned(t.Context(), NewDirDest(out), func(yield func(*replay.Episode) error) error {
 		for _, e := range exportEpisodes(5) {
 			if err := yield(e); err != nil {
 				return err
@@ -376,20 +390,20 @@ func TestExportParquetPartitionedRefuses(t *testing.T) {
 }
 
 func TestExportParquetPartitionedS3(t *testing.T) {
-	fake := newTestS3(t, "lake")
+	fake := testkit.StartS3(t, "lake")
 	eps := exportEpisodes(40)
 	dest, err := OpenExportDest(t.Context(), "s3://lake/exports/run1?endpoint="+fake.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := ExportParquetPartitioned(t.Context(), dest, BufferEpisodes(&Buffer{Episodes: eps}), PartitionOptions{PartitionBy: []string{"dt", "arm"}})
+	m, err := ExportParquetPartitioned(t.Context(), dest, bufferEpisodes(&replay.Buffer{Episodes: eps}), PartitionOptions{PartitionBy: []string{"dt", "arm"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Download what is there and check it as a directory.
 	c := fake.Client()
 	dir := t.TempDir()
-	for _, k := range listKeys(t, c, "lake", "exports/run1/") {
+	for _, k := range fake.Keys(t, "lake", "exports/run1/") {
 		obj, err := c.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String("lake"), Key: aws.String(k)})
 		if err != nil {
 			t.Fatal(err)
@@ -403,7 +417,7 @@ func TestExportParquetPartitionedS3(t *testing.T) {
 		}
 	}
 	checkPartitionedExport(t, dir, m, eps, []string{PartitionDate, PartitionArm}, PartitionOptions{RowGroupRows: defaultRowGroupRows})
-	if _, err := ExportParquetPartitioned(t.Context(), dest, BufferEpisodes(&Buffer{Episodes: eps}), PartitionOptions{}); !errors.Is(err, ErrExportNotEmpty) {
+	if _, err := ExportParquetPartitioned(t.Context(), dest, bufferEpisodes(&replay.Buffer{Episodes: eps}), PartitionOptions{}); !errors.Is(err, ErrExportNotEmpty) {
 		t.Errorf("second export into the prefix: %v", err)
 	}
 	if _, err := OpenExportDest(t.Context(), "redis://localhost:6379/0?stream=x"); err == nil {
@@ -436,7 +450,7 @@ func benchExport(b *testing.B, n int) uint64 {
 	word := []string{"booking ", "flight ", "refund ", "the ", "passenger ", "policy ", "cabin ", "date "}
 	var peak uint64
 	var ms runtimeMemStats
-	episodes := func(yield func(*Episode) error) error {
+	episodes := func(yield func(*replay.Episode) error) error {
 		for i := range n {
 			var sb strings.Builder
 			for j := 0; sb.Len() < 1800; j++ {
@@ -444,7 +458,7 @@ func benchExport(b *testing.B, n int) uint64 {
 				sb.WriteString(fmt.Sprint(i*j%997, " "))
 			}
 			text := sb.String()
-			ep := &Episode{ID: fmt.Sprintf("ep-%07d", i), TaskID: fmt.Sprintf("task-%d", i%50), Arm: arms[i%3],
+			ep := &replay.Episode{ID: fmt.Sprintf("ep-%07d", i), TaskID: fmt.Sprintf("task-%d", i%50), Arm: arms[i%3],
 				StartedAt: start.Add(time.Duration(i) * 30 * 24 * time.Hour / time.Duration(n)), Steps: 4}
 			for k := range 8 {
 				ep.Messages = append(ep.Messages, protocol.Message{Role: []string{"user", "assistant"}[k%2], Content: text})

@@ -1,4 +1,4 @@
-package replay
+package lake
 
 import (
 	"bufio"
@@ -15,14 +15,15 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/replay"
 )
 
 func ptr[T any](v T) *T { return &v }
 
 // exportBuffer holds a rewarded episode with tool calls and an unrewarded one.
-func exportBuffer() *Buffer {
+func exportBuffer() *replay.Buffer {
 	t0 := time.Date(2024, 5, 1, 10, 0, 0, 0, time.FixedZone("CEST", 2*3600))
-	return &Buffer{Episodes: []*Episode{
+	return &replay.Buffer{Episodes: []*replay.Episode{
 		{
 			ID: "ep-1", TaskID: "t1", Task: "Cancel ABC123.", Arm: "cam", Context: "Check the fare rules first.",
 			StartedAt: t0, Steps: 2, Reward: ptr(1.0), Success: ptr(true),
@@ -283,7 +284,7 @@ func TestReadV1FlatToolCalls(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "00000001.jsonl"), old, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b, err := Read(context.Background(), NewFileSource(dir))
+	b, err := replay.Read(context.Background(), replay.NewFileSource(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

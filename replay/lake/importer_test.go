@@ -1,4 +1,4 @@
-package replay
+package lake
 
 import (
 	"bytes"
@@ -13,16 +13,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/replay"
 )
 
-const tauAirline = "../../shared/data/tau-bench/gpt-4o-airline.json"
+// tauLines is the tau-bench airline runs imported as event lines (Domain airline),
+// or skips; the lines are shared, read-only, the slice the caller's.
+func tauLines(t testing.TB) [][]byte {
+	t.Helper()
+	return testkit.TauBenchLines(t, func(r io.Reader, emit func([]byte) error) error {
+		_, err := ImportTauBench(r, ImportOptions{Domain: "airline"}, emit)
+		return err
+	})
+}
 
 // importInto runs an importer into a fresh FileSink in dir, in batches of 500 lines
 // as the CLI writes them (a Write is an fsync).
 func importInto(t *testing.T, dir string, run func(emit func([]byte) error) error) {
 	t.Helper()
-	sink, err := NewFileSink(dir, FileOptions{})
+	sink, err := replay.NewFileSink(dir, replay.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,9 +72,9 @@ func importLines(t *testing.T, dir string, lines [][]byte) {
 	})
 }
 
-func readDir(t *testing.T, dir string) *Buffer {
+func readDir(t *testing.T, dir string) *replay.Buffer {
 	t.Helper()
-	b, err := Read(context.Background(), NewFileSource(dir))
+	b, err := replay.Read(context.Background(), replay.NewFileSource(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +102,7 @@ func refMessage(m map[string]any) protocol.Message {
 }
 
 func TestImportTauBenchAirline(t *testing.T) {
-	raw, err := os.ReadFile(tauAirline)
+	raw, err := os.ReadFile(testkit.TauBenchAirline())
 	if err != nil {
 		t.Skipf("tau-bench data not available (%v): see shared/data/README.md", err)
 	}
@@ -103,7 +113,7 @@ func TestImportTauBenchAirline(t *testing.T) {
 	dir := t.TempDir()
 	var n int
 	importInto(t, dir, func(emit func([]byte) error) error {
-		n, err = ImportTauBench(bytes.NewReader(raw), ImportOptions{Domain: DomainFromPath(tauAirline)}, emit)
+		n, err = ImportTauBench(bytes.NewReader(raw), ImportOptions{Domain: DomainFromPath(testkit.TauBenchAirline())}, emit)
 		return err
 	})
 	if n != 200 {
@@ -122,7 +132,7 @@ func TestImportTauBenchAirline(t *testing.T) {
 		t.Errorf("%d successes, want 84", successes)
 	}
 
-	importLines(t, dir, streamTauLines(t)) // the same file imported again, with Domain airline
+	importLines(t, dir, tauLines(t)) // the same file imported again, with Domain airline
 	again := readDir(t, dir)
 	if len(again.Episodes) != 200 || again.Duplicates == 0 {
 		t.Errorf("after re-import: %d episodes, %d duplicates; want 200 and > 0", len(again.Episodes), again.Duplicates)
@@ -131,7 +141,7 @@ func TestImportTauBenchAirline(t *testing.T) {
 
 // checkTauEpisode compares one original run with its episode read back, and reports
 // whether it succeeded.
-func checkTauEpisode(t *testing.T, b *Buffer, run map[string]any) int {
+func checkTauEpisode(t *testing.T, b *replay.Buffer, run map[string]any) int {
 	t.Helper()
 	id := "tau-airline-" + jsonText(run["task_id"]) + "-" + jsonText(run["trial"])
 	ep := b.Episode(id)
@@ -175,7 +185,7 @@ func collect(t *testing.T, run func(emit func([]byte) error) error) []any {
 		if bytes.ContainsRune(line, '\n') {
 			t.Errorf("event line holds a newline: %s", line)
 		}
-		ev, err := Decode(line)
+		ev, err := replay.Decode(line)
 		if err != nil {
 			t.Fatalf("importer emitted an undecodable line: %v\n%s", err, line)
 		}
@@ -211,11 +221,11 @@ func TestImportTauBenchSteps(t *testing.T) {
 	if len(events) != 6+3 {
 		t.Fatalf("%d events, want 9", len(events))
 	}
-	ep := events[0].(*EpisodeEvent)
+	ep := events[0].(*replay.EpisodeEvent)
 	if ep.EpisodeID != "tau-airline-7-0" || ep.TaskID != "tau-airline-7" || ep.Arm != "history" || ep.Task != "Cancel reservation ABC123." {
 		t.Errorf("episode event %+v", ep)
 	}
-	first := events[1].(*StepEvent)
+	first := events[1].(*replay.StepEvent)
 	if first.Turn != 0 || len(first.Messages) != 2 || first.Response == nil || len(first.Response.ToolCalls) != 2 {
 		t.Fatalf("first step %+v", first)
 	}
@@ -223,20 +233,20 @@ func TestImportTauBenchSteps(t *testing.T) {
 	if first.Response.ToolCalls[1] != wantCall || first.Response.Content != "" {
 		t.Errorf("tool call %+v content %q", first.Response.ToolCalls[1], first.Response.Content)
 	}
-	last := events[4].(*StepEvent)
+	last := events[4].(*replay.StepEvent)
 	if last.Turn != 3 || last.Response != nil || last.Status != 200 || len(last.Messages) != 1 ||
 		last.Messages[0].Role != "tool" || last.Messages[0].ToolCallID != "call_3" || last.Messages[0].Name != "cancel_reservation" {
 		t.Errorf("trailing step %+v", last)
 	}
-	rw := events[5].(*RewardEvent)
+	rw := events[5].(*replay.RewardEvent)
 	if rw.Reward != 1 || rw.Success == nil || !*rw.Success {
 		t.Errorf("reward %+v", rw)
 	}
-	user := events[7].(*StepEvent).Messages[1]
+	user := events[7].(*replay.StepEvent).Messages[1]
 	if user.Content != "Please cancel ABC123." {
 		t.Errorf("content parts flattened to %q", user.Content)
 	}
-	if rw := events[8].(*RewardEvent); *rw.Success {
+	if rw := events[8].(*replay.RewardEvent); *rw.Success {
 		t.Errorf("reward 0 marked a success")
 	}
 }
@@ -249,14 +259,22 @@ func TestImportTauBenchDeterministic(t *testing.T) {
 	}
 	ids := map[string]bool{}
 	for _, ev := range a {
-		id := readEventID(ev)
+		var id string
+		switch e := ev.(type) {
+		case *replay.EpisodeEvent:
+			id = e.ID
+		case *replay.StepEvent:
+			id = e.ID
+		case *replay.RewardEvent:
+			id = e.ID
+		}
 		if id == "" || ids[id] {
 			t.Errorf("event id %q empty or repeated", id)
 		}
 		ids[id] = true
 	}
-	if a[0].(*EpisodeEvent).Arm != "imported" {
-		t.Errorf("default arm %q", a[0].(*EpisodeEvent).Arm)
+	if a[0].(*replay.EpisodeEvent).Arm != "imported" {
+		t.Errorf("default arm %q", a[0].(*replay.EpisodeEvent).Arm)
 	}
 }
 
@@ -304,14 +322,14 @@ func TestImportJSONL(t *testing.T) {
 	if err != nil || n != 3 || len(lines) != 3 {
 		t.Fatalf("ImportJSONL = %d, %v; %d lines; want 3 events", n, err, len(lines))
 	}
-	rw, err := Decode(lines[2])
+	rw, err := replay.Decode(lines[2])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rw.(*RewardEvent).ID == "" {
+	if rw.(*replay.RewardEvent).ID == "" {
 		t.Error("event without an id was not given one")
 	}
-	if ev, _ := Decode(lines[0]); ev.(*EpisodeEvent).ID != "e1" {
+	if ev, _ := replay.Decode(lines[0]); ev.(*replay.EpisodeEvent).ID != "e1" {
 		t.Error("existing event id changed")
 	}
 
@@ -344,7 +362,7 @@ func TestImportJSONLBadLine(t *testing.T) {
 		t.Fatalf("ImportJSONL = %d, %v; want 2 events and an error naming line 3", n, err)
 	}
 	_, err = ImportJSONL(strings.NewReader("{\"v\":2,\"type\":\"step\",\"episode_id\":\"x\"}\n"), func([]byte) error { return nil })
-	if !errors.Is(err, ErrUnknownEvent) || !strings.Contains(err.Error(), "line 1") {
+	if !errors.Is(err, replay.ErrUnknownEvent) || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("unknown version: %v", err)
 	}
 }
@@ -352,20 +370,20 @@ func TestImportJSONLBadLine(t *testing.T) {
 // roundTripBuffer is exportBuffer plus episodes whose turns are not one per
 // assistant answer: a failed-then-empty call (more turns than answers) and an answer
 // whose step also carried the next one (fewer turns than answers).
-func roundTripBuffer() *Buffer {
+func roundTripBuffer() *replay.Buffer {
 	b := exportBuffer()
 	t0 := b.Episodes[0].StartedAt
 	msgs := []protocol.Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "a"}, {Role: "user", Content: "more"}, {Role: "assistant", Content: "b"}}
 	b.Episodes = append(b.Episodes,
-		&Episode{ID: "ep-3", TaskID: "t2", Task: "hi", Arm: "cam", StartedAt: t0.Add(2 * time.Minute), Steps: 4, Messages: msgs, Reward: ptr(0.25)},
-		&Episode{ID: "ep-4", TaskID: "t2", Task: "hi", Arm: "cam", StartedAt: t0.Add(3 * time.Minute), Steps: 1, Messages: msgs, Reward: ptr(0.0), Success: ptr(false)},
+		&replay.Episode{ID: "ep-3", TaskID: "t2", Task: "hi", Arm: "cam", StartedAt: t0.Add(2 * time.Minute), Steps: 4, Messages: msgs, Reward: ptr(0.25)},
+		&replay.Episode{ID: "ep-4", TaskID: "t2", Task: "hi", Arm: "cam", StartedAt: t0.Add(3 * time.Minute), Steps: 1, Messages: msgs, Reward: ptr(0.0), Success: ptr(false)},
 	)
 	return b
 }
 
 var exporters = []struct {
 	format string
-	export func(io.Writer, *Buffer) error
+	export func(io.Writer, *replay.Buffer) error
 	load   func(t *testing.T, data []byte, emit func([]byte) error) error
 }{
 	{FormatJSONL, ExportJSONL, func(t *testing.T, data []byte, emit func([]byte) error) error {
@@ -373,14 +391,14 @@ var exporters = []struct {
 		return err
 	}},
 	{FormatParquet, ExportParquet, func(t *testing.T, data []byte, emit func([]byte) error) error {
-		_, _, err := ImportParquet(bytes.NewReader(data), int64(len(data)), emit)
+		_, _, err := importParquet(bytes.NewReader(data), int64(len(data)), nil, emit)
 		return err
 	}},
 }
 
 // exportImportExport exports b, imports the export into a fresh buffer, reads it
 // and exports it again.
-func exportImportExport(t *testing.T, b *Buffer, format string) (first, second []byte, back *Buffer) {
+func exportImportExport(t *testing.T, b *replay.Buffer, format string) (first, second []byte, back *replay.Buffer) {
 	t.Helper()
 	for _, e := range exporters {
 		if e.format != format {
@@ -422,7 +440,7 @@ func TestImportExportRoundTrip(t *testing.T) {
 				if !reflect.DeepEqual(got[i], want[i]) {
 					t.Errorf("row %d:\n got %+v\nwant %+v", i, got[i], want[i])
 				}
-				if ep := back.Episodes[i]; ep.Steps > 0 && !SynthesisedSpan(ep) {
+				if ep := back.Episodes[i]; ep.Steps > 0 && !replay.SynthesisedSpan(ep) {
 					t.Errorf("%s: imported steps at %v…%v are not marked synthesised", ep.ID, ep.StartedAt, ep.EndedAt)
 				}
 			}
@@ -434,7 +452,7 @@ func TestImportExportRoundTrip(t *testing.T) {
 // comes back as the same export, and importing it into the buffer it came from adds
 // nothing (the ids are the tau-bench import's).
 func TestImportExportTauBench(t *testing.T) {
-	lines := streamTauLines(t)
+	lines := tauLines(t)
 	dir := t.TempDir()
 	importLines(t, dir, lines)
 	b := readDir(t, dir)
@@ -476,29 +494,7 @@ func TestDetectFormat(t *testing.T) {
 
 func TestImportJSONLNeitherEventNorRow(t *testing.T) {
 	_, err := ImportJSONL(strings.NewReader(`{"episode_id":"e","turns":1}`+"\n"), func([]byte) error { return nil })
-	if !errors.Is(err, ErrUnknownEvent) || !strings.Contains(err.Error(), "line 1") {
+	if !errors.Is(err, replay.ErrUnknownEvent) || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("err %v", err)
-	}
-}
-
-func TestSynthesisedTimes(t *testing.T) {
-	rec := time.Date(2024, 1, 1, 0, 3, 20, 123456789, time.UTC)
-	for _, tc := range []struct {
-		name        string
-		ep          Episode
-		start, wall bool
-	}{
-		{"tau-bench import", Episode{StartedAt: ImportEpoch().Add(7 * time.Second), EndedAt: ImportEpoch().Add(7*time.Second + 3*time.Millisecond), Steps: 3}, true, true},
-		{"recorded", Episode{StartedAt: rec, EndedAt: rec.Add(2300 * time.Millisecond), Steps: 3}, false, false},
-		{"export of a recording, re-imported", Episode{StartedAt: rec, EndedAt: rec.Add(2 * time.Millisecond), Steps: 2}, false, true},
-		{"whole second, other year", Episode{StartedAt: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}, false, false},
-		{"no steps", Episode{StartedAt: rec, EndedAt: rec}, false, false},
-	} {
-		if got := SynthesisedStart(tc.ep.StartedAt); got != tc.start {
-			t.Errorf("%s: SynthesisedStart = %v", tc.name, got)
-		}
-		if got := SynthesisedSpan(&tc.ep); got != tc.wall {
-			t.Errorf("%s: SynthesisedSpan = %v", tc.name, got)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package replay_test
+package lake
 
 import (
 	"bytes"
@@ -56,7 +56,7 @@ type duckGroup struct {
 // readWithDuckDB runs clients/duckdb/read-partitioned.mjs over an export directory.
 func readWithDuckDB(t *testing.T, dir string, partitionBy ...string) duckOut {
 	t.Helper()
-	client, _ := filepath.Abs("../clients/duckdb")
+	client, _ := filepath.Abs("../../clients/duckdb")
 	if _, err := os.Stat(filepath.Join(client, "node_modules", "@duckdb", "node-api")); err != nil {
 		if os.Getenv("CAMPROXY_REQUIRE_NODE") == "1" {
 			t.Fatal("clients/duckdb/node_modules/@duckdb/node-api missing: run `npm ci` there (make test does)")
@@ -81,7 +81,7 @@ func readWithDuckDB(t *testing.T, dir string, partitionBy ...string) duckOut {
 // characters Hive escapes, one empty) and about six weeks.
 func tauBuffer(t *testing.T) *replay.Buffer {
 	t.Helper()
-	lines := replay.TauBenchLines(t)
+	lines := tauLines(t)
 	dir := t.TempDir()
 	sink, err := replay.NewFileSink(dir, replay.FileOptions{Writer: "import"})
 	if err != nil {
@@ -113,8 +113,8 @@ func tauBuffer(t *testing.T) *replay.Buffer {
 func TestParquetPartitionedInDuckDB(t *testing.T) {
 	b := tauBuffer(t)
 	dir := filepath.Join(t.TempDir(), "lake")
-	m, err := replay.ExportParquetPartitioned(t.Context(), replay.NewDirDest(dir), replay.BufferEpisodes(b),
-		replay.PartitionOptions{PartitionBy: []string{"dt", "arm"}, RowGroupRows: 3})
+	m, err := ExportParquetPartitioned(t.Context(), NewDirDest(dir), bufferEpisodes(b),
+		PartitionOptions{PartitionBy: []string{"dt", "arm"}, RowGroupRows: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

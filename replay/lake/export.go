@@ -1,4 +1,12 @@
-package replay
+// Package lake moves episodes between a replay buffer and the tools of a data lake:
+// export (one row per episode, as JSON Lines, one Parquet file, or Hive-partitioned
+// Parquet in a directory or an S3 prefix, with a manifest) and import (tau-bench
+// results, replay events or export rows as JSON Lines, Parquet files and partitioned
+// exports, detected by their first bytes), including the import run the CLI drives:
+// an Input opened from a file or directory, written into a sink in batches. It is
+// apart from package replay so that the recorder, and the data plane that feeds it,
+// link no Parquet.
+package lake
 
 import (
 	"encoding/json"
@@ -9,6 +17,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/replay"
 )
 
 // Row is one episode flattened for training and analysis tools: the whole
@@ -28,7 +37,7 @@ type Row struct {
 }
 
 // Rows flattens the buffer's episodes, in Buffer order.
-func Rows(b *Buffer) []Row {
+func Rows(b *replay.Buffer) []Row {
 	rows := make([]Row, 0, len(b.Episodes))
 	for _, e := range b.Episodes {
 		rows = append(rows, rowOf(e))
@@ -37,7 +46,7 @@ func Rows(b *Buffer) []Row {
 }
 
 // rowOf flattens one episode.
-func rowOf(e *Episode) Row {
+func rowOf(e *replay.Episode) Row {
 	return Row{
 		EpisodeID: e.ID, TaskID: e.TaskID, Task: e.Task, Arm: e.Arm, Context: e.Context,
 		Messages: nonNil(e.Messages), Turns: e.Steps, Reward: e.Reward, Success: e.Success,
@@ -46,7 +55,7 @@ func rowOf(e *Episode) Row {
 }
 
 // ExportJSONL writes one Row a line: the shape most fine-tuning tools load directly.
-func ExportJSONL(w io.Writer, b *Buffer) error {
+func ExportJSONL(w io.Writer, b *replay.Buffer) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // code and HTML in conversations stay readable
 	for _, r := range Rows(b) {
@@ -131,7 +140,7 @@ type parquetMedia struct {
 
 // ExportParquet writes the rows as one Parquet file, zstd-compressed: long
 // conversations repeat the same system prompt and tool schemas, which compress well.
-func ExportParquet(w io.Writer, b *Buffer) error {
+func ExportParquet(w io.Writer, b *replay.Buffer) error {
 	rows := Rows(b)
 	out := make([]parquetRow, len(rows))
 	for i, r := range rows {

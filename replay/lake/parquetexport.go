@@ -1,4 +1,4 @@
-package replay
+package lake
 
 import (
 	"cmp"
@@ -16,6 +16,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
 	pqzstd "github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/camproxy/camproxy/replay"
 )
 
 // Partition columns of ExportParquetPartitioned. dt and hr (UTC) come from the
@@ -160,19 +162,7 @@ type ManifestFile struct {
 
 // EpisodeIter calls yield with each episode and stops at yield's first error, which
 // it returns.
-type EpisodeIter func(yield func(*Episode) error) error
-
-// BufferEpisodes iterates over a Buffer's episodes, in Buffer order.
-func BufferEpisodes(b *Buffer) EpisodeIter {
-	return func(yield func(*Episode) error) error {
-		for _, e := range b.Episodes {
-			if err := yield(e); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-}
+type EpisodeIter func(yield func(*replay.Episode) error) error
 
 // ExportParquetPartitioned writes the episodes as Hive-partitioned Parquet files,
 //
@@ -255,7 +245,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (x *partExporter) add(e *Episode) error {
+func (x *partExporter) add(e *replay.Episode) error {
 	if err := x.ctx.Err(); err != nil {
 		return err
 	}
@@ -409,7 +399,7 @@ func (c *exportZstd) Encode(dst, src []byte) ([]byte, error) {
 }
 
 // partitionDir is the episode's directory: "col=value/…" in the order of cols.
-func partitionDir(e *Episode, cols []string) string {
+func partitionDir(e *replay.Episode, cols []string) string {
 	if len(cols) == 0 {
 		return ""
 	}
@@ -431,7 +421,7 @@ func partitionDir(e *Episode, cols []string) string {
 		case PartitionTask:
 			b.WriteString(hiveEscape(e.TaskID))
 		case PartitionExperiment:
-			b.WriteString(hiveEscape(ExperimentOf(e)))
+			b.WriteString(hiveEscape(replay.ExperimentOf(e)))
 		}
 	}
 	return b.String()
@@ -450,7 +440,7 @@ func hiveHour(t time.Time) string {
 	if t.IsZero() {
 		return hiveNull
 	}
-	return twoDigits(t.Hour())
+	return t.Format("15") // the hour, two digits
 }
 
 // hiveEscape escapes a partition value as Hive's FileUtils.escapePathName does: the

@@ -1,4 +1,4 @@
-package replay
+package lake
 
 import (
 	"bufio"
@@ -20,6 +20,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/replay"
 )
 
 // ImportOptions tunes ImportTauBench.
@@ -32,10 +33,6 @@ type ImportOptions struct {
 	// file name if the caller knows it, else "tau".
 	Domain string
 }
-
-// importEpoch is the fixed start time of imported episodes: imports must be
-// byte-for-byte reproducible, so nothing may depend on the clock.
-var importEpoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // maxLineBytes bounds one JSON Lines event; a single step of a long conversation can
 // hold several hundred KB, so bufio.Scanner's 64 KB default is far too small.
@@ -163,16 +160,16 @@ func tauEvents(run *tauRun, index int, o ImportOptions) ([]any, error) {
 		return nil, err
 	}
 	episodeID := "tau-" + o.Domain + "-" + taskID + "-" + trial
-	started := importEpoch.Add(time.Duration(index) * time.Second)
-	events := []any{&EpisodeEvent{
-		V: Version, Type: TypeEpisode, ID: importEventID(episodeID, TypeEpisode, 0),
+	started := replay.ImportEpoch().Add(time.Duration(index) * time.Second)
+	events := []any{&replay.EpisodeEvent{
+		V: replay.Version, Type: replay.TypeEpisode, ID: importEventID(episodeID, replay.TypeEpisode, 0),
 		EpisodeID: episodeID, TaskID: "tau-" + o.Domain + "-" + taskID, Task: run.Info.Task.Instruction,
 		Arm: o.Arm, ContextSource: "none", Protocol: "openai", StartedAt: started,
 	}}
 	steps := splitSteps(msgs)
 	for turn, s := range steps {
-		s.V, s.Type, s.EpisodeID, s.Turn, s.Status = Version, TypeStep, episodeID, turn, 200
-		s.ID = importEventID(episodeID, TypeStep, turn)
+		s.V, s.Type, s.EpisodeID, s.Turn, s.Status = replay.Version, replay.TypeStep, episodeID, turn, 200
+		s.ID = importEventID(episodeID, replay.TypeStep, turn)
 		s.At = started.Add(time.Duration(turn+1) * time.Millisecond)
 		events = append(events, s)
 	}
@@ -182,11 +179,11 @@ func tauEvents(run *tauRun, index int, o ImportOptions) ([]any, error) {
 
 // tauReward records the run's verdict; tau-bench counts a run as solved only at
 // reward 1, and the metadata says where the episode came from.
-func tauReward(run *tauRun, episodeID, domain, taskID, trial string, at time.Time) *RewardEvent {
+func tauReward(run *tauRun, episodeID, domain, taskID, trial string, at time.Time) *replay.RewardEvent {
 	success := run.Reward >= 1
 	meta, _ := json.Marshal(map[string]string{"source": "tau-bench", "domain": domain, "task_id": taskID, "trial": trial})
-	return &RewardEvent{
-		V: Version, Type: TypeReward, ID: importEventID(episodeID, TypeReward, 0),
+	return &replay.RewardEvent{
+		V: replay.Version, Type: replay.TypeReward, ID: importEventID(episodeID, replay.TypeReward, 0),
 		EpisodeID: episodeID, Reward: run.Reward, Success: &success, Metadata: meta, At: at,
 	}
 }
@@ -195,19 +192,19 @@ func tauReward(run *tauRun, episodeID, domain, taskID, trial string, at time.Tim
 // them: each call sends the messages new since the previous answer and gets one
 // assistant answer. Messages after the last answer (the user's goodbye, a tool result)
 // become a final step without an answer, so the reassembled trajectory is complete.
-func splitSteps(msgs []protocol.Message) []*StepEvent {
-	var steps []*StepEvent
+func splitSteps(msgs []protocol.Message) []*replay.StepEvent {
+	var steps []*replay.StepEvent
 	start := 0
 	for i := range msgs {
 		if msgs[i].Role != "assistant" {
 			continue
 		}
 		resp := msgs[i]
-		steps = append(steps, &StepEvent{Messages: nonNil(msgs[start:i]), Response: &resp})
+		steps = append(steps, &replay.StepEvent{Messages: nonNil(msgs[start:i]), Response: &resp})
 		start = i + 1
 	}
 	if start < len(msgs) {
-		steps = append(steps, &StepEvent{Messages: msgs[start:]})
+		steps = append(steps, &replay.StepEvent{Messages: msgs[start:]})
 	}
 	return steps
 }
@@ -328,7 +325,7 @@ func ImportJSONL(r io.Reader, emit func(line []byte) error) (events int, err err
 			continue
 		}
 		if r := gjson.GetManyBytes(line, "v", "type"); !r[0].Exists() && !r[1].Exists() {
-			return events, fmt.Errorf("line %d: %w: neither a replay event (it has no \"v\" and \"type\") nor a replay export row (episode_id and a messages list)", n, ErrUnknownEvent)
+			return events, fmt.Errorf("line %d: %w: neither a replay event (it has no \"v\" and \"type\") nor a replay export row (episode_id and a messages list)", n, replay.ErrUnknownEvent)
 		}
 		line, err := checkedLine(line)
 		if err != nil {
@@ -347,7 +344,7 @@ func ImportJSONL(r io.Reader, emit func(line []byte) error) (events int, err err
 
 // checkedLine validates one event and returns a copy of it that carries an id.
 func checkedLine(line []byte) ([]byte, error) {
-	if _, err := Decode(line); err != nil {
+	if _, err := replay.Decode(line); err != nil {
 		return nil, err
 	}
 	if gjson.GetBytes(line, "id").String() != "" {
@@ -405,16 +402,11 @@ func importRowLine(line []byte, emit func([]byte) error) (int, error) {
 	return emitRow(row, emit)
 }
 
-// ImportParquet reads a `replay export --format parquet` file and emits the events
-// of each row (see RowEvents). Parquet needs random access: the footer holds the
-// schema.
-func ImportParquet(r io.ReaderAt, size int64, emit func(line []byte) error) (episodes, events int, err error) {
-	return importParquet(r, size, nil, emit)
-}
-
-// ImportParquetPart is ImportParquet for a part file of a partitioned export: the
-// arm and task id that its path names (…/arm=cam/task_id=t1/part-00000.parquet) and
-// the file does not repeat fill its rows.
+// ImportParquetPart reads a `replay export --format parquet` file, or a part file of
+// a partitioned export, and emits the events of each row (see RowEvents): the arm
+// and task id that its path names (…/arm=cam/task_id=t1/part-00000.parquet) and the
+// file does not repeat fill its rows. Parquet needs random access: the footer holds
+// the schema.
 func ImportParquetPart(path string, r io.ReaderAt, size int64, emit func(line []byte) error) (episodes, events int, err error) {
 	fill := func(*Row) {}
 	for _, seg := range strings.Split(filepath.ToSlash(filepath.Dir(path)), "/") {
@@ -491,7 +483,7 @@ func emitRow(row Row, emit func([]byte) error) (int, error) {
 // the surplus merged into the last step), and a reward event when the row has a
 // reward. What a row does not hold (step timings, usage, the reward's metadata) is
 // not invented: usage is zero, and times are synthesised as an import's are (see
-// SynthesisedSpan), so that a report shows no wall time for them. Ids are derived
+// replay.SynthesisedSpan), so that a report shows no wall time for them. Ids are derived
 // from the episode id and turn, as ImportTauBench derives them, so that importing
 // an export of a tau-bench import into the same buffer adds nothing.
 func RowEvents(row Row) ([]any, error) {
@@ -503,20 +495,20 @@ func RowEvents(row Row) ([]any, error) {
 	}
 	id := row.EpisodeID
 	started := row.StartedAt.UTC()
-	events := []any{&EpisodeEvent{
-		V: Version, Type: TypeEpisode, ID: importEventID(id, TypeEpisode, 0), EpisodeID: id,
+	events := []any{&replay.EpisodeEvent{
+		V: replay.Version, Type: replay.TypeEpisode, ID: importEventID(id, replay.TypeEpisode, 0), EpisodeID: id,
 		TaskID: row.TaskID, Task: row.Task, Arm: row.Arm, Context: row.Context, StartedAt: started,
 	}}
 	steps := rowSteps(row.Messages, row.Turns)
 	for turn, s := range steps {
-		s.V, s.Type, s.EpisodeID, s.Turn, s.Status = Version, TypeStep, id, turn, 200
-		s.ID = importEventID(id, TypeStep, turn)
+		s.V, s.Type, s.EpisodeID, s.Turn, s.Status = replay.Version, replay.TypeStep, id, turn, 200
+		s.ID = importEventID(id, replay.TypeStep, turn)
 		s.At = started.Add(time.Duration(turn+1) * time.Millisecond)
 		events = append(events, s)
 	}
 	if row.Reward != nil {
-		events = append(events, &RewardEvent{
-			V: Version, Type: TypeReward, ID: importEventID(id, TypeReward, 0), EpisodeID: id,
+		events = append(events, &replay.RewardEvent{
+			V: replay.Version, Type: replay.TypeReward, ID: importEventID(id, replay.TypeReward, 0), EpisodeID: id,
 			Reward: *row.Reward, Success: row.Success, At: started.Add(time.Duration(len(steps)+1) * time.Millisecond),
 		})
 	}
@@ -528,13 +520,13 @@ func RowEvents(row Row) ([]any, error) {
 // answer was empty, a step after the last answer), so the split is adjusted to it:
 // surplus steps are merged into the last one, missing ones added empty at the end.
 // Messages without any turn still need a step to be kept.
-func rowSteps(msgs []protocol.Message, turns int) []*StepEvent {
+func rowSteps(msgs []protocol.Message, turns int) []*replay.StepEvent {
 	steps := splitSteps(msgs)
 	if turns == 0 && len(steps) > 0 {
 		turns = 1
 	}
 	if len(steps) > turns {
-		last := &StepEvent{Messages: []protocol.Message{}}
+		last := &replay.StepEvent{Messages: []protocol.Message{}}
 		for _, s := range steps[turns-1:] {
 			if last.Response != nil {
 				last.Messages = append(last.Messages, *last.Response)
@@ -545,7 +537,7 @@ func rowSteps(msgs []protocol.Message, turns int) []*StepEvent {
 		steps = append(steps[:turns-1], last)
 	}
 	for len(steps) < turns {
-		steps = append(steps, &StepEvent{Messages: []protocol.Message{}})
+		steps = append(steps, &replay.StepEvent{Messages: []protocol.Message{}})
 	}
 	return steps
 }
@@ -610,25 +602,4 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-// Synthesised times. An import has no clock to take times from, so it puts them on
-// a grid no recording produces: the i-th run of a tau-bench file starts at
-// ImportEpoch + i seconds, and the k-th step of every imported episode is k ms after
-// its start. Reports use these to draw no time axis and no wall time from them.
-
-// ImportEpoch is the start of the first episode ImportTauBench writes.
-func ImportEpoch() time.Time { return importEpoch }
-
-// SynthesisedStart reports whether a start time is one ImportTauBench made up: a
-// whole second within a year of ImportEpoch. (A recorded start has nanoseconds.)
-func SynthesisedStart(t time.Time) bool {
-	d := t.Sub(importEpoch)
-	return d >= 0 && d < 365*24*time.Hour && t.Nanosecond() == 0
-}
-
-// SynthesisedSpan reports whether an episode's steps are an import's: its last step
-// exactly Steps ms after its start, as no real call takes.
-func SynthesisedSpan(ep *Episode) bool {
-	return ep.Steps > 0 && ep.EndedAt.Sub(ep.StartedAt) == time.Duration(ep.Steps)*time.Millisecond
 }
