@@ -244,7 +244,7 @@ func readEpisode(t *testing.T, e *env, id string) *replay.Episode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep := buf.Episode(id)
+	ep := episodeOf(buf, id)
 	if ep == nil {
 		t.Fatalf("episode %s not recorded", id)
 	}

@@ -57,7 +57,7 @@ func record(t *testing.T, e *env, exp, arm, task string, r float64) {
 	}
 	id := evs[0].(*replay.EpisodeEvent).EpisodeID
 	eventually(t, "the run in the replay buffer", func() bool {
-		ep := readBuffer(t, e).Episode(id)
+		ep := episodeOf(readBuffer(t, e), id)
 		return ep != nil && ep.Reward != nil
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,14 @@ type tauRun struct {
 }
 
 const tauPath = "../../shared/data/tau-bench/gpt-4o-airline.json"
+
+// episodeOf is the episode of b with this id, or nil.
+func episodeOf(b *replay.Buffer, id string) *replay.Episode {
+	if i := slices.IndexFunc(b.Episodes, func(ep *replay.Episode) bool { return ep.ID == id }); i >= 0 {
+		return b.Episodes[i]
+	}
+	return nil
+}
 
 func loadTau(t testing.TB) []tauRun {
 	t.Helper()
@@ -349,7 +358,7 @@ func checkTauBuffer(t *testing.T, uri string, buf *replay.Buffer, runs []tauRun,
 		if run.Reward >= 1 {
 			wantSuccesses++
 		}
-		ep := buf.Episode(episodes[i])
+		ep := episodeOf(buf, episodes[i])
 		if ep == nil {
 			t.Fatalf("%s: episode of run %d missing", uri, i)
 		}

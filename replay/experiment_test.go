@@ -86,7 +86,7 @@ func TestReadExperiment(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("Read", b)
-	if ep := b.Episode("sup"); ep.Experiment != "support" {
+	if ep := episodeOf(b, "sup"); ep.Experiment != "support" {
 		t.Fatalf("the episode event's experiment is the episode's: %q", ep.Experiment)
 	}
 	for _, light := range []bool{false, true} {
@@ -117,7 +117,7 @@ func TestStatsByExperiment(t *testing.T) {
 		ep("6", "coding", "cam", 0), ep("7", "coding", "cam", 0),
 		ep("8", "", "cam", 0.5),
 	}}
-	got := ComputeStats(b)
+	got := computeStats(b)
 	type row struct {
 		exp, arm string
 		n        int
@@ -149,7 +149,7 @@ func TestStatsByExperiment(t *testing.T) {
 	}
 
 	// One experiment named: the unlabelled episodes are its (older) own.
-	one := ComputeStats(&Buffer{Episodes: []*Episode{ep("1", "support", "cam", 1), ep("2", "", "cam", 0)}})
+	one := computeStats(&Buffer{Episodes: []*Episode{ep("1", "support", "cam", 1), ep("2", "", "cam", 0)}})
 	if len(one.Arms) != 1 || one.Arms[0] != (ArmStats{Experiment: "support", Arm: "cam", Episodes: 2, Rewarded: 2, MeanReward: 0.5}) ||
 		!slices.Equal(one.Experiments, []string{"support"}) {
 		t.Fatalf("one experiment: %+v", one)

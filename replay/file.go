@@ -315,9 +315,9 @@ func NewFileSource(dir string) *FileSource {
 // Skipped is the number of torn, over-long or invalid lines the last Scan skipped.
 func (s *FileSource) Skipped() int { return int(s.skipped.Load()) }
 
-// BytesRead is how many bytes of segments the current or last Scan (or ScanWindow)
-// has read so far: with Size, a long read's progress.
-func (s *FileSource) BytesRead() int64 { return s.read.Load() }
+// bytesRead is how many bytes of segments the current or last Scan (or ScanWindow)
+// has read so far: what a window's read is measured by.
+func (s *FileSource) bytesRead() int64 { return s.read.Load() }
 
 // Scan calls fn for every valid line of every segment: the unpartitioned ones first,
 // then partition by partition in time order; segments in name order (time order per

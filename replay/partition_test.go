@@ -81,7 +81,7 @@ type windowSource interface {
 	ScanWindow(ctx context.Context, from, to time.Time, fn func(line []byte) error) error
 	Size(ctx context.Context) (int64, error)
 	SizeWindow(ctx context.Context, from, to time.Time) (int64, error)
-	BytesRead() int64
+	bytesRead() int64
 }
 
 var (
@@ -128,7 +128,7 @@ func linesIn(byHour map[time.Time][]string, from, to time.Time) []string {
 // checkWindows reads windows of a 30-day buffer and checks that each returns exactly
 // the lines of its hours plus extra (the unpartitioned lines), and that a one-day
 // window reads at most 1/20 of the buffer's bytes: counted as the bytes the source
-// read (BytesRead), the bytes it delivered, and the bytes SizeWindow announces.
+// read (bytesRead), the bytes it delivered, and the bytes SizeWindow announces.
 func checkWindows(t *testing.T, src windowSource, byHour map[time.Time][]string, extra []string) {
 	t.Helper()
 	ctx := t.Context()
@@ -142,7 +142,7 @@ func checkWindows(t *testing.T, src windowSource, byHour map[time.Time][]string,
 			t.Fatalf("ScanWindow(%v, %v): %v", from, to, err)
 		}
 		slices.Sort(lines)
-		return lines, delivered, src.BytesRead()
+		return lines, delivered, src.bytesRead()
 	}
 	var all []string
 	var allDelivered int64
@@ -153,7 +153,7 @@ func checkWindows(t *testing.T, src windowSource, byHour map[time.Time][]string,
 	}); err != nil {
 		t.Fatal(err)
 	}
-	allStored := src.BytesRead()
+	allStored := src.bytesRead()
 	size, err := src.Size(ctx)
 	if err != nil || size != allStored {
 		t.Fatalf("Size = %d, %v; Scan read %d bytes", size, err, allStored)

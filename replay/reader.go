@@ -38,8 +38,6 @@ type Buffer struct {
 	Duplicates int           // events seen again with an id already read (at-least-once delivery)
 	Orphans    int           // episodes known only from rewards: no episode event and no step
 	Learn      []*LearnEvent // the online learner's decisions, by At (ties: scan order)
-
-	byID map[string]*Episode
 }
 
 // Task is every run of one task: what reflection contrasts.
@@ -225,10 +223,6 @@ func (r *episodeReader) finish() *Buffer {
 	r.episodes, r.seen = nil, nil
 	SortEpisodes(b.Episodes)
 	sortLearn(b.Learn)
-	b.byID = make(map[string]*Episode, len(b.Episodes))
-	for _, ep := range b.Episodes {
-		b.byID[ep.ID] = ep
-	}
 	return b
 }
 
@@ -317,18 +311,4 @@ func (b *Buffer) Tasks() []*Task {
 	}
 	slices.SortFunc(tasks, func(x, y *Task) int { return strings.Compare(x.ID, y.ID) })
 	return tasks
-}
-
-// Episode returns the episode with this id, or nil. A Buffer built by hand (no index)
-// is searched in order.
-func (b *Buffer) Episode(id string) *Episode {
-	if ep, ok := b.byID[id]; ok || len(b.byID) == len(b.Episodes) && b.byID != nil {
-		return ep
-	}
-	for _, ep := range b.Episodes {
-		if ep.ID == id {
-			return ep
-		}
-	}
-	return nil
 }

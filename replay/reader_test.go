@@ -71,6 +71,14 @@ func readerReward(ep string, r float64, sec int, success *bool, meta string) *Re
 	return ev
 }
 
+// episodeOf is the episode of b with this id, or nil.
+func episodeOf(b *Buffer, id string) *Episode {
+	if i := slices.IndexFunc(b.Episodes, func(ep *Episode) bool { return ep.ID == id }); i >= 0 {
+		return b.Episodes[i]
+	}
+	return nil
+}
+
 func readerPtr[T any](v T) *T { return &v }
 
 // readerEncode marshals events; a []byte is taken as a raw line.
@@ -233,7 +241,7 @@ func TestRead(t *testing.T) {
 			}
 		}},
 		{"reward alone is an orphan", []any{readerReward("ghost", 1, 0, nil, ""), readerEpisode("e1", "book", 0)}, func(t *testing.T, b *Buffer) {
-			if readerOne(t, b).ID != "e1" || b.Orphans != 1 || b.Episode("ghost") != nil {
+			if readerOne(t, b).ID != "e1" || b.Orphans != 1 || episodeOf(b, "ghost") != nil {
 				t.Fatalf("orphans %d", b.Orphans)
 			}
 		}},
@@ -304,23 +312,6 @@ func TestBufferTasks(t *testing.T) {
 	}
 }
 
-func TestBufferEpisode(t *testing.T) {
-	b, err := Read(context.Background(), readerEncode(t, readerEpisode("e1", "a", 0), readerEpisode("e2", "b", 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ep := b.Episode("e2"); ep == nil || ep.Task != "b" {
-		t.Fatalf("Episode(e2) = %+v", ep)
-	}
-	if b.Episode("nope") != nil {
-		t.Fatal("unknown id found")
-	}
-	hand := &Buffer{Episodes: []*Episode{{ID: "x"}}} // built without Read: no index
-	if hand.Episode("x") == nil || hand.Episode("y") != nil {
-		t.Fatal("hand-built buffer lookup")
-	}
-}
-
 func TestReadReturnsSourceError(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -387,7 +378,7 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("tasks hold %d episodes, buffer %d", n, len(b.Episodes))
 		}
 		for _, ep := range b.Episodes {
-			if ep.ID == "" || b.Episode(ep.ID) != ep || ep.Steps < 0 {
+			if ep.ID == "" || episodeOf(b, ep.ID) != ep || ep.Steps < 0 {
 				t.Fatalf("bad episode %+v", ep)
 			}
 		}

@@ -138,9 +138,9 @@ func NewS3Source(client *s3.Client, bucket, prefix string) *S3Source {
 	return &S3Source{client: client, bucket: bucket, prefix: cleanS3Prefix(prefix)}
 }
 
-// BytesRead is how many stored (gzip) bytes the current or last Scan (or ScanWindow)
-// has read so far: with Size, a long read's progress.
-func (s *S3Source) BytesRead() int64 { return s.read.Load() }
+// bytesRead is how many stored (gzip) bytes the current or last Scan (or ScanWindow)
+// has read so far: what a window's read is measured by.
+func (s *S3Source) bytesRead() int64 { return s.read.Load() }
 
 // Scan lists the objects under the prefix in key order (which is time order for the
 // sink's keys, whichever layout), and calls fn with every line of each, gunzipped. An

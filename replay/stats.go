@@ -84,15 +84,6 @@ func ratio(num float64, den int) float64 {
 	return num / float64(den)
 }
 
-// ComputeStats summarises b.
-func ComputeStats(b *Buffer) Stats {
-	acc := newStatsAcc()
-	for _, e := range b.Episodes {
-		acc.add(e)
-	}
-	return acc.stats(b.Skipped, b.Duplicates)
-}
-
 // StatsOf summarises the episodes of src that o selects in one streaming pass:
 // it keeps a tally per arm and a count per task, never the episodes.
 func StatsOf(ctx context.Context, src Source, o ReadOptions) (Stats, Summary, error) {

@@ -9,6 +9,15 @@ import (
 	"testing"
 )
 
+// computeStats summarises b as StatsOf summarises a source.
+func computeStats(b *Buffer) Stats {
+	acc := newStatsAcc()
+	for _, e := range b.Episodes {
+		acc.add(e)
+	}
+	return acc.stats(b.Skipped, b.Duplicates)
+}
+
 // statsBuffer: tasks a (3 runs), b (1 run), c (2 runs); arms cam and baseline.
 func statsBuffer() *Buffer {
 	ep := func(id, task, arm string, reward *float64, success *bool) *Episode {
@@ -28,7 +37,7 @@ func statsBuffer() *Buffer {
 }
 
 func TestComputeStats(t *testing.T) {
-	got := ComputeStats(statsBuffer())
+	got := computeStats(statsBuffer())
 	want := Stats{
 		Episodes: 6, Tasks: 3, Rewarded: 4,
 		RunsPerTask:   RunsPerTask{Min: 1, Median: 2, Max: 3},
@@ -46,7 +55,7 @@ func TestComputeStats(t *testing.T) {
 }
 
 func TestComputeStatsEmpty(t *testing.T) {
-	got := ComputeStats(&Buffer{})
+	got := computeStats(&Buffer{})
 	if got.Episodes != 0 || got.RewardedShare != 0 || got.MeanReward != 0 || got.RunsPerTask != (RunsPerTask{}) || len(got.Arms) != 0 {
 		t.Errorf("empty buffer: %+v", got)
 	}
@@ -61,14 +70,14 @@ func TestRunsPerTaskEvenMedian(t *testing.T) {
 	for i, task := range []string{"a", "b", "b", "c", "c", "c", "d", "d", "d", "d"} {
 		b.Episodes = append(b.Episodes, &Episode{ID: string(rune('0' + i)), TaskID: task})
 	}
-	if got := ComputeStats(b).RunsPerTask; got != (RunsPerTask{Min: 1, Median: 2, Max: 4}) {
+	if got := computeStats(b).RunsPerTask; got != (RunsPerTask{Min: 1, Median: 2, Max: 4}) {
 		t.Errorf("runs per task %+v", got)
 	}
 }
 
 func TestStatsWriteText(t *testing.T) {
 	var sb strings.Builder
-	if err := ComputeStats(statsBuffer()).WriteText(&sb); err != nil {
+	if err := computeStats(statsBuffer()).WriteText(&sb); err != nil {
 		t.Fatal(err)
 	}
 	text := sb.String()
@@ -86,7 +95,7 @@ func TestStatsWriteText(t *testing.T) {
 }
 
 func TestStatsJSON(t *testing.T) {
-	b, err := json.Marshal(ComputeStats(statsBuffer()))
+	b, err := json.Marshal(computeStats(statsBuffer()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +118,7 @@ func TestStatsOfSameAsComputeStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ComputeStats(b)
+	want := computeStats(b)
 	got, sum, err := StatsOf(context.Background(), src, ReadOptions{MemoryBytes: 1, Workers: 2})
 	if err != nil {
 		t.Fatal(err)

@@ -302,9 +302,9 @@ func TestEpisodesSelection(t *testing.T) {
 			if sum.Unselected != 8-len(tc.want) {
 				t.Fatalf("unselected %d, want %d", sum.Unselected, 8-len(tc.want))
 			}
-			if rb, err := Read(context.Background(), src); err != nil || rb.Episode("f").Experiment != "x1" || rb.Episode("h").Experiment != "x2" {
+			if rb, err := Read(context.Background(), src); err != nil || episodeOf(rb, "f").Experiment != "x1" || episodeOf(rb, "h").Experiment != "x2" {
 				t.Fatalf("Read: f records %q, h %q (%v); want x1 (its episode event's) and x2 (its reward's)",
-					rb.Episode("f").Experiment, rb.Episode("h").Experiment, err)
+					episodeOf(rb, "f").Experiment, episodeOf(rb, "h").Experiment, err)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,14 @@ func importLines(t *testing.T, dir string, lines [][]byte) {
 		}
 		return nil
 	})
+}
+
+// episodeOf is the episode of b with this id, or nil.
+func episodeOf(b *replay.Buffer, id string) *replay.Episode {
+	if i := slices.IndexFunc(b.Episodes, func(ep *replay.Episode) bool { return ep.ID == id }); i >= 0 {
+		return b.Episodes[i]
+	}
+	return nil
 }
 
 func readDir(t *testing.T, dir string) *replay.Buffer {
@@ -144,7 +153,7 @@ func TestImportTauBenchAirline(t *testing.T) {
 func checkTauEpisode(t *testing.T, b *replay.Buffer, run map[string]any) int {
 	t.Helper()
 	id := "tau-airline-" + jsonText(run["task_id"]) + "-" + jsonText(run["trial"])
-	ep := b.Episode(id)
+	ep := episodeOf(b, id)
 	if ep == nil {
 		t.Fatalf("episode %s not read back", id)
 	}

@@ -211,7 +211,7 @@ func TestParquetPartitionedInDuckDB(t *testing.T) {
 		ids[i] = ep.ID
 	}
 	slices.Sort(ids)
-	first := b.Episode(ids[0])
+	first := episodeOf(b, ids[0])
 	if len(d.Episode) != 1 {
 		t.Fatalf("episode query: %+v", d.Episode)
 	}
