@@ -29,6 +29,7 @@ import (
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/episode"
 	"github.com/camproxy/camproxy/internal/redislog"
+	"github.com/camproxy/camproxy/learn/online"
 	"github.com/camproxy/camproxy/metrics"
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/protocol"
@@ -61,10 +62,10 @@ type App struct {
 	mu      sync.Mutex          // guards cfg, run, learn and serving across reloads
 	run     *runtime
 	stopRun context.CancelFunc
-	// learn is a learner per experiment with learn.enabled (learners.go); nil without.
+	// learn is a learner per experiment with learn.enabled (learners.go, learn/online); nil without.
 	learn            *learnerSet
 	learnOpts        Options // the learners' step and pair
-	learnM           *learnMetrics
+	learnM           *online.Metrics
 	learnMetricsOnce sync.Once
 	leasePartOnce    sync.Once
 	serving          bool // between Start and Shutdown: new learners start at once
@@ -92,8 +93,8 @@ type Options struct {
 	RedisCooldown time.Duration
 	// LearnStep and LearnPair replace the online learner's optimiser step and batch
 	// sampler (tests, the demo); nil = learn.Step with learn:'s models, learn.Pair.
-	LearnStep LearnStepFunc
-	LearnPair LearnPairFunc
+	LearnStep online.StepFunc
+	LearnPair online.PairFunc
 }
 
 // New builds a camproxy from a validated config.
@@ -399,7 +400,7 @@ func (a *App) Start() error {
 	a.mu.Lock()
 	a.serving = true
 	for _, l := range a.learn.all() {
-		l.start()
+		l.Start()
 	}
 	a.mu.Unlock()
 	go func() {
@@ -452,7 +453,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 		learners := a.learn.all()
 		a.mu.Unlock()
 		for _, l := range learners {
-			l.close() // first: a step in flight is abandoned, the lease released
+			l.Close() // first: a step in flight is abandoned, the lease released
 		}
 		err = errors.Join(a.Proxy.Shutdown(ctx), a.admin.Shutdown(ctx))
 		if a.Recorder != nil {

@@ -366,7 +366,7 @@ func TestLearnerFleetOnRedis(t *testing.T) {
 	e2 := &env{t: t, up: e1.up, cam: e1.cam, app: a2, cfg: &cfg2, base: "http://" + a2.Addr(), admin: "http://" + a2.AdminAddr()}
 	envs := []*env{e1, e2}
 	leaseKey := prefix + ":playbook:learn-lease"
-	idOf := func(e *env) string { return e.app.learnerFor(e.cfg.Experiment.Name).lease.(*redisLease).id }
+	idOf := func(e *env) string { return e.app.learnerFor(e.cfg.Experiment.Name).Replica() }
 
 	// Exactly one leader, the one whose id the lease key holds.
 	var leader int
@@ -437,46 +437,6 @@ func TestLearnerFleetOnRedis(t *testing.T) {
 		return len(calls) == 1 && calls[0].version == 4 && calls[0].base.Index("learnt-2") >= 0
 	})
 	eventually(t, "learn-v4 served", func() bool { return slices.Contains(activeArms(status(t, envs[follower])), "learn-v4") })
-}
-
-// TestRedisLease: the lease has one holder; a holder that stops renewing (a crash)
-// loses it after the TTL; a former holder can neither renew nor release it.
-func TestRedisLease(t *testing.T) {
-	rdb := requireRedis(t)
-	key := fmt.Sprintf("camproxy-test:lease:%d", time.Now().UnixNano())
-	t.Cleanup(func() { rdb.Del(context.Background(), key) })
-	ctx := context.Background()
-	a := &redisLease{rdb: rdb, key: key, id: "a", ttl: 200 * time.Millisecond}
-	b := &redisLease{rdb: rdb, key: key, id: "b", ttl: 200 * time.Millisecond}
-	if ok, err := a.Acquire(ctx); !ok || err != nil {
-		t.Fatalf("a: %v %v", ok, err)
-	}
-	if ok, err := b.Acquire(ctx); ok || err != nil {
-		t.Fatalf("b took a held lease: %v %v", ok, err)
-	}
-	if ok, _ := a.Acquire(ctx); !ok {
-		t.Fatal("the holder could not renew")
-	}
-	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > 200*time.Millisecond {
-		t.Fatalf("lease TTL %v", ttl)
-	}
-	if err := b.Release(ctx); err != nil || rdb.Get(ctx, key).Val() != "a" {
-		t.Fatalf("a non-holder released the lease: %v, holder %q", err, rdb.Get(ctx, key).Val())
-	}
-	// a crashes: no renewal. b gets the lease once it expired.
-	eventually(t, "b holds the expired lease", func() bool {
-		ok, err := b.Acquire(ctx)
-		return ok && err == nil
-	})
-	if ok, _ := a.Acquire(ctx); ok {
-		t.Fatal("the former holder renewed a lease it lost")
-	}
-	if err := a.Release(ctx); err != nil || rdb.Get(ctx, key).Val() != "b" {
-		t.Fatalf("the former holder released the lease: holder %q", rdb.Get(ctx, key).Val())
-	}
-	if err := b.Release(ctx); err != nil || rdb.Exists(ctx, key).Val() != 0 {
-		t.Fatal("the holder's release left the key")
-	}
 }
 
 // TestLearnerThroughModels: without an injected step the learner runs learn.Step with

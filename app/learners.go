@@ -1,10 +1,11 @@
 package app
 
-// This file keeps a learner per experiment (issue 30): each experiment whose view
-// (config.PerExperiment) has learn.enabled gets its own learner — its own store,
-// state, lease and batch, reading only its experiment's episodes. A reload starts the
-// learners of added experiments, stops (releasing their leases) those of removed
-// ones or of ones whose learner changed, and keeps the others running.
+// This file wires the online learners (learn/online) into the app: each experiment
+// whose view (config.PerExperiment) has learn.enabled gets its own learner — its own
+// store, state, lease and batch, reading only its experiment's episodes — which
+// reaches the app through learnRuntime. A reload starts the learners of added
+// experiments, stops (releasing their leases) those of removed ones or of ones whose
+// learner changed, and keeps the others running.
 
 import (
 	"context"
@@ -13,37 +14,64 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/camproxy/camproxy/admin"
 	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/learn/online"
 	"github.com/camproxy/camproxy/policies"
-	"github.com/camproxy/camproxy/proxy"
+	"github.com/camproxy/camproxy/replay"
 )
 
 // learnLoadTimeout bounds a new learner's first read of its state: a store that does
 // not answer soon is left to the learner's loop.
 const learnLoadTimeout = 3 * time.Second
 
-// learnerSpec is what a learner is made from: a reload keeps the running learner of
-// an experiment whose spec did not change.
-type learnerSpec struct {
-	Learn                  config.Learn
-	Control, Initial, From string
-	Seed                   config.Augmenter // the initial champion's augmenter
-	Sole                   bool             // the one-experiment form: unlabelled episodes are its
+// learner is an experiment's online learner (learn/online) as the app wires it: with
+// the health of its Redis lease, which readiness reports.
+type learner struct {
+	*online.Learner
+	lease *opState // nil without a Redis lease
 }
 
-func specOf(view *config.Config, sole bool) learnerSpec {
-	s := learnerSpec{Learn: view.Learn, Control: view.Experiment.Control(), Initial: view.LearnChampion(), From: view.LearnFrom(), Sole: sole}
-	for _, arm := range view.Experiment.Arms {
-		if arm.Name == s.Initial && arm.Augmenter != config.AugmenterNone {
-			s.Seed = view.Augmenters[arm.Augmenter]
-		}
+// newLearner makes experiment spec's learner on this app; it makes no network call.
+func (a *App) newLearner(spec online.Spec) (*learner, error) {
+	log := a.log.With("component", "learn", "experiment", spec.Experiment)
+	lease := &opState{part: partLease, log: log}
+	l, err := online.New(context.Background(), learnRuntime{a}, spec, online.Options{Step: a.learnOpts.LearnStep,
+		Pair: a.learnOpts.LearnPair, Logger: a.log, Metrics: a.learnMetrics(), ObserveLease: lease.observe})
+	if err != nil {
+		return nil, err
 	}
-	return s
+	w := &learner{Learner: l}
+	if l.LeaseClient() != nil {
+		w.lease = lease
+		a.addLeasePart()
+	}
+	return w, nil
 }
+
+// learnRuntime is the app as its learners need it (online.Runtime).
+type learnRuntime struct{ a *App }
+
+func (r learnRuntime) Rebuild() error { return r.a.rebuild() }
+
+func (r learnRuntime) Stats(ctx context.Context, exp string, arms []string) (map[string]policies.Stats, error) {
+	return r.a.stats.Load(ctx, exp, arms)
+}
+
+func (r learnRuntime) Stopped(exp string) map[string]bool {
+	r.a.mu.Lock()
+	run := r.a.run
+	r.a.mu.Unlock()
+	if run == nil {
+		return nil
+	}
+	if e := run.experiment(exp); e != nil && e.adaptive != nil {
+		return e.adaptive.Stopped()
+	}
+	return nil
+}
+
+func (r learnRuntime) Record(ev *replay.LearnEvent) { r.a.record(ev) }
 
 // learnerSet is the learners of a config, by experiment name, in the config's match
 // order. It is replaced whole, never changed: readers hold a snapshot.
@@ -78,13 +106,13 @@ func (a *App) learnerFor(exp string) *learner { return a.learners().get(exp) }
 
 // shapeFor is one experiment's config (a view of config.PerExperiment) as this
 // replica serves it: with a learner, its shape (the configured arms but those it
-// removed, its versions' arms, adaptive allocation on) and the sources of its arms;
-// without one, view itself.
-func (a *App) shapeFor(view *config.Config) (*config.Config, map[string]proxy.ContextSource) {
+// removed, its versions' arms, adaptive allocation on, the sources of its arms);
+// without one, nil.
+func (a *App) shapeFor(view *config.Config) *online.Shaped {
 	if l := a.learnerFor(view.Experiment.Name); l != nil {
-		return l.shape(view)
+		return l.Shape(view)
 	}
-	return view, nil
+	return nil
 }
 
 // learnerPlan is what a config asks of the running learners.
@@ -106,16 +134,16 @@ func (a *App) planLearners(cfg *config.Config) (*learnerPlan, error) {
 			continue
 		}
 		name := view.Experiment.Name
-		spec := specOf(view, sole)
+		spec := online.SpecOf(view, sole)
 		l := cur.get(name)
-		if l == nil || !reflect.DeepEqual(l.spec, spec) {
+		if l == nil || !reflect.DeepEqual(l.Spec(), spec) {
 			var err error
-			if l, err = newLearner(a, view, spec); err != nil {
+			if l, err = a.newLearner(spec); err != nil {
 				a.discardLearners(p)
 				return nil, fmt.Errorf("experiment %s: %w", name, err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), learnLoadTimeout)
-			l.load(ctx) // serve its learnt versions from the first call
+			l.Load(ctx) // serve its learnt versions from the first call
 			cancel()
 			p.added = append(p.added, l)
 		}
@@ -123,7 +151,7 @@ func (a *App) planLearners(cfg *config.Config) (*learnerPlan, error) {
 		p.next.order = append(p.next.order, l)
 	}
 	for _, l := range cur.all() {
-		if p.next.byName[l.exp] != l {
+		if p.next.byName[l.Experiment()] != l {
 			p.removed = append(p.removed, l)
 		}
 	}
@@ -135,9 +163,9 @@ func (a *App) planLearners(cfg *config.Config) (*learnerPlan, error) {
 func (a *App) discardLearners(p *learnerPlan) {
 	cur := a.learners()
 	for _, l := range p.added {
-		l.close()
-		if cur.get(l.exp) == nil {
-			a.learnMetrics().forget(l.exp)
+		l.Close()
+		if cur.get(l.Experiment()) == nil {
+			a.learnMetrics().Forget(l.Experiment())
 		}
 	}
 }
@@ -147,98 +175,50 @@ func (a *App) discardLearners(p *learnerPlan) {
 // buildMu: a learner being stopped may wait for it to rebuild the runtime.
 func (a *App) applyLearners(p *learnerPlan) {
 	for _, l := range p.removed {
-		l.close()
-		if p.next.get(l.exp) == nil {
-			a.learnMetrics().forget(l.exp)
-			l.log.Info("learn: stopped; the experiment has no learner now")
+		l.Close()
+		if exp := l.Experiment(); p.next.get(exp) == nil {
+			a.learnMetrics().Forget(exp)
+			a.log.Info("learn: stopped; the experiment has no learner now", "component", "learn", "experiment", exp)
 		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.serving {
 		for _, l := range p.added {
-			l.start()
+			l.Start()
 		}
 	}
 }
 
-// experimentRun is the policy and adaptive allocator (nil when off) of the runtime
-// serving experiment exp, or nils when none serves it.
-func (a *App) experimentRun(exp string) (*policies.Policy, *policies.Adaptive) {
-	a.mu.Lock()
-	run := a.run
-	a.mu.Unlock()
-	if run == nil {
-		return nil, nil
-	}
-	if e := run.experiment(exp); e != nil {
-		return e.x.Policy, e.adaptive
-	}
-	return nil, nil
-}
-
 // learnViews are the learners as the dashboard shows them, in match order, each
-// version with its arm's share of its experiment's new episodes.
-func (a *App) learnViews() []*admin.LearnState {
+// with the state run was shaped from and each version with its arm's share of its
+// experiment's new episodes in run.
+func (a *App) learnViews(run *runtime) []*admin.LearnState {
 	var out []*admin.LearnState
 	for _, l := range a.learners().all() {
-		v := l.view()
-		if p, _ := a.experimentRun(l.exp); p != nil {
-			share := map[string]float64{}
-			w := p.Weights()
-			for i, arm := range p.Arms() {
-				share[arm.Name] = w[i]
-			}
-			for i := range v.Versions {
-				v.Versions[i].Share = share[v.Versions[i].Arm]
-			}
+		e := run.experiment(l.Experiment())
+		if e == nil {
+			out = append(out, l.View(nil))
+			continue
+		}
+		v := l.View(e.learnt)
+		share := map[string]float64{}
+		w := e.x.Policy.Weights()
+		for i, arm := range e.x.Policy.Arms() {
+			share[arm.Name] = w[i]
+		}
+		for i := range v.Versions {
+			v.Versions[i].Share = share[v.Versions[i].Arm]
 		}
 		out = append(out, v)
 	}
 	return out
 }
 
-// learnMetrics are the learners' series, labelled by experiment; registered with the
-// first learner.
-type learnMetrics struct {
-	steps, guidance             *prometheus.CounterVec
-	decisions                   *prometheus.CounterVec // experiment, action
-	version, leader, candidates *prometheus.GaugeVec
-}
-
-func (a *App) learnMetrics() *learnMetrics {
-	a.learnMetricsOnce.Do(func() {
-		exp := []string{"experiment"}
-		m := &learnMetrics{
-			steps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "camproxy", Name: "learn_steps_total",
-				Help: "Optimiser steps this replica ran (as the learner lease holder), by experiment."}, exp),
-			guidance: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "camproxy", Name: "learn_guidance_total",
-				Help: "Guidance records the learner appended to learn.guidance_file (tasks whose runs now have mixed outcomes), by experiment."}, exp),
-			decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "camproxy", Name: "learn_decisions_total",
-				Help: "Learner decisions this replica made, by experiment and action (version, candidate, promoted, stopped)."}, []string{"experiment", "action"}),
-			version: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "camproxy", Name: "learn_version",
-				Help: "The playbook version of the champion arm this replica serves, by experiment."}, exp),
-			leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "camproxy", Name: "learn_leader",
-				Help: "1 while this replica holds the experiment's learner lease."}, exp),
-			candidates: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "camproxy", Name: "learn_candidates",
-				Help: "Candidate arms this replica serves, by experiment."}, exp),
-		}
-		a.Registry.MustRegister(m.steps, m.guidance, m.decisions, m.version, m.leader, m.candidates)
-		a.learnM = m
-	})
+// learnMetrics are the learners' series; registered with the first learner.
+func (a *App) learnMetrics() *online.Metrics {
+	a.learnMetricsOnce.Do(func() { a.learnM = online.NewMetrics(a.Registry) })
 	return a.learnM
-}
-
-// forget drops an experiment's series: its learner stopped (the label's values are
-// the configured experiments' only).
-func (m *learnMetrics) forget(exp string) {
-	l := prometheus.Labels{"experiment": exp}
-	m.steps.DeletePartialMatch(l)
-	m.guidance.DeletePartialMatch(l)
-	m.decisions.DeletePartialMatch(l)
-	m.version.DeletePartialMatch(l)
-	m.leader.DeletePartialMatch(l)
-	m.candidates.DeletePartialMatch(l)
 }
 
 // addLeasePart reports the learners' Redis leases as one part, learn-lease: up while
@@ -261,9 +241,9 @@ func (a *App) leaseCheck() admin.Check {
 		}
 		var errs []error
 		for _, l := range a.learners().all() {
-			if rdb := l.leaseClient(); rdb != nil {
+			if rdb := l.LeaseClient(); rdb != nil {
 				if err := ping(ctx, rdb); err != nil {
-					errs = append(errs, fmt.Errorf("experiment %s: redis does not answer: %w", l.exp, err))
+					errs = append(errs, fmt.Errorf("experiment %s: redis does not answer: %w", l.Experiment(), err))
 				}
 			}
 		}
@@ -274,20 +254,12 @@ func (a *App) leaseCheck() admin.Check {
 // leaseState is down while a learner's last lease call failed, naming its experiment.
 func (a *App) leaseState() (bool, error) {
 	for _, l := range a.learners().all() {
-		if l.leaseState == nil {
+		if l.lease == nil {
 			continue
 		}
-		if up, err := l.leaseState.state(); !up {
-			return false, fmt.Errorf("experiment %s: %w", l.exp, err)
+		if up, err := l.lease.state(); !up {
+			return false, fmt.Errorf("experiment %s: %w", l.Experiment(), err)
 		}
 	}
 	return true, nil
-}
-
-// leaseClient is the Redis client of l's lease, or nil.
-func (l *learner) leaseClient() redis.UniversalClient {
-	if r, ok := l.lease.(*redisLease); ok {
-		return r.rdb
-	}
-	return nil
 }

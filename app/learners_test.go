@@ -207,7 +207,8 @@ func TestLearnerPerExperiment(t *testing.T) {
 	// What each experiment serves: its learnt arm with its own lines, the old
 	// champion gone, the control kept.
 	for _, exp := range exps {
-		shaped, sources := e.app.shapeFor(viewOf(t, e.cfg, exp))
+		s := e.app.shapeFor(viewOf(t, e.cfg, exp))
+		shaped, sources := s.Config, s.Sources
 		var arms []string
 		for _, a := range shaped.Experiment.Arms {
 			arms = append(arms, a.Name)
@@ -273,7 +274,7 @@ func TestReloadAddsAndRemovesALearner(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
 	lease := func(exp string) string { return rdb.Get(ctx, "reload:"+exp+":learn-lease").Val() }
-	idOf := func(l *learner) string { return l.lease.(*redisLease).id }
+	idOf := func(l *learner) string { return l.Replica() }
 
 	alpha := e.app.learnerFor("alpha")
 	eventually(t, "alpha leading", func() bool {
@@ -324,7 +325,7 @@ func TestReloadAddsAndRemovesALearner(t *testing.T) {
 		l := learnerOf(status(t, e), "beta")
 		return lease("beta") == idOf(b) && l.Get("leader").Bool() && l.Get("champion_version").Int() == 1
 	})
-	if lease("alpha") != idOf(alpha) || !alpha.leader.Load() {
+	if lease("alpha") != idOf(alpha) || !alpha.Leader() {
 		t.Fatal("alpha's learner lost its lease in the reload")
 	}
 	if got := e.metric("camproxy_learn_leader"); !strings.Contains(got, `camproxy_learn_leader{experiment="beta"} 1`) {
@@ -341,15 +342,15 @@ func TestReloadAddsAndRemovesALearner(t *testing.T) {
 		t.Fatal("after the removal beta's learner is still there, or alpha's was replaced")
 	}
 	select {
-	case <-b.done:
+	case <-b.Done():
 	default:
 		t.Fatal("beta's learner loop still runs")
 	}
 	if h := lease("beta"); h != "" {
 		t.Fatalf("beta's lease still held by %q after its experiment left", h)
 	}
-	other := &redisLease{rdb: rdb, key: "reload:beta:learn-lease", id: "another-replica", ttl: time.Second}
-	if ok, err := other.Acquire(ctx); !ok || err != nil {
+	// What another replica's lease does first: SET NX PX.
+	if ok, err := rdb.SetNX(ctx, "reload:beta:learn-lease", "another-replica", time.Second).Result(); !ok || err != nil {
 		t.Fatalf("another replica could not take beta's lease: %v %v", ok, err)
 	}
 	st := status(t, e)

@@ -38,7 +38,7 @@ func TestEveryRedisPartOnCluster(t *testing.T) {
 			}
 		}
 		code, status, _ := testkit.Readyz(e.admin)
-		return code == 200 && status == "ready" && rdb.Get(ctx, leaseKey).Val() == e.app.learnerFor(e.cfg.Experiment.Name).lease.(*redisLease).id
+		return code == 200 && status == "ready" && rdb.Get(ctx, leaseKey).Val() == e.app.learnerFor(e.cfg.Experiment.Name).Replica()
 	}
 	testkit.Eventually(t, "every part up, the lease held on the cluster", allUp)
 	e.turn(newAgent("book a flight to Lisbon", false))

@@ -13,6 +13,7 @@ import (
 	"github.com/camproxy/camproxy/admin"
 	"github.com/camproxy/camproxy/augment"
 	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/learn/online"
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/proxy"
@@ -32,6 +33,7 @@ type expRun struct {
 	x        *proxy.Experiment
 	adaptive *policies.Adaptive // nil unless its adaptive.enabled
 	period   time.Duration
+	learnt   *online.Shaped // its learner's shape it was built from; nil without a learner
 }
 
 // experiment is the runtime's experiment named name, or nil. "" names the one
@@ -58,8 +60,9 @@ func Experiments(cfg *config.Config) ([]*proxy.Experiment, error) {
 }
 
 // shapeFunc changes one experiment's view before it is built (the learner's arms,
-// adaptive allocation on) and gives the augmenters of the arms it added.
-type shapeFunc func(view *config.Config) (*config.Config, map[string]proxy.ContextSource)
+// adaptive allocation on) and gives the augmenters of the arms it added; nil leaves
+// the view as it is.
+type shapeFunc func(view *config.Config) *online.Shaped
 
 // buildExperiments makes one proxy experiment per view of cfg (cfg.PerExperiment),
 // each shaped first when shape is not nil, and returns them with the views they were
@@ -80,8 +83,10 @@ func buildExperiments(cfg *config.Config, shape shapeFunc) ([]*proxy.Experiment,
 		}
 		var learnt map[string]proxy.ContextSource
 		if shape != nil {
-			view, learnt = shape(view)
-			views[i] = view
+			if s := shape(view); s != nil {
+				view, learnt = s.Config, s.Sources
+				views[i] = view
+			}
 		}
 		rules := top
 		if !reflect.DeepEqual(view.Task, cfg.Task) {
@@ -117,7 +122,16 @@ func (a *App) buildRuntimeWith(cfg *config.Config, reuse map[string]proxy.Contex
 	if err != nil {
 		return nil, fmt.Errorf("side_calls: %w", err)
 	}
-	xs, views, err := buildExperiments(cfg, a.shapeFor)
+	// Each experiment keeps the shape it was built from: the dashboard shows its
+	// learner's state as this runtime serves it, never one it does not serve yet.
+	shapes := map[string]*online.Shaped{}
+	xs, views, err := buildExperiments(cfg, func(view *config.Config) *online.Shaped {
+		s := a.shapeFor(view)
+		if s != nil {
+			shapes[view.Experiment.Name] = s
+		}
+		return s
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +153,7 @@ func (a *App) buildRuntimeWith(cfg *config.Config, reuse map[string]proxy.Contex
 			x.Augmenters = maps.Clone(sources)
 			maps.Copy(x.Augmenters, learnt)
 		}
-		e := &expRun{x: x}
+		e := &expRun{x: x, learnt: shapes[x.Name]}
 		if ad := views[i].Experiment.Adaptive; ad.Enabled {
 			e.period = ad.UpdatePeriod
 			e.adaptive, err = policies.NewAdaptive(x.Policy, a.stats, policies.AdaptiveOptions{UpdatePeriod: ad.UpdatePeriod,
@@ -321,15 +335,16 @@ func (a *App) experiment() admin.Experiment {
 	a.mu.Lock()
 	run, cfg := a.run, a.cfg
 	a.mu.Unlock()
-	return a.experimentView(cfg, run.exps[len(run.exps)-1])
+	return a.experimentView(cfg, run, run.exps[len(run.exps)-1])
 }
 
-// experimentView is one experiment as the dashboard shows it: its arms with their
-// current shares, its learners, and each of its augmenters' breaker.
-func (a *App) experimentView(cfg *config.Config, e *expRun) admin.Experiment {
+// experimentView is one experiment of run as the dashboard shows it: its arms with
+// their current shares, the learners as run serves them, and each of its augmenters'
+// breaker.
+func (a *App) experimentView(cfg *config.Config, run *runtime, e *expRun) admin.Experiment {
 	p := e.x.Policy
 	ex := admin.Experiment{Name: p.Name(), Adaptive: e.adaptive != nil}
-	ex.Learners = a.learnViews()
+	ex.Learners = a.learnViews(run)
 	var stopped map[string]bool
 	if e.adaptive != nil {
 		stopped = e.adaptive.Stopped()
@@ -340,7 +355,7 @@ func (a *App) experimentView(cfg *config.Config, e *expRun) admin.Experiment {
 	}
 	for name, src := range e.x.Augmenters {
 		st := admin.AugmenterState{Name: name, Type: cfg.Augmenters[name].Type}
-		if isLearnArm(name) {
+		if online.IsLearnArm(name) {
 			st.Type = config.AugmenterPlaybook // a learnt version
 		}
 		if g, ok := src.Augmenter.(interface{ State() gobreaker.State }); ok {

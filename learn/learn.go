@@ -3,8 +3,8 @@
 // through tool calls), the batch sampler (failures first, each paired with a success
 // of its task), failure replay, the optimizer state, the journal that makes a killed
 // run resume without re-sending a call, and the offline driver behind
-// `camproxy train playbook`. The online learner inside `camproxy serve` (app) runs
-// the same Step.
+// `camproxy train playbook`. The online learner inside `camproxy serve`
+// (learn/online) runs the same Step.
 package learn
 
 import (
