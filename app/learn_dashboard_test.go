@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/camproxy/camproxy/learn/learntest"
 )
 
 // TestLearnDashboardInChromium: the dashboard shows the learner's versions, the
@@ -13,8 +15,8 @@ import (
 // the promotion on its own.
 func TestLearnDashboardInChromium(t *testing.T) {
 	bin := findChromium(t)
-	fake := &fakeStep{}
-	e := newEnvWith(t, learnConfig(t, filepath.Join(t.TempDir(), "playbook")), Options{Logger: testLogger(t), LearnStep: fake.step})
+	fake := &learntest.Step{}
+	e := newEnvWith(t, learnConfig(t, filepath.Join(t.TempDir(), "playbook")), Options{Logger: testLogger(t), LearnStep: fake.Step})
 	rewarded(t, e, "ace", 5, 0)
 	eventually(t, "candidate learn-v2", func() bool {
 		return status(t, e).Get(`learn.versions.#(arm=="learn-v2").status`).String() == "candidate"

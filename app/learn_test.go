@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,40 +16,11 @@ import (
 
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/internal/testkit"
-	"github.com/camproxy/camproxy/learn"
+	"github.com/camproxy/camproxy/learn/learntest"
 	"github.com/camproxy/camproxy/playbook"
 	"github.com/camproxy/camproxy/playbook/storage"
 	"github.com/camproxy/camproxy/replay"
 )
-
-// fakeStep is the optimiser step of the learner tests: it adds one entry naming the
-// version it makes, and records what it was given.
-type fakeStep struct {
-	mu    sync.Mutex
-	calls []fakeCall
-}
-
-type fakeCall struct {
-	base    *playbook.Playbook
-	version int
-	batch   learn.Batch
-}
-
-func (f *fakeStep) step(_ context.Context, base *playbook.Playbook, version int, b learn.Batch) (*learn.StepResult, error) {
-	f.mu.Lock()
-	f.calls = append(f.calls, fakeCall{base: base.Clone(), version: version, batch: b})
-	f.mu.Unlock()
-	pb := base.Clone()
-	pb.Entries = append(pb.Entries, playbook.Entry{ID: fmt.Sprintf("learnt-%d", version), Section: "learnt",
-		Content: fmt.Sprintf("Rule learnt for version %d.", version), Version: version})
-	return &learn.StepResult{Playbook: pb, Applied: 1, Summary: fmt.Sprintf("summary of step %d", b.Iteration)}, nil
-}
-
-func (f *fakeStep) snapshot() []fakeCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.calls)
-}
 
 // eventually polls cond for up to 45 s (slow under -race on a loaded machine), failing with what.
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -176,8 +145,8 @@ func hasEvent(evs []*replay.LearnEvent, action, arm string) *replay.LearnEvent {
 // arm); a worse one is stopped. Every decision is a learn event in the buffer.
 func TestLearnerPromotesAndStops(t *testing.T) {
 	storeDir := filepath.Join(t.TempDir(), "playbook")
-	fake := &fakeStep{}
-	e := newEnvWith(t, learnConfig(t, storeDir), Options{Logger: testLogger(t), LearnStep: fake.step})
+	fake := &learntest.Step{}
+	e := newEnvWith(t, learnConfig(t, storeDir), Options{Logger: testLogger(t), LearnStep: fake.Step})
 	versions := &storage.Versions{Store: mustDirStore(t, storeDir)}
 
 	// The seed: the champion's playbook is version 1.
@@ -192,19 +161,19 @@ func TestLearnerPromotesAndStops(t *testing.T) {
 	// Four rewarded episodes of the champion are not enough; the fifth triggers a step.
 	aceIDs := rewarded(t, e, "ace", 4, 0)
 	time.Sleep(100 * time.Millisecond) // five rounds of the learner: it must not step yet
-	if n := len(fake.snapshot()); n != 0 {
+	if n := len(fake.Calls()); n != 0 {
 		t.Fatalf("%d steps after 4 of every 5 episodes", n)
 	}
 	aceIDs = append(aceIDs, rewarded(t, e, "ace", 1, 0)...)
 	eventually(t, "candidate learn-v2 in /v1/status", func() bool {
 		return slices.Contains(activeArms(status(t, e)), "learn-v2")
 	})
-	calls := fake.snapshot()
-	if len(calls) != 1 || calls[0].version != 2 || calls[0].batch.Iteration != 1 || len(calls[0].base.Entries) != 1 {
+	calls := fake.Calls()
+	if len(calls) != 1 || calls[0].Version != 2 || calls[0].Batch.Iteration != 1 || len(calls[0].Base.Entries) != 1 {
 		t.Fatalf("first step: %d calls, %+v", len(calls), calls)
 	}
 	var batchIDs []string
-	for _, it := range calls[0].batch.Items {
+	for _, it := range calls[0].Batch.Items {
 		for _, ep := range []*replay.Episode{it.Failure, it.Success} {
 			if ep == nil {
 				continue
@@ -281,8 +250,8 @@ func TestLearnerPromotesAndStops(t *testing.T) {
 
 	// The new champion's episodes feed the next step at once: v3, from v2.
 	eventually(t, "candidate learn-v3", func() bool { return slices.Contains(activeArms(status(t, e)), "learn-v3") })
-	calls = fake.snapshot()
-	if last := calls[len(calls)-1]; last.version != 3 || last.base.Index("learnt-2") < 0 {
+	calls = fake.Calls()
+	if last := calls[len(calls)-1]; last.Version != 3 || last.Base.Index("learnt-2") < 0 {
 		t.Fatalf("the step after the promotion did not start from v2: %+v", last)
 	}
 	// v3 does worse than its champion: stopped.
@@ -358,11 +327,11 @@ func TestLearnerFleetOnRedis(t *testing.T) {
 		// stepped too). The handover below follows a release, not an expiry.
 		c.Learn.LeaseTTL = 6 * time.Second
 	}
-	fakes := []*fakeStep{{}, {}}
-	e1 := newEnvWith(t, shared, Options{Logger: testLogger(t), LearnStep: fakes[0].step})
+	fakes := []*learntest.Step{{}, {}}
+	e1 := newEnvWith(t, shared, Options{Logger: testLogger(t), LearnStep: fakes[0].Step})
 	cfg2 := *e1.cfg
 	cfg2.Replay.SpoolDir = t.TempDir()
-	a2 := startAppWith(t, &cfg2, Options{Logger: testLogger(t), LearnStep: fakes[1].step})
+	a2 := startAppWith(t, &cfg2, Options{Logger: testLogger(t), LearnStep: fakes[1].Step})
 	e2 := &env{t: t, up: e1.up, cam: e1.cam, app: a2, cfg: &cfg2, base: "http://" + a2.Addr(), admin: "http://" + a2.AdminAddr()}
 	envs := []*env{e1, e2}
 	leaseKey := prefix + ":playbook:learn-lease"
@@ -390,8 +359,8 @@ func TestLearnerFleetOnRedis(t *testing.T) {
 	for _, e := range envs {
 		eventually(t, "learn-v2 served by both", func() bool { return slices.Contains(activeArms(status(t, e)), "learn-v2") })
 	}
-	if n := len(fakes[follower].snapshot()); n != 0 || len(fakes[leader].snapshot()) != 1 {
-		t.Fatalf("steps: leader %d, follower %d; want 1 and 0", len(fakes[leader].snapshot()), n)
+	if n := len(fakes[follower].Calls()); n != 0 || len(fakes[leader].Calls()) != 1 {
+		t.Fatalf("steps: leader %d, follower %d; want 1 and 0", len(fakes[leader].Calls()), n)
 	}
 
 	rewarded(t, envs[follower], "learn-v2", 6, 1)
@@ -408,7 +377,7 @@ func TestLearnerFleetOnRedis(t *testing.T) {
 	}
 	// The new champion's episodes make v3 at once, on the leader only.
 	eventually(t, "learn-v3 on the follower", func() bool { return slices.Contains(activeArms(status(t, envs[follower])), "learn-v3") })
-	if n := len(fakes[follower].snapshot()); n != 0 {
+	if n := len(fakes[follower].Calls()); n != 0 {
 		t.Fatalf("the follower ran %d steps", n)
 	}
 
@@ -433,8 +402,8 @@ func TestLearnerFleetOnRedis(t *testing.T) {
 	})
 	rewarded(t, envs[follower], "learn-v2", 5, 1)
 	eventually(t, "a step by the new holder", func() bool {
-		calls := fakes[follower].snapshot()
-		return len(calls) == 1 && calls[0].version == 4 && calls[0].base.Index("learnt-2") >= 0
+		calls := fakes[follower].Calls()
+		return len(calls) == 1 && calls[0].Version == 4 && calls[0].Base.Index("learnt-2") >= 0
 	})
 	eventually(t, "learn-v4 served", func() bool { return slices.Contains(activeArms(status(t, envs[follower])), "learn-v4") })
 }
@@ -552,24 +521,11 @@ func TestLearnerRefreshesGuidance(t *testing.T) {
 // rewarded episodes is stopped as inconclusive, freeing its slot.
 func TestLearnerCountsOnlyAndInconclusive(t *testing.T) {
 	storeDir := filepath.Join(t.TempDir(), "playbook")
-	var tagOnly atomic.Bool
-	tagOnly.Store(true)
-	fake := &fakeStep{}
-	step := func(ctx context.Context, base *playbook.Playbook, version int, b learn.Batch) (*learn.StepResult, error) {
-		if !tagOnly.Load() {
-			return fake.step(ctx, base, version, b)
-		}
-		fake.mu.Lock()
-		fake.calls = append(fake.calls, fakeCall{base: base.Clone(), version: version, batch: b})
-		fake.mu.Unlock()
-		pb := base.Clone()
-		pb.Entries[0].Helpful++
-		return &learn.StepResult{Playbook: pb, Applied: 1, Summary: "tagged"}, nil
-	}
+	fake := &learntest.Step{Mode: learntest.CountsOnly}
 	e := newEnvWith(t, func(c *config.Config) {
 		learnConfig(t, storeDir)(c)
 		c.Learn.MaxTrial = 8
-	}, Options{Logger: testLogger(t), LearnStep: step})
+	}, Options{Logger: testLogger(t), LearnStep: fake.Step})
 	versions := &storage.Versions{Store: mustDirStore(t, storeDir)}
 
 	rewarded(t, e, "ace", 5, 0)
@@ -586,13 +542,13 @@ func TestLearnerCountsOnlyAndInconclusive(t *testing.T) {
 	}
 
 	// The next step starts from v2's counts, and its candidate names v2 as parent.
-	tagOnly.Store(false)
+	fake.Set(func(s *learntest.Step) { s.Mode = learntest.AddRule })
 	rewarded(t, e, "ace", 5, 0)
 	eventually(t, "candidate learn-v3", func() bool { return slices.Contains(activeArms(status(t, e)), "learn-v3") })
-	calls := fake.snapshot()
+	calls := fake.Calls()
 	last := calls[len(calls)-1]
-	if last.version != 3 || last.base.Entries[0].Helpful != 1 {
-		t.Fatalf("the second step started from %+v (version %d); want v2's counts", last.base.Entries, last.version)
+	if last.Version != 3 || last.Base.Entries[0].Helpful != 1 {
+		t.Fatalf("the second step started from %+v (version %d); want v2's counts", last.Base.Entries, last.Version)
 	}
 	m, _ := versions.Manifest(context.Background())
 	if row, _ := m.Get(3); row == nil || row.Parent != 2 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/learn"
+	"github.com/camproxy/camproxy/learn/learntest"
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/replay"
 )
@@ -250,16 +251,13 @@ func TestStepScheduling(t *testing.T) {
 			do: func(h *harness) {
 				ids := h.runs("ace", 5, 0)
 				h.round()
-				slices.Sort(ids)
-				if got := batchIDs(h.step.snapshot()[0]); !slices.Equal(got, ids) {
-					h.t.Errorf("batch %v; want the champion's new episodes %v", got, ids)
-				}
+				h.batchIs(0, ids, "the champion's new episodes")
 			},
 			steps: 1,
 			check: func(t *testing.T, h *harness) {
-				c := h.step.snapshot()[0]
-				if c.version != 2 || c.batch.Iteration != 1 || c.base.Index("learnt-2") >= 0 || len(c.base.Entries) != 1 {
-					t.Errorf("step: version %d, iteration %d, base %+v", c.version, c.batch.Iteration, c.base.Entries)
+				c := h.step.Calls()[0]
+				if c.Version != 2 || c.Batch.Iteration != 1 || c.Base.Index("learnt-2") >= 0 || len(c.Base.Entries) != 1 {
+					t.Errorf("step: version %d, iteration %d, base %+v", c.Version, c.Batch.Iteration, c.Base.Entries)
 				}
 				if st := h.state(); st.Steps != 1 || st.LastN != 5 || h.status("learn-v2") != armCandidate {
 					t.Errorf("state after the step: %+v", st)
@@ -275,15 +273,12 @@ func TestStepScheduling(t *testing.T) {
 				h.runs("baseline", 5, 0)
 				ids := h.runs("ace", 4, 0)
 				h.round()
-				if n := len(h.step.snapshot()); n != 0 {
+				if n := len(h.step.Calls()); n != 0 {
 					h.t.Fatalf("stepped on 4 of the champion's episodes and 5 of another arm's")
 				}
 				ids = append(ids, h.runs("ace", 1, 0)...)
 				h.round()
-				slices.Sort(ids)
-				if got := batchIDs(h.step.snapshot()[0]); !slices.Equal(got, ids) {
-					h.t.Errorf("batch %v; want the champion's episodes only %v", got, ids)
-				}
+				h.batchIs(0, ids, "the champion's episodes only")
 			},
 			steps: 1,
 		},
@@ -294,12 +289,12 @@ func TestStepScheduling(t *testing.T) {
 				h.round()
 				h.runs("ace", 4, 0)
 				h.round()
-				if n := len(h.step.snapshot()); n != 1 {
+				if n := len(h.step.Calls()); n != 1 {
 					h.t.Fatalf("%d steps after 4 more episodes", n)
 				}
 				ids := h.runs("ace", 1, 0)
 				h.round()
-				if got := batchIDs(h.step.snapshot()[1]); len(got) != 5 || !slices.Contains(got, ids[0]) {
+				if got := batchIDs(h.step.Calls()[1]); len(got) != 5 || !slices.Contains(got, ids[0]) {
 					h.t.Errorf("second batch %v; want the 5 episodes since the first step", got)
 				}
 			},
@@ -333,9 +328,9 @@ func TestStepScheduling(t *testing.T) {
 		{
 			name: "a failed step backs off, doubling, until one succeeds",
 			do: func(h *harness) {
-				h.step.set(func(f *fakeStep) { f.err = errModel })
+				h.step.Set(func(s *learntest.Step) { s.Err = errModel })
 				h.runs("ace", 5, 0)
-				calls := func() int { return len(h.step.snapshot()) }
+				calls := func() int { return len(h.step.Calls()) }
 				mustFail := func() {
 					h.t.Helper()
 					if err := h.l.lead(h.ctx, 1); err == nil {
@@ -357,7 +352,7 @@ func TestStepScheduling(t *testing.T) {
 					h.t.Fatalf("%d calls inside the second back-off", calls())
 				}
 				h.advance(time.Millisecond)
-				h.step.set(func(f *fakeStep) { f.err = nil })
+				h.step.Set(func(s *learntest.Step) { s.Err = nil })
 				h.round() // call 3 succeeds
 			},
 			steps: 3,
@@ -375,15 +370,12 @@ func TestStepScheduling(t *testing.T) {
 				h.round() // the wait starts: max(2 × check_every, 2 s)
 				h.advance(1999 * time.Millisecond)
 				h.round()
-				if n := len(h.step.snapshot()); n != 0 {
+				if n := len(h.step.Calls()); n != 0 {
 					h.t.Fatalf("stepped on %d of 5 episodes before the wait ended", n)
 				}
 				h.advance(time.Millisecond)
 				h.round()
-				slices.Sort(ids)
-				if got := batchIDs(h.step.snapshot()[0]); !slices.Equal(got, ids) {
-					h.t.Errorf("batch %v; want the 3 in the buffer %v", got, ids)
-				}
+				h.batchIs(0, ids, "the 3 in the buffer")
 			},
 			steps: 1,
 		},
@@ -421,22 +413,19 @@ func TestStepScheduling(t *testing.T) {
 				ids := h.runs("learn-v2", 6, 1)
 				h.count("ace", 1, 0)
 				h.round()
-				slices.Sort(ids)
-				if got := batchIDs(h.step.snapshot()[1]); !slices.Equal(got, ids) {
-					h.t.Errorf("batch %v; want the new champion's episodes %v", got, ids)
-				}
+				h.batchIs(1, ids, "the new champion's episodes")
 			},
 			steps: 2,
 			check: func(t *testing.T, h *harness) {
-				if c := h.step.snapshot()[1]; c.version != 3 || c.base.Index("learnt-2") < 0 {
-					t.Errorf("the step after the promotion: version %d from %+v; want v3 from v2", c.version, c.base.Entries)
+				if c := h.step.Calls()[1]; c.Version != 3 || c.Base.Index("learnt-2") < 0 {
+					t.Errorf("the step after the promotion: version %d from %+v; want v3 from v2", c.Version, c.Base.Entries)
 				}
 			},
 		},
 		{
 			name: "a step that changed only counts is kept, not tried, and the next starts from it",
 			do: func(h *harness) {
-				h.step.set(func(f *fakeStep) { f.mode = countsOnly })
+				h.step.Set(func(s *learntest.Step) { s.Mode = learntest.CountsOnly })
 				h.runs("ace", 5, 0)
 				h.round()
 				if st := h.state(); h.latest() != 2 || st.BaseVersion != 2 || h.status("learn-v2") != "" {
@@ -445,15 +434,15 @@ func TestStepScheduling(t *testing.T) {
 				if got := h.rt.actions(0); !slices.Equal(got, []string{"version ace", "version v2"}) {
 					h.t.Fatalf("events %q", got)
 				}
-				h.step.set(func(f *fakeStep) { f.mode = addRule })
+				h.step.Set(func(s *learntest.Step) { s.Mode = learntest.AddRule })
 				h.runs("ace", 5, 0)
 				h.round()
 			},
 			steps: 2,
 			check: func(t *testing.T, h *harness) {
-				c := h.step.snapshot()[1]
-				if c.version != 3 || c.base.Entries[0].Helpful != 1 {
-					t.Errorf("second step: version %d from %+v; want v2's counts", c.version, c.base.Entries)
+				c := h.step.Calls()[1]
+				if c.Version != 3 || c.Base.Entries[0].Helpful != 1 {
+					t.Errorf("second step: version %d from %+v; want v2's counts", c.Version, c.Base.Entries)
 				}
 				if a := h.state().arm("learn-v3"); a == nil || a.Parent != 2 || a.Status != armCandidate {
 					t.Errorf("learn-v3: %+v", a)
@@ -463,7 +452,7 @@ func TestStepScheduling(t *testing.T) {
 		{
 			name: "a step that changed nothing writes no version; the count moves on",
 			do: func(h *harness) {
-				h.step.set(func(f *fakeStep) { f.mode = noChange })
+				h.step.Set(func(s *learntest.Step) { s.Mode = learntest.NoChange })
 				h.runs("ace", 5, 0)
 				h.round()
 				h.runs("ace", 4, 0)
@@ -500,7 +489,7 @@ func TestStepScheduling(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			h := started(t, r.tune)
 			r.do(h)
-			if n := len(h.step.snapshot()); n != r.steps {
+			if n := len(h.step.Calls()); n != r.steps {
 				t.Fatalf("%d steps; want %d", n, r.steps)
 			}
 			if r.check != nil {

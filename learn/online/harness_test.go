@@ -16,8 +16,7 @@ import (
 
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/internal/demo"
-	"github.com/camproxy/camproxy/learn"
-	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/learn/learntest"
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/replay"
 )
@@ -111,68 +110,6 @@ func (f *fakeRuntime) servedArms() []string {
 	return out
 }
 
-// stepMode is what the fake optimiser step does.
-type stepMode int
-
-const (
-	addRule    stepMode = iota // adds an entry naming the version: a new context
-	countsOnly                 // tags the first entry helpful: the same context
-	noChange                   // applies nothing
-)
-
-type stepCall struct {
-	base    *playbook.Playbook
-	version int
-	batch   learn.Batch
-}
-
-// fakeStep is the optimiser step: it records what it was given.
-type fakeStep struct {
-	mu    sync.Mutex
-	mode  stepMode
-	err   error
-	wait  func(ctx context.Context) error // runs first when set (a step in flight)
-	calls []stepCall
-}
-
-func (f *fakeStep) step(ctx context.Context, base *playbook.Playbook, version int, b learn.Batch) (*learn.StepResult, error) {
-	f.mu.Lock()
-	f.calls = append(f.calls, stepCall{base: base.Clone(), version: version, batch: b})
-	mode, err, wait := f.mode, f.err, f.wait
-	f.mu.Unlock()
-	if wait != nil {
-		if err := wait(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	pb := base.Clone()
-	switch mode {
-	case countsOnly:
-		pb.Entries[0].Helpful++
-	case noChange:
-		return &learn.StepResult{Playbook: pb, Summary: "nothing to change"}, nil
-	default:
-		pb.Entries = append(pb.Entries, playbook.Entry{ID: fmt.Sprintf("learnt-%d", version), Section: "learnt",
-			Content: fmt.Sprintf("Rule learnt for version %d.", version), Version: version})
-	}
-	return &learn.StepResult{Playbook: pb, Applied: 1, Summary: fmt.Sprintf("summary of step %d", b.Iteration)}, nil
-}
-
-func (f *fakeStep) snapshot() []stepCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.calls)
-}
-
-func (f *fakeStep) set(fn func(f *fakeStep)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fn(f)
-}
-
 // harness is one learner of experiment exp with champion ace (a playbook arm) and
 // control baseline, on fakes.
 type harness struct {
@@ -180,7 +117,7 @@ type harness struct {
 	ctx  context.Context
 	l    *Learner
 	rt   *fakeRuntime
-	step *fakeStep
+	step *learntest.Step
 	sink *replay.FileSink
 	mu   sync.Mutex
 	now  time.Time
@@ -209,8 +146,8 @@ func newHarness(t *testing.T, tune func(*config.Learn, *Options)) *harness {
 	lc.Enabled, lc.Champion, lc.Store = true, "ace", filepath.Join(dir, "playbook")
 	lc.Every, lc.MinEpisodes, lc.MaxCandidates, lc.PromoteAlpha, lc.MaxTrial, lc.BatchSize = 5, 6, 2, 0.05, 0, 0
 	lc.CheckEvery = time.Second
-	h := &harness{t: t, ctx: context.Background(), step: &fakeStep{}, now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	o := Options{Step: h.step.step, Now: h.clock, Logger: slog.New(slog.DiscardHandler)}
+	h := &harness{t: t, ctx: context.Background(), step: &learntest.Step{}, now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	o := Options{Step: h.step.Step, Now: h.clock, Logger: slog.New(slog.DiscardHandler)}
 	if tune != nil {
 		tune(&lc, &o)
 	}
@@ -346,10 +283,19 @@ func binary(n, k int) policies.Stats {
 	return policies.Stats{N: float64(n), Sum: float64(k), SumSq: float64(k), Successes: float64(k)}
 }
 
+// batchIs checks that the i-th step's batch is the episodes ids (what they are).
+func (h *harness) batchIs(i int, ids []string, what string) {
+	h.t.Helper()
+	want := slices.Sorted(slices.Values(ids))
+	if got := batchIDs(h.step.Calls()[i]); !slices.Equal(got, want) {
+		h.t.Errorf("batch %d: %v; want %s %v", i, got, what, want)
+	}
+}
+
 // batchIDs are the episodes of a step's batch, sorted.
-func batchIDs(c stepCall) []string {
+func batchIDs(c learntest.Call) []string {
 	var out []string
-	for _, it := range c.batch.Items {
+	for _, it := range c.Batch.Items {
 		for _, ep := range []*replay.Episode{it.Failure, it.Success} {
 			if ep != nil {
 				out = append(out, ep.ID)

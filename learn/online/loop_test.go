@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/camproxy/camproxy/config"
+	"github.com/camproxy/camproxy/learn/learntest"
 	"github.com/camproxy/camproxy/policies"
 )
 
@@ -110,8 +111,8 @@ func TestLostLeaseAbandonsTheStep(t *testing.T) {
 		tn := newTenure()
 		h.l.renew(h.ctx, tn, time.Second)
 		inFlight, giveUp := make(chan struct{}), make(chan struct{})
-		h.step.set(func(f *fakeStep) {
-			f.wait = func(ctx context.Context) error {
+		h.step.Set(func(s *learntest.Step) {
+			s.Wait = func(ctx context.Context) error {
 				close(inFlight)
 				select {
 				case <-ctx.Done():
@@ -181,7 +182,7 @@ func TestFollowerServesAndNeverSteps(t *testing.T) {
 	f.setStats(map[string]policies.Stats{"ace": binary(6, 0), "learn-v2": binary(6, 6)})
 	tn.begin(f.ctx)
 	f.l.tick(f.ctx, tn)
-	if n, evs := len(f.step.snapshot()), f.rt.actions(0); n != 0 || len(evs) != 0 {
+	if n, evs := len(f.step.Calls()), f.rt.actions(0); n != 0 || len(evs) != 0 {
 		t.Fatalf("the follower stepped %d times and decided %q", n, evs)
 	}
 	if st := f.state(); st.Champion != "ace" {
@@ -217,7 +218,7 @@ func TestCloseStopsTheLoop(t *testing.T) {
 		h.runs("ace", 5, 0)
 		time.Sleep(3 * h.l.cfg.CheckEvery)
 		synctest.Wait()
-		if n := len(h.step.snapshot()); n != 0 {
+		if n := len(h.step.Calls()); n != 0 {
 			t.Fatalf("%d steps after Close", n)
 		}
 	})
