@@ -11,8 +11,10 @@ import (
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/learn"
 	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/playbook/storage"
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/replay"
+	"github.com/camproxy/camproxy/replay/location"
 )
 
 // lead is one round of the lease holder: start or pick up the state, judge the
@@ -82,7 +84,7 @@ func (l *Learner) initState(ctx context.Context) (*state, error) {
 			return nil, fmt.Errorf("the champion's playbook %s: %w", l.seedFrom.File, err)
 		}
 	}
-	row, err := l.versions.Write(ctx, seed, playbook.Version{Summary: "the playbook of arm " + l.initial + " when learning started"})
+	row, err := l.versions.Write(ctx, seed, storage.Version{Summary: "the playbook of arm " + l.initial + " when learning started"})
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +209,7 @@ func (l *Learner) runStep(ctx context.Context, champN float64) error {
 		}
 		if l.now().Sub(l.lagSince) < max(2*l.cfg.CheckEvery, 2*time.Second) || len(eps) == 0 {
 			l.log.Debug("learn: waiting for the champion's rewarded episodes to reach the replay buffer", "champion", st.Champion,
-				"have", len(eps), "from", replay.Redact(l.from))
+				"have", len(eps), "from", location.Redact(l.from))
 			return nil
 		}
 	}
@@ -256,7 +258,7 @@ func (l *Learner) runStep(ctx context.Context, champN float64) error {
 				}
 			}
 		}
-		row, err := l.versions.Write(ctx, res.Playbook, playbook.Version{Parent: parent, Iteration: next.Steps,
+		row, err := l.versions.Write(ctx, res.Playbook, storage.Version{Parent: parent, Iteration: next.Steps,
 			Summary: res.Summary, Sources: sources})
 		if err != nil {
 			return err

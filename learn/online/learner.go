@@ -58,6 +58,7 @@ import (
 	"github.com/camproxy/camproxy/config"
 	"github.com/camproxy/camproxy/learn"
 	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/playbook/storage"
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/trainer"
@@ -130,8 +131,8 @@ type Learner struct {
 	seedFrom config.Augmenter
 	from     string
 	own      replay.Selection // its experiment's episodes
-	store    playbook.Store
-	versions *playbook.Versions
+	store    storage.Store
+	versions *storage.Versions
 	lease    lease
 	replica  string // the id this replica holds the lease under
 	observe  func(error)
@@ -161,7 +162,7 @@ type Learner struct {
 // call (Load reads the state).
 func New(ctx context.Context, rt Runtime, spec Spec, o Options) (*Learner, error) {
 	lc := spec.Learn
-	store, err := playbook.OpenStore(ctx, lc.Store)
+	store, err := storage.OpenStore(ctx, lc.Store)
 	if err != nil {
 		return nil, fmt.Errorf("learn.store: %w", err)
 	}
@@ -172,7 +173,7 @@ func New(ctx context.Context, rt Runtime, spec Spec, o Options) (*Learner, error
 	}
 	l := &Learner{rt: rt, spec: spec, cfg: lc, exp: exp, control: spec.Control, initial: spec.Initial, seedFrom: spec.Seed,
 		from: spec.From, own: replay.Selection{Experiment: exp, Labelled: !spec.Sole}, store: store,
-		versions: &playbook.Versions{Store: store}, replica: replicaID(), step: o.Step, pair: o.Pair,
+		versions: &storage.Versions{Store: store}, replica: replicaID(), step: o.Step, pair: o.Pair,
 		now: o.Now, log: log.With("component", "learn", "experiment", exp), done: make(chan struct{})}
 	if l.now == nil {
 		l.now = time.Now
@@ -195,7 +196,7 @@ func New(ctx context.Context, rt Runtime, spec Spec, o Options) (*Learner, error
 	// The lease is the store's: experiments have distinct stores (config refuses a
 	// shared one), so each has its own lease, and different experiments' learners
 	// may lead on different replicas.
-	if rs, ok := store.(*playbook.RedisStore); ok {
+	if rs, ok := store.(*storage.RedisStore); ok {
 		l.lease = &redisLease{rdb: rs.Client(), key: rs.Key() + ":learn-lease", id: l.replica, ttl: lc.LeaseTTL}
 		l.observe = o.ObserveLease
 	} else {

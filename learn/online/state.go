@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/camproxy/camproxy/config"
-	"github.com/camproxy/camproxy/playbook"
+	"github.com/camproxy/camproxy/playbook/storage"
 )
 
 // stateName is the learner's state in the store.
@@ -102,7 +102,7 @@ func learnArmName(version int) string { return config.LearnArmPrefix + strconv.I
 
 func (l *Learner) readState(ctx context.Context) (*state, error) {
 	b, err := l.store.Get(ctx, stateName)
-	if errors.Is(err, playbook.ErrNotFound) {
+	if errors.Is(err, storage.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
