@@ -38,11 +38,32 @@ test:
 	$(GO) tool gotestsum tool slowest --jsonfile $(TESTJSON) --threshold 1ms --num 200 | awk '$$2 !~ /\//' | head -10; \
 	echo "make test: $$(( $$(date +%s) - start )) s, exit $$status"; exit $$status
 
-## check: gofmt, go vet, and golangci-lint when installed
+## check: gofmt, go vet, golangci-lint when installed, actionlint over the workflows, and the vulnerability scan
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	@if command -v golangci-lint >/dev/null 2>&1; then golangci-lint run; else echo "golangci-lint not installed; skipped"; fi
+	$(GO) tool actionlint
+	@$(MAKE) --no-print-directory vulncheck
+
+## vulncheck: govulncheck over the source (./...) against the database built from the pinned
+## golang.org/x/vulndb (scripts/vulndb.pin), offline, read by internal/vulngate. Fails (exit 3) only
+## on a vulnerable function the code can reach; vulnerable packages imported or modules required
+## but never called are listed as informational and do not fail.
+## docs/operations.md says how to read it and how the database updates. VULNCHECK_ARGS replaces ./...
+## VULNCHECK_STDLIB=report (the default here) lists the standard library's reachable vulnerabilities,
+## which only a newer Go fixes, without failing; the release workflow sets fail and builds on the newest patch.
+.PHONY: vulncheck
+VULNCHECK_STDLIB ?= report
+vulncheck:
+	GO=$(GO) VULNCHECK_STDLIB=$(VULNCHECK_STDLIB) ./scripts/vulncheck.sh $(VULNCHECK_ARGS)
+
+## reproduce: build the release twice (two copies of the tree, two empty build caches: a full
+## compile each, minutes) and compare the archives, SBOMs and SHA256SUMS byte for byte;
+## REPRODUCE_TARGETS (linux/amd64 unless set), REPRODUCE_CACHE=shared for this machine's cache
+.PHONY: reproduce
+reproduce:
+	VERSION=$(VERSION) COMMIT=$(COMMIT) GO=$(GO) ./scripts/reproduce.sh $(REPRODUCE_TARGETS)
 
 ## bench: camproxy's added latency against the same fake upstream called directly
 bench:
