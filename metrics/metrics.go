@@ -59,7 +59,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		UpstreamTTFB: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "upstream_ttfb_seconds",
 			Help: "Time until the upstream's response headers arrived.", Buckets: latencyBuckets}, []string{"protocol"}),
 		Context: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "context_total",
-			Help: "Context decisions by experiment, arm and result (miss, hit, episode, none, fail-open, skip)."}, []string{"experiment", "arm", "result"}),
+			Help: "Context decisions by experiment, arm and result (miss, hit, episode, none, fail-open, shed, skip)."}, []string{"experiment", "arm", "result"}),
 		AugmentDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "augment_duration_seconds",
 			Help: "Duration of augmenter calls (cache misses).", Buckets: latencyBuckets}, []string{"augmenter"}),
 		ContextDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "context_duration_seconds",

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"io"
 	"log"
 	"net"
@@ -267,4 +268,78 @@ func TestAdmissionClientLeftQueue(t *testing.T) {
 		time.Sleep(hang)
 		synctest.Wait()
 	})
+}
+
+// TestAdmissionShedsContext: near the limit a new episode's context is not loaded
+// (the CAM call is skipped, X-CAM-Context: shed) and the call goes on unaugmented;
+// with slots free again the next new episode calls the augmenter.
+func TestAdmissionShedsContext(t *testing.T) {
+	p := newInmemProxy(t, answerCompletion, true, func(o *Options, _ *fasthttp.Server) { o.MaxInFlight = 8 })
+	held := p.srv.limit.shedAt - 1 // the call itself takes one more
+	for range held {
+		if r := p.srv.limit.enter(nil, nil); r != "" {
+			t.Fatal(r)
+		}
+	}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	body := func(task string) []byte {
+		return []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"` + task + `"}]}`)
+	}
+	if err := p.do(req, resp, body("book a flight to Lisbon")); err != nil {
+		t.Fatal(err)
+	}
+	if src := string(resp.Header.Peek(hdrContext)); resp.StatusCode() != 200 || src != "shed" || p.aug.calls.Load() != 0 {
+		t.Fatalf("near the limit: status %d, context %q, augmenter calls %d", resp.StatusCode(), src, p.aug.calls.Load())
+	}
+	for range held {
+		p.srv.limit.leave()
+	}
+	if err := p.do(req, resp, body("book a flight to Porto")); err != nil {
+		t.Fatal(err)
+	}
+	if src := string(resp.Header.Peek(hdrContext)); src != "miss" || p.aug.calls.Load() != 1 {
+		t.Fatalf("slots free: context %q, augmenter calls %d", src, p.aug.calls.Load())
+	}
+}
+
+// TestAdmissionStreamHoldsSlot: a streamed answer keeps its call's slot until its
+// last event was relayed (the handler returned long before), then gives it back.
+func TestAdmissionStreamHoldsSlot(t *testing.T) {
+	release := make(chan struct{})
+	stream := func(fc *fasthttp.RequestCtx) {
+		fc.SetContentType("text/event-stream")
+		fc.SetBodyStreamWriter(func(w *bufio.Writer) {
+			_, _ = w.WriteString("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
+			_ = w.Flush()
+			<-release
+			_, _ = w.WriteString("data: [DONE]\n\n")
+		})
+	}
+	p := newInmemProxy(t, stream, true)
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	resp.StreamBody = true
+	if err := p.do(req, resp, []byte(`{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	// The head and first event are here: the handler has returned, the stream is open.
+	if n, _ := p.srv.limit.counts(); n != 1 {
+		t.Fatalf("in flight %d while the stream is open, want 1", n)
+	}
+	close(release)
+	if _, err := io.Copy(io.Discard, resp.BodyStream()); err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.CloseBodyStream()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if n, _ := p.srv.limit.counts(); n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slot was not given back once the stream ended")
+		}
+	}
 }
