@@ -343,3 +343,31 @@ func TestAdmissionStreamHoldsSlot(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmissionWebSocketTurn: an open socket holds no slot between turns; a turn past
+// the limit ends with an error event of status 503 in OpenAI's WebSocket shape, the
+// socket stays open, and the next turn, with a slot free, runs.
+func TestAdmissionWebSocketTurn(t *testing.T) {
+	p := newWSProxy(t, func(o *Options, _ *Upstream) { o.MaxInFlight, o.QueueTimeout = 1, 0 })
+	ws := p.dial(t)
+	if n, _ := p.srv.limit.counts(); n != 0 {
+		t.Fatalf("an open socket holds %d slots", n)
+	}
+	if r := p.srv.limit.enter(nil, nil); r != "" { // another call takes the only slot
+		t.Fatal(r)
+	}
+	send(t, ws, firstCreate())
+	ev := last(readTurn(t, ws))
+	if ev.Get("type").Str != "error" || ev.Get("status").Int() != http.StatusServiceUnavailable ||
+		!strings.Contains(ev.Get("error.message").Str, "server.max_in_flight") {
+		t.Fatalf("turn past the limit: %s", ev.Raw)
+	}
+	if v := testutil.ToFloat64(p.m.Rejected.WithLabelValues(rejectQueueFull)); v != 1 {
+		t.Errorf("rejected_total{queue_full} = %v", v)
+	}
+	p.srv.limit.leave()
+	send(t, ws, firstCreate())
+	if ev := last(readTurn(t, ws)); ev.Get("type").Str != "response.completed" {
+		t.Fatalf("turn with a slot free: %s", ev.Raw)
+	}
+}
