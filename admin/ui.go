@@ -173,7 +173,7 @@ type ContextCount map[string]int64
 
 // ContextStatus is the context cache's effect.
 type ContextStatus struct {
-	Results ContextCount `json:"results"`  // miss, hit, episode, none, fail-open, skip
+	Results ContextCount `json:"results"`  // miss, hit, episode, none, fail-open, shed, skip
 	HitRate *float64     `json:"hit_rate"` // hit / (hit + miss): new episodes served from the cache
 }
 

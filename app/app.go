@@ -207,6 +207,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 		Logger: log, Metrics: a.Metrics, Upstreams: ups, Runtime: run.rt,
 		Cache: a.Cache, Episodes: a.Episodes, Recorders: []proxy.Recorder{rec, recent}, MaxBodyBytes: cfg.Server.MaxBodyBytes, MaxAnswerBytes: cfg.Replay.MaxAnswerBytes, ReadTimeout: cfg.Server.ReadTimeout,
 		IdleTimeout: cfg.Server.IdleTimeout, Tracing: a.tracing,
+		MaxInFlight: cfg.Server.MaxInFlight, QueueTimeout: cfg.Server.QueueTimeout,
 	})
 	a.activate(run)
 

@@ -131,6 +131,12 @@ type Server struct {
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"` // time in-flight requests get on shutdown
 	ReadTimeout   time.Duration `yaml:"read_timeout"`   // time to read one request (headers and body)
 	IdleTimeout   time.Duration `yaml:"idle_timeout"`   // keep-alive idle time
+	// MaxInFlight is the data plane's admission limit: calls being handled at once (a
+	// stream until its last event). 0 = derived from GOMAXPROCS (proxy.DefaultMaxInFlight).
+	MaxInFlight int `yaml:"max_in_flight"`
+	// QueueTimeout is how long a call past the limit may wait for a slot before it is
+	// refused with 503 and Retry-After. 0 = refuse at once.
+	QueueTimeout time.Duration `yaml:"queue_timeout"`
 }
 
 // Upstreams are the model providers camproxy forwards to, keyed by provider name
@@ -424,6 +430,7 @@ func Default() *Config {
 			ShutdownGrace: 30 * time.Second,
 			ReadTimeout:   60 * time.Second,
 			IdleTimeout:   90 * time.Second,
+			QueueTimeout:  time.Second,
 		},
 		Upstreams:  defaultUpstreams(),
 		Task:       Task{Rules: []TaskRule{{FirstUserMessage: true}}},

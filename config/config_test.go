@@ -85,6 +85,8 @@ func fullConfig() *Config {
 			ShutdownGrace: 10 * time.Second,
 			ReadTimeout:   45 * time.Second,
 			IdleTimeout:   2 * time.Minute,
+			MaxInFlight:   512,
+			QueueTimeout:  250 * time.Millisecond,
 		},
 		Upstreams: Upstreams{
 			"openai": {BaseURL: "https://openai.example.com", APIKey: "sk-openai",
@@ -328,6 +330,8 @@ func TestBadConfig(t *testing.T) {
 		{"negative duration", "server: {read_timeout: -1s}", "server.read_timeout", "> 0"},
 		{"bad duration", "server: {idle_timeout: 3 sec}", "server.idle_timeout", "duration"},
 		{"integer duration", "server: {idle_timeout: 30}", "server.idle_timeout", "duration"},
+		{"negative max in flight", "server: {max_in_flight: -1}", "server.max_in_flight", ">= 0"},
+		{"negative queue timeout", "server: {queue_timeout: -1s}", "server.queue_timeout", ">= 0"},
 		{"string for int", "server: {max_body_bytes: lots}", "server.max_body_bytes", "integer"},
 		{"mapping for string", "server: {listen: {a: b}}", "server.listen", "mapping"},
 		{"scalar for section", "server: 5", "server", "mapping"},

@@ -145,6 +145,12 @@ func (s Server) check(p *problems) {
 	checkPositive(p, "server.shutdown_grace", s.ShutdownGrace)
 	checkPositive(p, "server.read_timeout", s.ReadTimeout)
 	checkPositive(p, "server.idle_timeout", s.IdleTimeout)
+	if s.MaxInFlight < 0 {
+		p.add("server.max_in_flight", "must be >= 0 (0 = derived from GOMAXPROCS), got %d", s.MaxInFlight)
+	}
+	if s.QueueTimeout < 0 {
+		p.add("server.queue_timeout", "must be >= 0 (0 = refuse at once past server.max_in_flight), got %v", s.QueueTimeout)
+	}
 }
 
 // check validates each provider's block by what its registry entry says of it: a

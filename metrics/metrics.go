@@ -39,6 +39,11 @@ type Metrics struct {
 	// by the transport they arrived on (http, websocket).
 	Sockets prometheus.Gauge
 	Turns   *prometheus.CounterVec // transport
+	// Rejected are the data-plane calls refused past server.max_in_flight, by reason
+	// (queue_full, queue_timeout); Admission reports the calls holding a slot and
+	// those waiting for one (in_flight, queued), read when scraped.
+	Rejected  *prometheus.CounterVec // reason
+	Admission *Admission
 }
 
 // latencyBuckets spans 100µs to ~100s: gateway overhead up to long generations.
@@ -54,7 +59,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		UpstreamTTFB: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "upstream_ttfb_seconds",
 			Help: "Time until the upstream's response headers arrived.", Buckets: latencyBuckets}, []string{"protocol"}),
 		Context: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "context_total",
-			Help: "Context decisions by experiment, arm and result (miss, hit, episode, none, fail-open, skip)."}, []string{"experiment", "arm", "result"}),
+			Help: "Context decisions by experiment, arm and result (miss, hit, episode, none, fail-open, shed, skip)."}, []string{"experiment", "arm", "result"}),
 		AugmentDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "augment_duration_seconds",
 			Help: "Duration of augmenter calls (cache misses).", Buckets: latencyBuckets}, []string{"augmenter"}),
 		ContextDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "context_duration_seconds",
@@ -90,11 +95,47 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Open Responses API WebSocket sessions (one socket, one session)."}),
 		Turns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "turns_total",
 			Help: "Augmented calls that ran the pipeline, by the transport they arrived on (http, websocket)."}, []string{"transport"}),
+		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "rejected_total",
+			Help: "Data-plane calls refused with 503 past server.max_in_flight, by reason (queue_full, queue_timeout)."}, []string{"reason"}),
+		Admission: &Admission{
+			inFlight: prometheus.NewDesc(namespace+"_in_flight",
+				"Data-plane calls holding one of server.max_in_flight slots (a stream until its last event).", nil, nil),
+			queued: prometheus.NewDesc(namespace+"_queued",
+				"Data-plane calls waiting for a slot, at most server.queue_timeout.", nil, nil)},
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamTTFB, m.Context, m.AugmentDuration, m.ContextDuration, m.ArmWeight, m.BreakerState,
 		m.Episodes, m.SideCalls, m.Rewards, m.RewardSum, m.ReplayEvents, m.ReplayQueue, m.ReplaySpooled, m.Tokens, m.Dependencies,
-		m.RolloutsInFlight, m.RolloutsQueued, m.Sockets, m.Turns)
+		m.RolloutsInFlight, m.RolloutsQueued, m.Sockets, m.Turns, m.Rejected, m.Admission)
 	return m
+}
+
+// Admission is camproxy_in_flight and camproxy_queued, read from the data plane's
+// admission limit when scraped: the call path moves its own counters, no gauge.
+type Admission struct {
+	inFlight, queued *prometheus.Desc
+	mu               sync.Mutex
+	read             func() (inFlight, queued int)
+}
+
+// Set names the function the gauges read (the data plane's, once it is built).
+func (a *Admission) Set(read func() (inFlight, queued int)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.read = read
+}
+
+func (a *Admission) Describe(ch chan<- *prometheus.Desc) { ch <- a.inFlight; ch <- a.queued }
+
+func (a *Admission) Collect(ch chan<- prometheus.Metric) {
+	a.mu.Lock()
+	read := a.read
+	a.mu.Unlock()
+	var n, q int
+	if read != nil {
+		n, q = read()
+	}
+	ch <- prometheus.MustNewConstMetric(a.inFlight, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(a.queued, prometheus.GaugeValue, float64(q))
 }
 
 // Dependencies is camproxy_dependency_up{dependency,part}: each part (the context

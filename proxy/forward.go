@@ -261,7 +261,8 @@ func (f *forwarding) stream() forwardResult {
 	}
 	fc.SetStatusCode(status)
 	copyHeaders(&fc.Response.Header, h)
-	r := &relay{forwarding: f, conn: fc.Conn(), status: status, buf: bp, pending: (*bp)[:n], event: errorEventStyle(f.p.Errors, h)}
+	r := &relay{forwarding: f, conn: fc.Conn(), status: status, buf: bp, pending: (*bp)[:n], event: errorEventStyle(f.p.Errors, h),
+		slot: takeSlot(fc)}
 	if f.t != nil {
 		f.t.begin(status, string(h.ContentEncoding()))
 		f.t.chunk(r.pending)
@@ -296,6 +297,7 @@ type relay struct {
 	event       *registry.Errors // the error event's shape; nil: none may be written
 	tail        [3]byte          // the last bytes relayed: an event may follow only a blank line
 	evented     bool
+	slot        *admission // the call's admission slot, given back when the stream ends; nil: none
 }
 
 func (r *relay) Read(p []byte) (int, error) {
@@ -370,6 +372,10 @@ func (r *relay) track(b []byte) {
 // when every chunk reached the client), which is either a read error of ours or a
 // client that went away.
 func (r *relay) CloseWithError(werr error) error {
+	if r.slot != nil {
+		r.slot.leave()
+		r.slot = nil
+	}
 	if r.ex == nil {
 		return nil // closed already: a WebSocket turn closes it, then resets the response
 	}

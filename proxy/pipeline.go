@@ -420,8 +420,15 @@ func (s *Server) resolveContext(sctx context.Context, x *Experiment, arm, name s
 	defer cancel()
 	ar := augment.Request{Task: req.Task, TaskID: taskID, Model: req.Model}
 	text, how, err := s.cache.Get(ctx, augment.Key(src.Name, src.Version(), req.Task), func(ctx context.Context) (string, error) {
+		if s.limit.pressed() {
+			return "", errShed // near the admission limit: camproxy's own extras go first
+		}
 		return src.Augment(ctx, ar)
 	})
+	if errors.Is(err, errShed) {
+		span.SetAttributes(tracing.ContextSource.String("shed"))
+		return "", "shed"
+	}
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		span.SetAttributes(tracing.ContextSource.String("fail-open"))

@@ -61,6 +61,10 @@ type Options struct {
 	ReadTimeout    time.Duration
 	IdleTimeout    time.Duration
 	Tracing        *tracing.Tracing // nil = tracing off
+	// MaxInFlight and QueueTimeout are the admission limit (admit.go):
+	// server.max_in_flight (<= 0: DefaultMaxInFlight) and server.queue_timeout.
+	MaxInFlight  int
+	QueueTimeout time.Duration
 }
 
 // Runtime is what a config reload replaces while calls are in flight: the
@@ -127,6 +131,8 @@ type Server struct {
 	// peerGone says whether a client left (peerClosed; tests of connections that are
 	// not sockets set their own).
 	peerGone func(net.Conn) bool
+	// limit is the admission limit every data-plane call passes (admit.go).
+	limit *admission
 }
 
 // maxPooledBody is the largest body buffer kept for reuse. A larger one (bodies near
@@ -168,6 +174,10 @@ func New(o Options) *Server {
 		base: base, cancelBase: cancel,
 		bufs: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }},
 		tr:   o.Tracing, idle: o.IdleTimeout,
+		limit: newAdmission(o.MaxInFlight, o.QueueTimeout),
+	}
+	if s.m != nil {
+		s.m.Admission.Set(s.limit.counts)
 	}
 	s.routes, s.protocols = buildRoutes(o.Upstreams)
 	if s.tr == nil {
@@ -241,6 +251,12 @@ func (s *Server) handle(fc *fasthttp.RequestCtx) {
 		fc.SetConnectionClose()
 		return
 	}
+	// Past the limit the call is refused here, before any work; a WebSocket upgrade
+	// holds a slot while its handshake is handled (its turns take their own).
+	if !s.admit(fc) {
+		return
+	}
+	defer s.released(fc)
 	if len(fc.Request.Header.Peek("Upgrade")) > 0 && s.upgrade(fc) {
 		return
 	}

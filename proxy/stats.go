@@ -7,7 +7,7 @@ import (
 )
 
 // contextSources are the context decisions the data plane makes for a call.
-var contextSources = [...]string{"miss", "hit", "episode", "none", "fail-open", "skip"}
+var contextSources = [...]string{"miss", "hit", "episode", "none", "fail-open", "shed", "skip"}
 
 // stats counts, per experiment and arm, the episodes this instance started and its
 // context decisions: the dashboard's figures, read as a StatsSnapshot rather than back
@@ -63,7 +63,7 @@ type StatsSnapshot struct {
 // ArmStats is one arm's counts.
 type ArmStats struct {
 	Episodes int64            // episodes started
-	Context  map[string]int64 // context decisions by source (miss, hit, episode, none, fail-open, skip); zeros left out
+	Context  map[string]int64 // context decisions by source (miss, hit, episode, none, fail-open, shed, skip); zeros left out
 }
 
 // Stats reads the data plane's counts (the dashboard).

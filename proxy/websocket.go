@@ -278,6 +278,10 @@ func (sess *wsSession) turn(msg []byte) {
 		sess.warmup(ct)
 		return
 	}
+	if !sess.admitTurn() {
+		return
+	}
+	defer sess.s.limit.leave()
 	fc := &fasthttp.RequestCtx{}
 	fc.Init2(&sess.conn, fasthttpLogger{s.log}, true)
 	sess.hdr.CopyTo(&fc.Request.Header)

@@ -29,6 +29,7 @@ func startCamproxy(upstreamAddr, camURL, dir string, rec proxy.Recorder) (*app.A
 	cfg.Augmenters = map[string]config.Augmenter{"cam": ac}
 	cfg.Experiment.Arms = []config.Arm{{Name: "cam", Weight: 1, Augmenter: "cam"}}
 	cfg.Episodes.IdleTimeout = episodeIdle
+	cfg.Server.MaxInFlight = overloadLimit // 0: the default (overload.go)
 	cfg.Replay.Sinks = []string{"file://" + filepath.Join(dir, "replay")}
 	cfg.Replay.SpoolDir = filepath.Join(dir, "spool")
 	if err := os.MkdirAll(cfg.Replay.SpoolDir, 0o755); err != nil {

@@ -39,6 +39,7 @@ type result struct {
 	// the way — by a proxy that buffers, or by the upstream's own copy falling behind
 	// (which the direct path shows).
 	events, coalesced int
+	status            int // the answer's status when it was not 200 (0 when none came)
 }
 
 var (
@@ -68,6 +69,7 @@ func (t *target) call(body []byte, key []byte, stream bool, lockID string, due t
 		return r
 	}
 	if resp.StatusCode() != fasthttp.StatusOK {
+		r.status = resp.StatusCode()
 		r.err = fmt.Errorf("%s: status %d: %.200s", t.name, resp.StatusCode(), resp.Body())
 		return r
 	}
@@ -130,7 +132,7 @@ func eventsEnded(prev byte, p []byte) int {
 var locks *lockstep
 
 func ctxLabel(b []byte) string {
-	for _, l := range []string{"hit", "miss", "episode", "none", "fail-open", "skip"} {
+	for _, l := range []string{"hit", "miss", "episode", "none", "fail-open", "shed", "skip"} {
 		if string(b) == l {
 			return l
 		}
@@ -190,6 +192,7 @@ type sample struct {
 	firstErr error
 	events   int // SSE events read (streams)
 	merged   int // of which coalesced with the one before
+	refused  int // of the errors, 503s: refused past server.max_in_flight (overload.go)
 
 	contexts map[string]int
 	cpu      time.Duration // process CPU during this target's slices
@@ -205,6 +208,9 @@ func (s *sample) add(r result, stream bool) {
 	s.n++
 	if r.err != nil {
 		s.errs++
+		if r.status == fasthttp.StatusServiceUnavailable {
+			s.refused++
+		}
 		if s.firstErr == nil {
 			s.firstErr = r.err
 		}

@@ -79,6 +79,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 4, "slices each path's time is cut into; the paths take turns slice by slice")
 	flag.DurationVar(&o.satDuration, "sat-duration", 3*time.Second, "time each path runs closed-loop for the saturation throughput")
 	flag.IntVar(&o.satConns, "sat-conns", 64, "concurrent callers at saturation")
+	flag.IntVar(&overloadLimit, "max-in-flight", 0, "camproxy's server.max_in_flight (0: its default, derived from GOMAXPROCS); the overload row's targets are for the default")
 	flag.DurationVar(&o.latency, "latency", time.Millisecond, "the fake upstream's fixed latency before its answer")
 	flag.DurationVar(&o.interval, "chunk-interval", 2*time.Millisecond, "time between SSE events of a streamed answer")
 	flag.IntVar(&o.chunks, "stream-chunks", 12, "content pieces of a streamed answer (tool-call arguments get a third)")
@@ -91,7 +92,7 @@ func main() {
 	flag.IntVar(&o.wsSessions, "ws-sessions", 10, "Responses sessions per path (every turn of each, one session at a time) in the WebSocket row")
 	flag.StringVar(&o.benchTime, "bench-time", "1s", "-benchtime of the in-process pipeline benchmark (go test -bench BenchmarkPipeline ./proxy)")
 	flag.BoolVar(&o.quick, "quick", false, "a short run for development (about a minute): "+quickSummary())
-	flag.StringVar(&skip, "skip", "", "parts to skip, comma-separated: open, lockstep, paced, saturation, long, websocket, record, drain, pipeline, idle")
+	flag.StringVar(&skip, "skip", "", "parts to skip, comma-separated: open, lockstep, paced, saturation, overload, long, websocket, record, drain, pipeline, idle")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "CPU profile of the in-process part of the run")
 	flag.StringVar(&o.memprofile, "memprofile", "", "allocation profile of the in-process part of the run")
@@ -145,6 +146,7 @@ type Results struct {
 	Lockstep   []LockResult     `json:"lockstep,omitempty"`
 	Paced      []PacedResult    `json:"paced,omitempty"`
 	Saturation []SatResult      `json:"saturation,omitempty"`
+	Overload   *OverloadResult  `json:"overload,omitempty"`
 	Long       *LongResult      `json:"long_episode,omitempty"`
 	WebSocket  *WSResult        `json:"websocket,omitempty"`
 	Recording  *RecordResult    `json:"recording,omitempty"`
@@ -299,6 +301,9 @@ func run(o *options) error {
 	}
 	if !o.skip["saturation"] {
 		e.saturation()
+	}
+	if !o.skip["overload"] {
+		e.overload()
 	}
 	if !o.skip["long"] {
 		e.longEpisode()

@@ -242,6 +242,7 @@ func (e *env) targets() {
 	} else {
 		add("turn 60 vs turn 1: added time", "≤ 1.5× turn 1's", na, "<=", 1.5, "x", "not run (-skip long)")
 	}
+	e.overloadTargets(add) // issue 32's overload row
 	e.res.Targets = ts
 	e.res.Checks = e.issue9Checks()
 

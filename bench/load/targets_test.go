@@ -96,6 +96,9 @@ func TestTargets(t *testing.T) {
 		{"N/A", 0, 30},     // pipeline not run
 		{"N/A", 0, 2},      //
 		{"MISS", 1.6, 1.5}, // turn 60
+		{"N/A", 0, 0},      // overload row not run
+		{"N/A", 0, 0},      //
+		{"N/A", 0, 1},      //
 	}
 	if len(e.res.Targets) != len(want) {
 		t.Fatalf("%d targets, want %d", len(e.res.Targets), len(want))

@@ -73,6 +73,8 @@ func anthropicType(status int) string {
 		return "invalid_request_error"
 	case status == http.StatusGatewayTimeout:
 		return "timeout_error"
+	case status == http.StatusServiceUnavailable:
+		return "overloaded_error" // camproxy past server.max_in_flight, or shutting down; the SDKs retry it
 	}
 	return "api_error"
 }
