@@ -134,7 +134,7 @@ func (a *admission) leave() {
 
 // pressed says whether the limit is near: calls wait, or most slots are in use.
 func (a *admission) pressed() bool {
-	return a != nil && a.queued.Load() > 0 || len(a.slots) >= a.shedAt
+	return a != nil && (a.queued.Load() > 0 || len(a.slots) >= a.shedAt)
 }
 
 // counts are the calls holding a slot and those waiting (camproxy_in_flight, _queued).
