@@ -469,6 +469,27 @@ var asciiSpace = [256]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r':
 // assistant message, longest first: only those can be an episode's tip (the history
 // right after an answer).
 func Candidates(msgs []protocol.Message, chain []uint64) (tips []uint64, ends []int) {
+	n := Answers(msgs)
+	if n == 0 {
+		return nil, nil
+	}
+	return AppendCandidates(make([]uint64, 0, n), make([]int, 0, n), msgs, chain)
+}
+
+// Answers is how many of msgs are the assistant's: the number of Candidates.
+func Answers(msgs []protocol.Message) int {
+	n := 0
+	for i := range msgs {
+		if msgs[i].Role == "assistant" {
+			n++
+		}
+	}
+	return n
+}
+
+// AppendCandidates appends Candidates(msgs, chain) to tips and ends: a caller that
+// sizes them once (Answers) grows no slice append by append.
+func AppendCandidates(tips []uint64, ends []int, msgs []protocol.Message, chain []uint64) ([]uint64, []int) {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == "assistant" {
 			tips = append(tips, chain[i])

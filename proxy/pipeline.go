@@ -336,12 +336,15 @@ func (s *Server) findEpisode(id string, req *protocol.View, chain, loose []uint6
 // the prefix that tip hashes, and the tip.
 func (s *Server) stitch(ctx context.Context, req *protocol.View, chain, loose []uint64) (string, int, *uint64, bool) {
 	msgs := req.Messages
-	tips, ends := episode.Candidates(msgs, chain)
+	n := episode.Answers(msgs)
+	if loose != nil {
+		n *= 2
+	}
+	tips, ends := episode.AppendCandidates(make([]uint64, 0, n), make([]int, 0, n), msgs, chain)
 	if loose != nil {
 		// A resumed conversation whose system prompt changed: its loose tips,
 		// looked at only when none of the strict ones is known.
-		lt, le := episode.Candidates(msgs, loose)
-		tips, ends = append(tips, lt...), append(ends, le...)
+		tips, ends = episode.AppendCandidates(tips, ends, msgs, loose)
 	}
 	if req.Continues != "" {
 		tips, ends = []uint64{episode.ResponseTip(req.Continues)}, []int{0}
