@@ -69,11 +69,18 @@ type Store interface {
 	Close() error
 }
 
+// prefixedHex is prefix followed by b in lower-case hex, in one allocation.
+func prefixedHex(prefix string, b []byte) string {
+	var buf [32]byte
+	out := hex.AppendEncode(append(buf[:0], prefix...), b)
+	return string(out)
+}
+
 // NewID returns a random episode id ("ep_" + 24 hex digits).
 func NewID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return "ep_" + hex.EncodeToString(b[:])
+	return prefixedHex("ep_", b[:])
 }
 
 // Chain returns h where h[i] is the hash of the canonical form of msgs[0..i]: the
@@ -544,7 +551,7 @@ func TaskID(task string) string {
 	for i := range 8 {
 		b[i] = byte(h >> (56 - 8*i))
 	}
-	return "t_" + hex.EncodeToString(b[:])
+	return prefixedHex("t_", b[:])
 }
 
 // ValidID accepts the episode and task ids an agent may send in X-CAM-* headers (and

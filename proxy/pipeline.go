@@ -424,24 +424,34 @@ func (s *Server) resolveContext(sctx context.Context, x *Experiment, arm, name s
 		// Most contexts are in the local tier: served without a deadline's timer and
 		// context, or a load function, which a call that waits for nothing needs not.
 		if text, ok := lc.Cached(key); ok {
-			span.SetAttributes(tracing.ContextSource.String(augment.Hit.String()))
+			if span.IsRecording() { // the attributes' slice is made only for a span that keeps it
+				span.SetAttributes(tracing.ContextSource.String(augment.Hit.String()))
+			}
 			return text, augment.Hit.String()
 		}
 	}
-	ctx, cancel := context.WithTimeout(s.base, src.Timeout)
-	defer cancel()
-	ar := augment.Request{Task: req.Task, TaskID: taskID, Model: req.Model}
-	text, how, err := s.cache.Get(ctx, key, func(ctx context.Context) (string, error) {
-		return src.Augment(ctx, ar)
-	})
+	text, how, err := s.loadContext(src, key, augment.Request{Task: req.Task, TaskID: taskID, Model: req.Model})
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		span.SetAttributes(tracing.ContextSource.String("fail-open"))
 		s.log.Warn("augmenter failed; forwarding unaugmented", "augmenter", name, "arm", arm, "err", err)
 		return "", "fail-open"
 	}
-	span.SetAttributes(tracing.ContextSource.String(how.String()))
+	if span.IsRecording() {
+		span.SetAttributes(tracing.ContextSource.String(how.String()))
+	}
 	return text, how.String()
+}
+
+// loadContext gets a context the local tier does not hold: through the cache, within
+// the augmenter's deadline. A function of its own, so that what its load closure
+// captures is moved to the heap only on this path, not on every lookup.
+func (s *Server) loadContext(src ContextSource, key string, ar augment.Request) (string, augment.Source, error) {
+	ctx, cancel := context.WithTimeout(s.base, src.Timeout)
+	defer cancel()
+	return s.cache.Get(ctx, key, func(ctx context.Context) (string, error) {
+		return src.Augment(ctx, ar)
+	})
 }
 
 // localCache is a ContextCache with a local tier to read without loading
@@ -494,6 +504,7 @@ type call struct {
 	ident    identityBody // body of an identity answer (no allocation)
 	status   int          // the upstream's status, once its headers arrived
 	advanced bool
+	next     episode.Episode // the episode past this turn, once advanced (c.ep then points here)
 	answer   protocol.Message
 	usage    protocol.Usage
 }
@@ -568,7 +579,8 @@ func (c *call) done(status int, err error, ttfb time.Duration) {
 func (c *call) advance(answer protocol.Message) {
 	c.advanced = true
 	c.answer = answer
-	ep := *c.ep
+	c.next = *c.ep // the call's own copy (advance runs once per call): no allocation
+	ep := &c.next
 	ep.Turns++
 	ep.History = len(c.req.Messages) + 1
 	if c.req.Continues != "" {
@@ -578,7 +590,7 @@ func (c *call) advance(answer protocol.Message) {
 	ep.UpdatedAt = time.Now().UTC()
 	ctx, cancel := c.s.storeCtx()
 	defer cancel()
-	if err := c.s.episodes.Update(ctx, &ep); err != nil {
+	if err := c.s.episodes.Update(ctx, ep); err != nil {
 		c.s.log.Warn("episode update failed", "episode", ep.ID, "err", err)
 	}
 	// The chain of a continued call's messages is not the conversation's: no tip.
@@ -593,7 +605,7 @@ func (c *call) advance(answer protocol.Message) {
 			}
 		}
 	}
-	c.ep = &ep
+	c.ep = ep
 }
 
 // setTips stores the tips the next call finds the episode by: the history's chain
