@@ -77,9 +77,29 @@ func (s Source) String() string {
 // the value and its load lock (KEY:lock) share one slot, and different tasks spread
 // over the cluster.
 func Key(augmenter, version, task string) string {
-	sum := sha256.Sum256([]byte(strings.Join(strings.Fields(task), " ")))
-	return KeyPrefix + "{" + augmenter + ":" + version + ":" + hex.EncodeToString(sum[:]) + "}"
+	// The task's words joined by single spaces (strings.Fields), hashed, then the key
+	// written in one buffer: one allocation for the key, none for the words of a
+	// task of ordinary length.
+	var words [1024]byte
+	w := words[:0]
+	for f := range strings.FieldsSeq(task) {
+		if len(w) > 0 {
+			w = append(w, ' ')
+		}
+		w = append(w, f...)
+	}
+	sum := sha256.Sum256(w)
+	var kb [256]byte
+	k := append(kb[:0], KeyPrefix...)
+	k = append(append(append(append(k, '{'), augmenter...), ':'), version...)
+	k = append(k, ':')
+	k = hex.AppendEncode(k, sum[:])
+	return string(append(k, '}'))
 }
+
+// Cached is the local tier's value for key, without loading it: a call that finds
+// its context there needs no deadline, no span of a load, and no load function.
+func (c *Cache) Cached(key string) (string, bool) { return c.localGet(key) }
 
 // Cache is the two-tier context cache: an in-process LRU in front of Redis, with
 // a load per key per process (singleflight) and, with Redis, one load per key

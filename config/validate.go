@@ -288,7 +288,7 @@ func (t Task) compile(p *problems) []protocol.TaskRule {
 	for i, r := range t.Rules {
 		key := fmt.Sprintf("task.rules[%d]", i)
 		if rule, ok := r.compile(p, key); ok {
-			rules = append(rules, rule)
+			rules = append(rules, rule.Labelled(i)) // named once, not per call
 		}
 	}
 	return rules

@@ -69,11 +69,18 @@ type Store interface {
 	Close() error
 }
 
+// prefixedHex is prefix followed by b in lower-case hex, in one allocation.
+func prefixedHex(prefix string, b []byte) string {
+	var buf [32]byte
+	out := hex.AppendEncode(append(buf[:0], prefix...), b)
+	return string(out)
+}
+
 // NewID returns a random episode id ("ep_" + 24 hex digits).
 func NewID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return "ep_" + hex.EncodeToString(b[:])
+	return prefixedHex("ep_", b[:])
 }
 
 // Chain returns h where h[i] is the hash of the canonical form of msgs[0..i]: the
@@ -469,6 +476,27 @@ var asciiSpace = [256]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r':
 // assistant message, longest first: only those can be an episode's tip (the history
 // right after an answer).
 func Candidates(msgs []protocol.Message, chain []uint64) (tips []uint64, ends []int) {
+	n := Answers(msgs)
+	if n == 0 {
+		return nil, nil
+	}
+	return AppendCandidates(make([]uint64, 0, n), make([]int, 0, n), msgs, chain)
+}
+
+// Answers is how many of msgs are the assistant's: the number of Candidates.
+func Answers(msgs []protocol.Message) int {
+	n := 0
+	for i := range msgs {
+		if msgs[i].Role == "assistant" {
+			n++
+		}
+	}
+	return n
+}
+
+// AppendCandidates appends Candidates(msgs, chain) to tips and ends: a caller that
+// sizes them once (Answers) grows no slice append by append.
+func AppendCandidates(tips []uint64, ends []int, msgs []protocol.Message, chain []uint64) ([]uint64, []int) {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == "assistant" {
 			tips = append(tips, chain[i])
@@ -523,7 +551,7 @@ func TaskID(task string) string {
 	for i := range 8 {
 		b[i] = byte(h >> (56 - 8*i))
 	}
-	return "t_" + hex.EncodeToString(b[:])
+	return prefixedHex("t_", b[:])
 }
 
 // ValidID accepts the episode and task ids an agent may send in X-CAM-* headers (and

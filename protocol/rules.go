@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -38,6 +37,10 @@ type TaskRule struct {
 	Strip []*regexp.Regexp
 	// NoEnvelopes keeps the built-in envelopes in the text (config: envelopes: false).
 	NoEnvelopes bool
+	// Label is the rule as Found.Rule names it, "task.rules[i]: " and String(), set
+	// where the rules are compiled so that a call does not format it again; when
+	// empty, FindTask formats it.
+	Label string
 }
 
 // String describes the rule as configured, for task explain and logs.
@@ -68,7 +71,15 @@ func (r TaskRule) String() string {
 }
 
 // DefaultTaskRules is the built-in rule list: the first user message, envelopes removed.
-func DefaultTaskRules() []TaskRule { return []TaskRule{{FirstUserMessage: true}} }
+func DefaultTaskRules() []TaskRule { return []TaskRule{TaskRule{FirstUserMessage: true}.Labelled(0)} }
+
+// Labelled is r with its Label as the i-th of its rules.
+func (r TaskRule) Labelled(i int) TaskRule {
+	r.Label = ruleLabel(i, r)
+	return r
+}
+
+func ruleLabel(i int, r TaskRule) string { return "task.rules[" + strconv.Itoa(i) + "]: " + r.String() }
 
 // Segment is one text of a request that task rules read, in the order of the
 // conversation: a top-level system prompt, and the text of each system, developer and
@@ -110,7 +121,9 @@ type Found struct {
 func FindTask(rules []TaskRule, body []byte, segs []Segment) (f Found, ok bool) {
 	for i := range rules {
 		if f, ok = rules[i].find(body, segs); ok {
-			f.Rule = fmt.Sprintf("task.rules[%d]: %s", i, rules[i].String())
+			if f.Rule = rules[i].Label; f.Rule == "" {
+				f.Rule = ruleLabel(i, rules[i])
+			}
 			if f.Skipped != "" {
 				f.Rule += "; " + f.Skipped
 			}

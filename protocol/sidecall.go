@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -110,7 +111,7 @@ func MatchSideCall(rules []SideCallRule, v *View, body []byte) (SideCall, bool) 
 	var texts []string
 	textsRead := false
 	model := strings.ToLower(v.Model)
-	tools := -1 // unknown until a rule asks
+	var facts *sideFacts // read when a rule first asks
 	for i := range rules {
 		r := &rules[i]
 		if r.Model != "" {
@@ -119,18 +120,18 @@ func MatchSideCall(rules []SideCallRule, v *View, body []byte) (SideCall, bool) 
 			}
 		}
 		if r.Tools != ToolsAny {
-			if tools < 0 {
-				tools = 0
-				if offersTools(body) {
-					tools = 1
-				}
+			if facts == nil {
+				facts = new(readSideFacts(body))
 			}
-			if (r.Tools == ToolsNone) != (tools == 0) {
+			if (r.Tools == ToolsNone) == facts.tools {
 				continue
 			}
 		}
 		if r.MaxTokens > 0 {
-			if n, ok := maxTokens(body); !ok || n > r.MaxTokens {
+			if facts == nil {
+				facts = new(readSideFacts(body))
+			}
+			if !facts.hasMax || facts.maxTokens > r.MaxTokens {
 				continue
 			}
 		}
@@ -195,19 +196,65 @@ func appendTexts(out []string, m *Message) []string {
 	return out
 }
 
+// sideFacts are what the cheap conditions read of the body: whether it offers a tool
+// and the output-token cap it asks for. They are read in one pass over the body's
+// top-level members (the first of each name, as gjson's paths find them): reading
+// each path on its own scanned the whole body up to seven times per call.
+type sideFacts struct {
+	tools     bool
+	maxTokens int64
+	hasMax    bool
+}
+
+func readSideFacts(body []byte) sideFacts {
+	var tools, toolConfig, input, inference gjson.Result
+	var caps [4]gjson.Result // max_tokens, max_output_tokens, max_completion_tokens, inferenceConfig.maxTokens
+	first := func(dst *gjson.Result, v gjson.Result) {
+		if !dst.Exists() {
+			*dst = v
+		}
+	}
+	gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "tools":
+			first(&tools, v)
+		case "toolConfig":
+			first(&toolConfig, v)
+		case "input":
+			first(&input, v)
+		case "max_tokens":
+			first(&caps[0], v)
+		case "max_output_tokens":
+			first(&caps[1], v)
+		case "max_completion_tokens":
+			first(&caps[2], v)
+		case "inferenceConfig":
+			first(&inference, v)
+		}
+		return true
+	})
+	var f sideFacts
+	f.tools = offersTools(tools, toolConfig, input)
+	caps[3] = inference.Get("maxTokens")
+	f.maxTokens, f.hasMax = maxTokens(caps[:])
+	return f
+}
+
 // offersTools reports whether the body offers the model a tool, in any wire API:
 // tools (OpenAI chat and Responses, Anthropic), Bedrock's toolConfig.tools, or the
 // Responses input item additional_tools (Codex's code mode offers its tools there
 // and leaves tools empty).
-func offersTools(body []byte) bool {
-	r := gjson.GetManyBytes(body, "tools", "toolConfig.tools", `input.#(type=="additional_tools")`)
-	return len(r[0].Array()) > 0 || len(r[1].Array()) > 0 || r[2].Exists()
+func offersTools(tools, toolConfig, input gjson.Result) bool {
+	return len(tools.Array()) > 0 || len(toolConfig.Get("tools").Array()) > 0 ||
+		input.IsArray() && input.Get(`#(type=="additional_tools")`).Exists()
 }
 
-// maxTokens is the output-token cap the call asks for, whatever its wire API calls it.
-func maxTokens(body []byte) (int64, bool) {
-	for _, k := range []string{"max_tokens", "max_output_tokens", "max_completion_tokens", "inferenceConfig.maxTokens"} {
-		if v := gjson.GetBytes(body, k); v.Type == gjson.Number {
+// maxTokens is the output-token cap the call asks for, whatever its wire API calls it:
+// the first number of max_tokens, max_output_tokens, max_completion_tokens and
+// inferenceConfig.maxTokens.
+func maxTokens(caps []gjson.Result) (int64, bool) {
+	for _, v := range caps {
+		if v.Type == gjson.Number {
 			return v.Int(), true
 		}
 	}

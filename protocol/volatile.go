@@ -281,10 +281,17 @@ var (
 		"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
 )
 
-// nameAt is the length of the name in names at s[i:] that ends a word, or 0.
+// nameAt is the length of the name in names at s[i:] that ends a word, or 0. Every
+// name starts with a capital letter, and most words do not: a word is compared only
+// with the names that share its first letter (comparing each with every name was
+// most of Stable's time over a long prompt).
 func nameAt(s string, i int, names []string) int {
+	c := s[i]
+	if c < 'A' || c > 'Z' {
+		return 0
+	}
 	for _, n := range names {
-		if strings.HasPrefix(s[i:], n) && (i+len(n) >= len(s) || !isWordByte(s[i+len(n)])) {
+		if n[0] == c && strings.HasPrefix(s[i:], n) && (i+len(n) >= len(s) || !isWordByte(s[i+len(n)])) {
 			return len(n)
 		}
 	}

@@ -1,8 +1,11 @@
 package protocol
 
 import (
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 func TestStable(t *testing.T) {
@@ -90,4 +93,22 @@ func FuzzStable(f *testing.F) {
 			t.Fatalf("Stable(%q) = %q changed a text with no digit, path or date phrase", s, got)
 		}
 	})
+}
+
+// BenchmarkStableTauSystem is Stable over tau-bench's airline system prompt: the
+// text every new episode's first call canonicalises for stitching.
+func BenchmarkStableTauSystem(b *testing.B) {
+	raw, err := os.ReadFile("../../shared/data/tau-bench/gpt-4o-airline.json")
+	if err != nil {
+		b.Skipf("tau-bench data: %v", err)
+	}
+	sys := gjson.GetBytes(raw, "0.traj.0.content").Str
+	if sys == "" {
+		b.Fatal("no system prompt in the first trajectory")
+	}
+	b.SetBytes(int64(len(sys)))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = Stable(sys)
+	}
 }

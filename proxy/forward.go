@@ -40,8 +40,9 @@ type forwardResult struct {
 // forward's: every rule about time, a departed client and a broken answer is here,
 // once.
 func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, identity bool, p *registry.Protocol, t tee) forwardResult {
-	f := &forwarding{s: s, fc: fc, up: up, p: p, t: t, call: &upCall{}}
-	f.stop = s.watch(fc.Conn(), f.call)
+	f := &forwarding{s: s, fc: fc, up: up, p: p, t: t}
+	f.call = &f.upc
+	s.watch(&f.w, fc.Conn(), f.call)
 	start := time.Now()
 	ex, err := up.roundTrip(s.base, f.call, fc, body, identity)
 	f.ttfb = time.Since(start)
@@ -78,23 +79,28 @@ type forwarding struct {
 	call *upCall
 	ex   exchange      // nil until the head arrived
 	ttfb time.Duration // until the head arrived
-	stop func()        // stops watching the client (Server.watch)
+	// upc and w are call's upCall and the watcher of its client, held here so
+	// that a call allocates them with the forwarding, not one by one.
+	upc upCall
+	w   watcher
 }
 
-// watch cancels call when its client goes away or shutdown's grace period is over,
-// even while nothing is being written. The returned func stops watching. One timer
-// per call, checking both every peerPoll: most calls end before the first check, and
+// stop stops watching the client (Server.watch).
+func (f *forwarding) stop() { f.w.stop() }
+
+// watch makes w cancel call when its client goes away or shutdown's grace period is
+// over, even while nothing is being written; w.stop stops watching. One timer per
+// call, checking both every peerPoll: most calls end before the first check, and
 // then cost that timer alone (no goroutine, no context.AfterFunc).
-func (s *Server) watch(conn net.Conn, call *upCall) func() {
+func (s *Server) watch(w *watcher, conn net.Conn, call *upCall) {
 	gone := s.peerGone
 	if gone == nil {
 		gone = peerClosed
 	}
-	w := &watcher{conn: conn, gone: gone, base: s.base, call: call}
+	w.conn, w.gone, w.base, w.call = conn, gone, s.base, call
 	w.mu.Lock() // poll reads w.t under mu, so it sees the assignment
 	w.t = time.AfterFunc(peerPoll, w.poll)
 	w.mu.Unlock()
-	return w.stop
 }
 
 type watcher struct {

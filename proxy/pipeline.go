@@ -336,12 +336,15 @@ func (s *Server) findEpisode(id string, req *protocol.View, chain, loose []uint6
 // the prefix that tip hashes, and the tip.
 func (s *Server) stitch(ctx context.Context, req *protocol.View, chain, loose []uint64) (string, int, *uint64, bool) {
 	msgs := req.Messages
-	tips, ends := episode.Candidates(msgs, chain)
+	n := episode.Answers(msgs)
+	if loose != nil {
+		n *= 2
+	}
+	tips, ends := episode.AppendCandidates(make([]uint64, 0, n), make([]int, 0, n), msgs, chain)
 	if loose != nil {
 		// A resumed conversation whose system prompt changed: its loose tips,
 		// looked at only when none of the strict ones is known.
-		lt, le := episode.Candidates(msgs, loose)
-		tips, ends = append(tips, lt...), append(ends, le...)
+		tips, ends = episode.AppendCandidates(tips, ends, msgs, loose)
 	}
 	if req.Continues != "" {
 		tips, ends = []uint64{episode.ResponseTip(req.Continues)}, []int{0}
@@ -414,17 +417,20 @@ func (s *Server) resolveContext(sctx context.Context, x *Experiment, arm, name s
 	if req.Task == "" {
 		return "", "skip"
 	}
+	key := augment.Key(src.Name, src.Version(), req.Task)
 	span := s.augmentSpan(sctx, name)
 	defer span.End()
-	ctx, cancel := context.WithTimeout(s.base, src.Timeout)
-	defer cancel()
-	ar := augment.Request{Task: req.Task, TaskID: taskID, Model: req.Model}
-	text, how, err := s.cache.Get(ctx, augment.Key(src.Name, src.Version(), req.Task), func(ctx context.Context) (string, error) {
-		if s.limit.pressed() {
-			return "", errShed // near the admission limit: camproxy's own extras go first
+	if lc, ok := s.cache.(localCache); ok {
+		// Most contexts are in the local tier: served without a deadline's timer and
+		// context, or a load function, which a call that waits for nothing needs not.
+		if text, ok := lc.Cached(key); ok {
+			if span.IsRecording() { // the attributes' slice is made only for a span that keeps it
+				span.SetAttributes(tracing.ContextSource.String(augment.Hit.String()))
+			}
+			return text, augment.Hit.String()
 		}
-		return src.Augment(ctx, ar)
-	})
+	}
+	text, how, err := s.loadContext(src, key, augment.Request{Task: req.Task, TaskID: taskID, Model: req.Model})
 	if errors.Is(err, errShed) {
 		span.SetAttributes(tracing.ContextSource.String("shed"))
 		return "", "shed"
@@ -435,8 +441,30 @@ func (s *Server) resolveContext(sctx context.Context, x *Experiment, arm, name s
 		s.log.Warn("augmenter failed; forwarding unaugmented", "augmenter", name, "arm", arm, "err", err)
 		return "", "fail-open"
 	}
-	span.SetAttributes(tracing.ContextSource.String(how.String()))
+	if span.IsRecording() {
+		span.SetAttributes(tracing.ContextSource.String(how.String()))
+	}
 	return text, how.String()
+}
+
+// loadContext gets a context the local tier does not hold: through the cache, within
+// the augmenter's deadline. A function of its own, so that what its load closure
+// captures is moved to the heap only on this path, not on every lookup.
+func (s *Server) loadContext(src ContextSource, key string, ar augment.Request) (string, augment.Source, error) {
+	ctx, cancel := context.WithTimeout(s.base, src.Timeout)
+	defer cancel()
+	return s.cache.Get(ctx, key, func(ctx context.Context) (string, error) {
+		if s.limit.pressed() {
+			return "", errShed // near the admission limit: camproxy's own extras go first
+		}
+		return src.Augment(ctx, ar)
+	})
+}
+
+// localCache is a ContextCache with a local tier to read without loading
+// (augment.Cache).
+type localCache interface {
+	Cached(key string) (string, bool)
 }
 
 // jsonContentType accepts a JSON media type, or none at all (curl -d, some SDKs).
@@ -483,6 +511,7 @@ type call struct {
 	ident    identityBody // body of an identity answer (no allocation)
 	status   int          // the upstream's status, once its headers arrived
 	advanced bool
+	next     episode.Episode // the episode past this turn, once advanced (c.ep then points here)
 	answer   protocol.Message
 	usage    protocol.Usage
 }
@@ -557,7 +586,8 @@ func (c *call) done(status int, err error, ttfb time.Duration) {
 func (c *call) advance(answer protocol.Message) {
 	c.advanced = true
 	c.answer = answer
-	ep := *c.ep
+	c.next = *c.ep // the call's own copy (advance runs once per call): no allocation
+	ep := &c.next
 	ep.Turns++
 	ep.History = len(c.req.Messages) + 1
 	if c.req.Continues != "" {
@@ -567,7 +597,7 @@ func (c *call) advance(answer protocol.Message) {
 	ep.UpdatedAt = time.Now().UTC()
 	ctx, cancel := c.s.storeCtx()
 	defer cancel()
-	if err := c.s.episodes.Update(ctx, &ep); err != nil {
+	if err := c.s.episodes.Update(ctx, ep); err != nil {
 		c.s.log.Warn("episode update failed", "episode", ep.ID, "err", err)
 	}
 	// The chain of a continued call's messages is not the conversation's: no tip.
@@ -582,7 +612,7 @@ func (c *call) advance(answer protocol.Message) {
 			}
 		}
 	}
-	c.ep = &ep
+	c.ep = ep
 }
 
 // setTips stores the tips the next call finds the episode by: the history's chain

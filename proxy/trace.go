@@ -81,6 +81,9 @@ func errorType(err error, status int) string {
 
 // augmentSpan is the child span of a context lookup (cache, then the augmenter).
 func (s *Server) augmentSpan(parent context.Context, name string) trace.Span {
+	if !s.tr.Enabled { // no span options built for a no-op span
+		return trace.SpanFromContext(context.Background())
+	}
 	_, span := s.tr.Tracer.Start(parent, "augment "+name, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attribute.String("camproxy.augmenter", name)))
 	return span

@@ -9,10 +9,10 @@ import (
 )
 
 // quickFlags are the -quick run's settings for the flags not given: only what issue
-// 17's targets need (1 000 rps, both modes), in shorter slices, without issue 9's
+// 17's and 32's targets need (1 000 and 4 000 rps, both modes), in shorter slices, without issue 9's
 // record, drain and idle-stream checks.
 var quickFlags = [][2]string{
-	{"rates", "1000"},
+	{"rates", "1000,4000"},
 	{"duration", "2s"},
 	{"rounds", "2"},
 	{"sat-duration", "1500ms"},
@@ -181,6 +181,36 @@ func (e *env) targets() {
 		}
 	}
 
+	// Streams at 4 000 rps (issue 32): time to first byte added over direct, p50 and
+	// p99, within 2× what the floor adds; SSE events that reached the client merged
+	// with the one before, no more than through the floor.
+	{
+		c := find(4000, "stream")
+		notRun := "not run: -rates has no 4000 or -modes no stream"
+		if c == nil {
+			add("stream 4000 rps: added TTFB p50", "≤ 2× the floor's", na, "<=", na, "µs", notRun)
+			add("stream 4000 rps: added TTFB p99", "≤ 2× the floor's", na, "<=", na, "µs", notRun)
+			add("stream 4000 rps: merged events", "≤ the floor's", na, "<=", na, "events", notRun)
+		} else {
+			d, f, cp := c.Paths[0], c.Paths[1], c.Paths[2]
+			errs := ""
+			if cp.Errors+f.Errors+d.Errors > 0 {
+				errs = fmt.Sprintf("; ERRORS direct %d floor %d camproxy %d", d.Errors, f.Errors, cp.Errors)
+			}
+			for _, q := range []struct {
+				name           string
+				direct, fa, ca float64
+			}{{"p50", d.P50, f.AddedP50, cp.AddedP50}, {"p99", d.P99, f.AddedP99, cp.AddedP99}} {
+				add("stream 4000 rps: added TTFB "+q.name, "≤ 2× the floor's", q.ca, "<=", 2*max(q.fa, 0), "µs",
+					fmt.Sprintf("TTFB %s: direct %.0f µs; floor adds %+.0f µs, camproxy %+.0f µs (%.2fx the floor's); n=%d per path%s",
+						q.name, q.direct, q.fa, q.ca, ratio(q.ca, q.fa), cp.N, errs))
+			}
+			add("stream 4000 rps: merged events", "≤ the floor's", float64(cp.Coalesced), "<=", float64(f.Coalesced), "events",
+				fmt.Sprintf("SSE events that reached the client in the same read as the one before: camproxy %d, floor %d, direct %d, of %d each",
+					cp.Coalesced, f.Coalesced, d.Coalesced, cp.Events))
+		}
+	}
+
 	// Saturation: throughput and CPU per call against the floor's.
 	if s := e.res.Saturation; len(s) == 3 {
 		d, f, cp := s[0], s[1], s[2]
@@ -253,7 +283,7 @@ func (e *env) targets() {
 		}
 		e.printf("\n")
 	}
-	e.printf("== targets (issue 17): every figure from this run ==\n")
+	e.printf("== targets (issues 17 and 32): every figure from this run ==\n")
 	e.printf("%-4s  %-34s %12s  %-18s %s\n", "", "target", "measured", "bound", "how")
 	pass := 0
 	for _, t := range ts {

@@ -68,15 +68,16 @@ ok  	github.com/camproxy/camproxy/proxy	3.2s
 // and status: the bounds are the floor's added value plus the slack, the ratios
 // camproxy's over the floor's, and a part not run is N/A rather than a PASS.
 func TestTargets(t *testing.T) {
-	cell := func(mode string, fP50, fP99, cP50, cP99 float64) *Cell {
-		return &Cell{Rate: 1000, Mode: mode, Paths: []*PathStats{
+	cell := func(rate float64, mode string, fP50, fP99, cP50, cP99 float64) *Cell {
+		return &Cell{Rate: rate, Mode: mode, Paths: []*PathStats{
 			{Path: "direct", P50: 1000, P99: 2000, Events: 1000},
 			{Path: "floor", AddedP50: fP50, AddedP99: fP99, AddedCPUPerReq: 20, Events: 1000},
 			{Path: "camproxy", AddedP50: cP50, AddedP99: cP99, AddedCPUPerReq: 30, Events: 1000, Coalesced: 1},
 		}}
 	}
 	e := &env{o: &options{interval: 2 * time.Millisecond, satConns: 64}, out: io.Discard, res: &Results{
-		Cells: []*Cell{cell("nonstream", 80, 100, 180, 351), cell("stream", 50, 300, 60, 540)},
+		Cells: []*Cell{cell(1000, "nonstream", 80, 100, 180, 351), cell(1000, "stream", 50, 300, 60, 540),
+			cell(4000, "stream", 1000, 5000, 1900, 12000)},
 		Paced: []PacedResult{{Path: "camproxy", Events: 500}},
 		Saturation: []SatResult{{Path: "direct", RPS: 20000}, {Path: "floor", RPS: 10000, AddedCPUPerReq: 40},
 			{Path: "camproxy", RPS: 7000, AddedCPUPerReq: 80}},
@@ -87,18 +88,21 @@ func TestTargets(t *testing.T) {
 		status       string
 		value, bound float64
 	}{
-		{"PASS", 180, 180}, // p50: floor 80 + 100
-		{"MISS", 351, 350}, // p99: floor 100 + 250
-		{"PASS", 540, 550}, // TTFB p99: floor 300 + 250
-		{"MISS", 0.1, 0},   // 1 of 1000 events coalesced under load, 0 in the paced check
-		{"PASS", 70, 70},   // 7000 of 10000 req/s
-		{"PASS", 2, 2},     // +80 vs +40 µs
-		{"N/A", 0, 30},     // pipeline not run
-		{"N/A", 0, 2},      //
-		{"MISS", 1.6, 1.5}, // turn 60
-		{"N/A", 0, 0},      // overload row not run
-		{"N/A", 0, 0},      //
-		{"N/A", 0, 1},      //
+		{"PASS", 180, 180},     // p50: floor 80 + 100
+		{"MISS", 351, 350},     // p99: floor 100 + 250
+		{"PASS", 540, 550},     // TTFB p99: floor 300 + 250
+		{"MISS", 0.1, 0},       // 1 of 1000 events coalesced under load, 0 in the paced check
+		{"PASS", 1900, 2000},   // 4000 rps stream TTFB p50: 2× the floor's +1000
+		{"MISS", 12000, 10000}, // p99: 2× the floor's +5000
+		{"MISS", 1, 0},         // 1 event merged, none through the floor
+		{"PASS", 70, 70},       // 7000 of 10000 req/s
+		{"PASS", 2, 2},         // +80 vs +40 µs
+		{"N/A", 0, 30},         // pipeline not run
+		{"N/A", 0, 2},          //
+		{"MISS", 1.6, 1.5},     // turn 60
+		{"N/A", 0, 0},          // overload row not run
+		{"N/A", 0, 0},          //
+		{"N/A", 0, 1},          //
 	}
 	if len(e.res.Targets) != len(want) {
 		t.Fatalf("%d targets, want %d", len(e.res.Targets), len(want))

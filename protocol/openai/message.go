@@ -303,7 +303,11 @@ func (r *Request) readMessages(body []byte, hits *protocol.Hits[*element]) int {
 // (the last one, on a duplicate key), records the texts task rules may match and
 // where the System placement appends, and returns those texts.
 func (r *Request) setMessages(els []protocol.Placed[*element]) []segment {
-	var segs []segment
+	n := 0
+	for _, p := range els {
+		n += len(p.V.texts)
+	}
+	segs := make([]segment, 0, n) // one allocation, not one per doubling
 	// An empty array gets the system message as its only element.
 	r.sys = anchor{at: r.arrOpen + 1, kind: insSystemMessage}
 	for k, p := range els {

@@ -1,0 +1,31 @@
+package protocol
+
+import "testing"
+
+// TestReadSideFacts pins the one-pass read of the cheap conditions to what the
+// per-path gjson reads found: every wire API's spelling, the first of a repeated key,
+// a cap that is not a number skipped for the next spelling.
+func TestReadSideFacts(t *testing.T) {
+	for _, tc := range []struct {
+		body   string
+		tools  bool
+		max    int64
+		hasMax bool
+	}{
+		{`{"model":"m","messages":[]}`, false, 0, false},
+		{`{"tools":[{"type":"function"}],"max_tokens":1}`, true, 1, true},
+		{`{"tools":[],"max_tokens":"1"}`, false, 0, false},
+		{`{"tools":null}`, false, 0, false},
+		{`{"toolConfig":{"tools":[{"toolSpec":{}}]},"inferenceConfig":{"maxTokens":7}}`, true, 7, true},
+		{`{"input":[{"type":"message"},{"type":"additional_tools","tools":[]}],"max_output_tokens":16}`, true, 16, true},
+		{`{"input":"hi","max_completion_tokens":3}`, false, 3, true},
+		{`{"max_completion_tokens":3,"max_tokens":2}`, false, 2, true},
+		{`{"max_tokens":5,"max_tokens":9}`, false, 5, true},
+		{`{"max_tokens":"x","max_output_tokens":4}`, false, 4, true},
+	} {
+		f := readSideFacts([]byte(tc.body))
+		if f.tools != tc.tools || f.maxTokens != tc.max || f.hasMax != tc.hasMax {
+			t.Errorf("%s: tools %v, max %d %v; want %v, %d %v", tc.body, f.tools, f.maxTokens, f.hasMax, tc.tools, tc.max, tc.hasMax)
+		}
+	}
+}
