@@ -129,15 +129,14 @@ func (b *bufferFlags) each(ctx context.Context, cmd string, stderr io.Writer, li
 
 // read collects the selected episodes of --from into a Buffer, in Buffer order.
 func (b *bufferFlags) read(ctx context.Context, cmd string, stderr io.Writer) (*replay.Buffer, error) {
-	buf := &replay.Buffer{}
-	sum, err := b.each(ctx, cmd, stderr, false, func(ep *replay.Episode) error {
-		buf.Episodes = append(buf.Episodes, ep)
-		return nil
+	var buf *replay.Buffer
+	sum, err := b.scan(ctx, cmd, stderr, false, func(src replay.Source, o replay.ReadOptions) (sum replay.Summary, err error) {
+		buf, sum, err = replay.Collect(ctx, src, o)
+		return sum, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	replay.SortEpisodes(buf.Episodes)
-	buf.Skipped, buf.Duplicates, buf.Orphans, buf.Learn = sum.Skipped, sum.Duplicates, sum.Orphans, sum.Learn
+	buf.Skipped = sum.Skipped // with the lines the source itself dropped
 	return buf, nil
 }
