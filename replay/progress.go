@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"fmt"
+	"io"
 	"time"
 )
 
@@ -75,4 +77,49 @@ func (g *progress) done() {
 	}
 	g.p.Elapsed, g.p.Done = g.now().Sub(g.start), true
 	g.fn(g.p)
+}
+
+// ProgressLines reports a long read on w, each line prefixed with cmd: nothing for a read shorter than after,
+// then a line every few seconds and one at the end, so a log keeps the story.
+func ProgressLines(w io.Writer, cmd string, after time.Duration) func(Progress) {
+	var next time.Duration = after
+	shown := false
+	return func(p Progress) {
+		if !p.Done && p.Elapsed < next {
+			return
+		}
+		if p.Done && !shown {
+			return
+		}
+		shown = true
+		next = p.Elapsed + 5*time.Second
+		line := fmt.Sprintf("%s: read %s", cmd, formatBytes(p.Bytes))
+		if p.TotalBytes > 0 {
+			line += fmt.Sprintf(" of %s (%.0f%%)", formatBytes(p.TotalBytes), 100*float64(p.Bytes)/float64(p.TotalBytes))
+		}
+		line += fmt.Sprintf(", %d events, %s/s", p.Events, formatBytes(int64(p.Rate())))
+		if p.Episodes > 0 {
+			line += fmt.Sprintf(", %d episodes out", p.Episodes)
+		}
+		switch eta := p.ETA(); {
+		case p.Done:
+			line += fmt.Sprintf(", done in %s", p.Elapsed.Round(time.Millisecond))
+		case eta > 0:
+			line += fmt.Sprintf(", about %s left", eta.Round(time.Second))
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// formatBytes is n in B, kB, MB or GB (powers of 1000, as disks and rates are told).
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d B", n)
 }

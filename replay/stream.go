@@ -461,3 +461,19 @@ func (r *streamRead) finish(e *readEpisode, fn func(*Episode) error) error {
 	r.prog.tick()
 	return fn(ep)
 }
+
+// Collect reads the selected episodes of src into a Buffer, in Buffer order
+// (SortEpisodes), with the read's counts on it and in the Summary.
+func Collect(ctx context.Context, src Source, o ReadOptions) (*Buffer, Summary, error) {
+	buf := &Buffer{}
+	sum, err := Episodes(ctx, src, o, func(ep *Episode) error {
+		buf.Episodes = append(buf.Episodes, ep)
+		return nil
+	})
+	if err != nil {
+		return nil, sum, err
+	}
+	SortEpisodes(buf.Episodes)
+	buf.Skipped, buf.Duplicates, buf.Orphans, buf.Learn = sum.Skipped, sum.Duplicates, sum.Orphans, sum.Learn
+	return buf, sum, nil
+}

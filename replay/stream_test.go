@@ -525,3 +525,31 @@ func FuzzLightStep(f *testing.F) {
 		}
 	})
 }
+
+// TestCollectSameAsRead: Collect's Buffer is Read's, episodes in Buffer order and
+// the counts on it, whatever the read's memory.
+func TestCollectSameAsRead(t *testing.T) {
+	dir := streamMessyBuffer(t, 1)
+	want, err := Read(context.Background(), NewFileSource(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []ReadOptions{{}, {MemoryBytes: 1, Workers: 4}} {
+		got, sum, err := Collect(context.Background(), NewFileSource(dir), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Episodes) != len(want.Episodes) || sum.Episodes != len(want.Episodes) {
+			t.Fatalf("%d episodes (summary %d), want %d", len(got.Episodes), sum.Episodes, len(want.Episodes))
+		}
+		for i := range want.Episodes {
+			if got.Episodes[i].ID != want.Episodes[i].ID {
+				t.Fatalf("episode %d is %s, want %s (Buffer order)", i, got.Episodes[i].ID, want.Episodes[i].ID)
+			}
+		}
+		if got.Skipped != sum.Skipped || got.Duplicates != want.Duplicates || got.Orphans != want.Orphans || len(got.Learn) != len(want.Learn) {
+			t.Errorf("counts skipped %d dup %d orphans %d learn %d, want %d %d %d %d",
+				got.Skipped, got.Duplicates, got.Orphans, len(got.Learn), sum.Skipped, want.Duplicates, want.Orphans, len(want.Learn))
+		}
+	}
+}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	cobracli "github.com/camproxy/camproxy/internal/cli"
+	"github.com/camproxy/camproxy/internal/when"
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/replay/location"
 )
@@ -46,17 +48,17 @@ func (b *bufferFlags) defineSelection(f *pflag.FlagSet) {
 	f.IntVar(&b.workers, "workers", 0, "goroutines decoding events (0 = one per CPU)")
 	f.StringVar(&b.spillDir, "spill-dir", "", "where a read larger than memory spills (default the system temp dir; removed after)")
 	if f.Lookup("progress") == nil { // a command with its own --progress sets b.progress
-		choiceVar(f, &b.progress, "progress", "auto", "progress lines on stderr during a long read (auto: after 2s)", "auto", "off")
+		cobracli.ChoiceVar(f, &b.progress, "progress", "auto", "progress lines on stderr during a long read (auto: after 2s)", "auto", "off")
 	}
 }
 
 // check finds a malformed --from or selection before any work starts (a store that
 // does not answer shows when it is read).
-func (b *bufferFlags) check(p *problems) {
+func (b *bufferFlags) check(p *cobracli.Problems) {
 	if b.from != "" {
 		b.from = location.URI(b.from)
 		if _, err := location.Parse(b.from); err != nil {
-			p.add("--from: %v", err)
+			p.Add("--from: %v", err)
 		}
 	}
 	now := time.Now()
@@ -68,21 +70,21 @@ func (b *bufferFlags) check(p *problems) {
 		if w.value == "" {
 			continue
 		}
-		t, err := parseWhen(w.value, now)
+		t, err := when.Parse(w.value, now)
 		if err != nil {
-			p.add("%s %q: %v", w.flag, w.value, err)
+			p.Add("%s %q: %v", w.flag, w.value, err)
 			continue
 		}
 		*w.dst = t
 	}
 	if !b.sel.Since.IsZero() && !b.sel.Until.IsZero() && !b.sel.Since.Before(b.sel.Until) {
-		p.add("--since %s is not before --until %s", b.sel.Since.Format(time.RFC3339), b.sel.Until.Format(time.RFC3339))
+		p.Add("--since %s is not before --until %s", b.sel.Since.Format(time.RFC3339), b.sel.Until.Format(time.RFC3339))
 	}
 	if b.late < 0 {
-		p.add("--late %v: want 0 or more", b.late)
+		p.Add("--late %v: want 0 or more", b.late)
 	}
-	p.atLeast("--workers", b.workers, 0, "0 (one per CPU) or more")
-	p.dir("--spill-dir", b.spillDir)
+	p.AtLeast("--workers", b.workers, 0, "0 (one per CPU) or more")
+	p.Dir("--spill-dir", b.spillDir)
 }
 
 // scan opens --from and runs read on it with the flags' read options; light leaves
@@ -98,14 +100,14 @@ func (b *bufferFlags) scan(ctx context.Context, cmd string, stderr io.Writer, li
 	}
 	o := replay.ReadOptions{Select: b.sel, SpillDir: b.spillDir, Workers: b.workers, Light: light}
 	if b.progress != "off" {
-		o.Progress = progressLines(stderr, cmd, 2*time.Second)
+		o.Progress = replay.ProgressLines(stderr, cmd, 2*time.Second)
 	}
 	sum, err := read(src, o)
 	if errors.Is(err, fs.ErrNotExist) {
-		return sum, usagef("%s: --from %s: no replay buffer there: record some traffic (camproxy serve) or import trajectories (camproxy replay import) first", cmd, location.Redact(b.from))
+		return sum, cobracli.Usagef("%s: --from %s: no replay buffer there: record some traffic (camproxy serve) or import trajectories (camproxy replay import) first", cmd, location.Redact(b.from))
 	}
 	if err != nil {
-		var ue *usageError
+		var ue *cobracli.UsageError
 		if ctx.Err() != nil || errors.As(err, &ue) {
 			return sum, err
 		}
@@ -127,60 +129,14 @@ func (b *bufferFlags) each(ctx context.Context, cmd string, stderr io.Writer, li
 
 // read collects the selected episodes of --from into a Buffer, in Buffer order.
 func (b *bufferFlags) read(ctx context.Context, cmd string, stderr io.Writer) (*replay.Buffer, error) {
-	buf := &replay.Buffer{}
-	sum, err := b.each(ctx, cmd, stderr, false, func(ep *replay.Episode) error {
-		buf.Episodes = append(buf.Episodes, ep)
-		return nil
+	var buf *replay.Buffer
+	sum, err := b.scan(ctx, cmd, stderr, false, func(src replay.Source, o replay.ReadOptions) (sum replay.Summary, err error) {
+		buf, sum, err = replay.Collect(ctx, src, o)
+		return sum, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	replay.SortEpisodes(buf.Episodes)
-	buf.Skipped, buf.Duplicates, buf.Orphans, buf.Learn = sum.Skipped, sum.Duplicates, sum.Orphans, sum.Learn
+	buf.Skipped = sum.Skipped // with the lines the source itself dropped
 	return buf, nil
-}
-
-// progressLines reports a long read on w: nothing for a read shorter than after,
-// then a line every few seconds and one at the end, so a log keeps the story.
-func progressLines(w io.Writer, cmd string, after time.Duration) func(replay.Progress) {
-	var next time.Duration = after
-	shown := false
-	return func(p replay.Progress) {
-		if !p.Done && p.Elapsed < next {
-			return
-		}
-		if p.Done && !shown {
-			return
-		}
-		shown = true
-		next = p.Elapsed + 5*time.Second
-		line := fmt.Sprintf("%s: read %s", cmd, formatBytes(p.Bytes))
-		if p.TotalBytes > 0 {
-			line += fmt.Sprintf(" of %s (%.0f%%)", formatBytes(p.TotalBytes), 100*float64(p.Bytes)/float64(p.TotalBytes))
-		}
-		line += fmt.Sprintf(", %d events, %s/s", p.Events, formatBytes(int64(p.Rate())))
-		if p.Episodes > 0 {
-			line += fmt.Sprintf(", %d episodes out", p.Episodes)
-		}
-		switch eta := p.ETA(); {
-		case p.Done:
-			line += fmt.Sprintf(", done in %s", p.Elapsed.Round(time.Millisecond))
-		case eta > 0:
-			line += fmt.Sprintf(", about %s left", eta.Round(time.Second))
-		}
-		fmt.Fprintln(w, line)
-	}
-}
-
-// formatBytes is n in B, kB, MB or GB (powers of 1000, as disks and rates are told).
-func formatBytes(n int64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
-	}
-	return fmt.Sprintf("%d B", n)
 }

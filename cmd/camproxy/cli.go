@@ -4,14 +4,11 @@ import (
 	"context"
 	"io"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/camproxy/camproxy/internal/buildinfo"
 	cobracli "github.com/camproxy/camproxy/internal/cli" // "cli" is this command's own type
-	"github.com/camproxy/camproxy/internal/when"
 )
 
 // cli is what every command takes from the process: its streams and environment.
@@ -77,51 +74,3 @@ var (
 	fileFlags = []string{"config", "out", "data", "system-prompt", "user-prompt", "tls-cert", "tls-key", "seed"}
 	dirFlags  = []string{"work-dir", "spill-dir"}
 )
-
-// The names the commands' files use for internal/cli's checks, errors and flags
-// (replay.go and buffer.go among them).
-
-// problems are what is wrong with a command line (cobracli.Problems).
-type problems cobracli.Problems
-
-func (p *problems) add(format string, a ...any) { (*cobracli.Problems)(p).Add(format, a...) }
-func (p *problems) noArgs(args []string)        { (*cobracli.Problems)(p).NoArgs(args) }
-func (p *problems) dir(flag, path string)       { (*cobracli.Problems)(p).Dir(flag, path) }
-func (p *problems) atLeast(flag string, v, least int, want string) {
-	(*cobracli.Problems)(p).AtLeast(flag, v, least, want)
-}
-
-// within is a problem for each integer flag of bounds below its least value.
-func (p *problems) within(bounds cobracli.Bounds) { bounds.Check((*cobracli.Problems)(p)) }
-
-// checks makes a command's Args from its checks (cobracli.Runner.Checks).
-func (c *cli) checks(check func(p *problems, args []string)) cobra.PositionalArgs {
-	return c.runner.Checks(func(p *cobracli.Problems, args []string) {
-		if check != nil {
-			check((*problems)(p), args)
-		}
-	})
-}
-
-// group is a command that only holds others.
-func (c *cli) group(use, short, example string, subs ...*cobra.Command) *cobra.Command {
-	return c.runner.Group(use, short, example, subs...)
-}
-
-type usageError = cobracli.UsageError
-
-func usagef(format string, a ...any) error { return cobracli.Usagef(format, a...) }
-
-// exitStatus is a launched tool's failure: camproxy exits with its status.
-func exitStatus(code int, msg string) error { return &cobracli.ExitStatus{Code: code, Msg: msg} }
-
-func exitCode(err error, stderr io.Writer) int { return cobracli.ExitCode(err, stderr) }
-
-func choiceVar(f *pflag.FlagSet, p *string, name, def, usage string, options ...string) {
-	cobracli.ChoiceVar(f, p, name, def, usage, options...)
-}
-
-func isDir(p string) bool { return cobracli.IsDir(p) }
-
-// parseWhen reads a --since/--until value (when.Parse).
-func parseWhen(s string, now time.Time) (time.Time, error) { return when.Parse(s, now) }

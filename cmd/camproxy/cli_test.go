@@ -116,7 +116,7 @@ func TestCommandLineProblemsAtOnce(t *testing.T) {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var out, errb bytes.Buffer
 			err := run(context.Background(), tc.args, &out, &errb, noEnv)
-			if code := exitCode(err, &errb); code != 2 || errb.String() != tc.want {
+			if code := cobracli.ExitCode(err, &errb); code != 2 || errb.String() != tc.want {
 				t.Errorf("exit %d, stderr:\n%s\nwant exit 2 and:\n%s", code, errb.String(), tc.want)
 			}
 		})

@@ -2,6 +2,8 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 )
 
 // completionCmd prints a shell's completion script, generated from the command
@@ -17,12 +19,12 @@ func (c *cli) completionCmd() *cobra.Command {
   zsh:   camproxy completion zsh > "${fpath[1]}/_camproxy"   # then restart zsh
   fish:  camproxy completion fish > ~/.config/fish/completions/camproxy.fish`,
 		ValidArgs: []cobra.Completion{"bash", "zsh", "fish"},
-		Args: c.checks(func(p *problems, args []string) {
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) {
 			switch {
 			case len(args) != 1:
-				p.add("want one shell: bash, zsh or fish")
+				p.Add("want one shell: bash, zsh or fish")
 			case args[0] != "bash" && args[0] != "zsh" && args[0] != "fish":
-				p.add("unknown shell %q: want bash, zsh or fish", args[0])
+				p.Add("unknown shell %q: want bash, zsh or fish", args[0])
 			}
 		}),
 		RunE: func(cmd *cobra.Command, args []string) error {

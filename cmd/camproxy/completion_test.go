@@ -25,7 +25,7 @@ import (
 func init() {
 	if os.Getenv("CAMPROXY_TEST_ARGV") == "1" {
 		err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
-		os.Exit(exitCode(err, os.Stderr))
+		os.Exit(cobracli.ExitCode(err, os.Stderr))
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 )
 
 func (c *cli) configCmd() *cobra.Command {
@@ -17,10 +19,10 @@ expansion and defaults, secrets masked. Exit status 2 names every bad key, with
 its line and column, and the key probably meant.`,
 		Example: `  camproxy config check camproxy.yaml
   CAMPROXY_CONFIG=camproxy.yaml camproxy config check --quiet`,
-		ValidArgsFunction: completeFiles,
-		Args: c.checks(func(p *problems, args []string) {
+		ValidArgsFunction: cobracli.CompleteFiles,
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) {
 			if len(args) > 1 {
-				p.add("want at most one FILE, got %d", len(args))
+				p.Add("want at most one FILE, got %d", len(args))
 			}
 		}),
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -32,7 +34,7 @@ its line and column, and the key probably meant.`,
 		},
 	}
 	check.Flags().BoolVar(&quiet, "quiet", false, "print nothing but problems and warnings")
-	return c.group("config", "Check a config file", "  camproxy config check camproxy.yaml", check)
+	return c.runner.Group("config", "Check a config file", "  camproxy config check camproxy.yaml", check)
 }
 
 // configCheck is `camproxy config check`.

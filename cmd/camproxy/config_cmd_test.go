@@ -13,6 +13,7 @@ import (
 
 	"github.com/camproxy/camproxy/app"
 	"github.com/camproxy/camproxy/config"
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 )
 
 // fullConfig is the config package's file with every key set, secrets included.
@@ -45,7 +46,7 @@ func runCmd(t *testing.T, env map[string]string, args ...string) (code int, stdo
 	var out, errb bytes.Buffer
 	getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	err := run(context.Background(), args, &out, &errb, getenv)
-	return exitCode(err, &errb), out.String(), errb.String()
+	return cobracli.ExitCode(err, &errb), out.String(), errb.String()
 }
 
 func TestConfigCheck(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 	"github.com/camproxy/camproxy/internal/devupstream"
 )
 
@@ -20,7 +21,7 @@ sentence saying how many characters of task context camproxy spliced into the fi
 user message, and GET /v1/models.`,
 		Example: `  camproxy dev upstream &
   UPSTREAM_URL=http://127.0.0.1:8000 camproxy serve --config examples/rag-only.yaml`,
-		Args: c.checks(func(p *problems, args []string) { p.noArgs(args) }),
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) { p.NoArgs(args) }),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
@@ -34,5 +35,5 @@ user message, and GET /v1/models.`,
 		},
 	}
 	upstream.Flags().StringVar(&listen, "listen", "127.0.0.1:8000", "the address to answer on")
-	return c.group("dev", "Tools for trying camproxy on a laptop", "  camproxy dev upstream --listen 127.0.0.1:8000", upstream)
+	return c.runner.Group("dev", "Tools for trying camproxy on a laptop", "  camproxy dev upstream --listen 127.0.0.1:8000", upstream)
 }

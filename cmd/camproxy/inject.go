@@ -14,7 +14,7 @@ import (
 )
 
 func (c *cli) injectCmd() *cobra.Command {
-	return c.group("inject", "The Kubernetes sidecar injector",
+	return c.runner.Group("inject", "The Kubernetes sidecar injector",
 		"  camproxy inject serve --listen :8443 --arms baseline,cam",
 		c.injectServeCmd(c.injectServe))
 }
@@ -40,8 +40,8 @@ Without --tls-cert/--tls-key it makes a self-signed pair and publishes its
 certificate into the caBundle of --webhook-config (in a cluster).`,
 		Example: `  camproxy inject serve --listen :8443 --arms baseline,cam
   camproxy inject serve --listen :8443 --tls-cert /certs/tls.crt --tls-key /certs/tls.key --webhook-config ""`,
-		Args: c.checks(func(p *problems, args []string) {
-			p.noArgs(args)
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) {
+			p.NoArgs(args)
 			o.ImagePullPolicy = corev1.PullPolicy(pull)
 			o.Arms = nil
 			if arms != "" {
@@ -52,7 +52,7 @@ certificate into the caBundle of --webhook-config (in a cluster).`,
 			sc.DefaultNamespace(c.getenv, inject.ServiceAccountDir)
 			for _, err := range []error{sc.Validate(), o.Validate()} {
 				if err != nil {
-					p.add("%v", err)
+					p.Add("%v", err)
 				}
 			}
 		}),
@@ -69,7 +69,7 @@ certificate into the caBundle of --webhook-config (in a cluster).`,
 	fs.StringVar(&sc.Namespace, "namespace", "", "the webhook's namespace (default $POD_NAMESPACE, else the service account's)")
 	fs.DurationVar(&sc.CertValidity, "cert-validity", sc.CertValidity, "lifetime of the self-signed certificate")
 	fs.StringVar(&o.Image, "image", o.Image, "sidecar image ($CAMPROXY_SIDECAR_IMAGE overrides the default, this version's)")
-	choiceVar(fs, &pull, "image-pull-policy", "", "sidecar imagePullPolicy (default: the cluster's)", "Always", "IfNotPresent", "Never")
+	cobracli.ChoiceVar(fs, &pull, "image-pull-policy", "", "sidecar imagePullPolicy (default: the cluster's)", "Always", "IfNotPresent", "Never")
 	fs.StringVar(&o.ConfigMap, "config-map", o.ConfigMap, "ConfigMap of the sidecar's config.yaml when a pod names none with camproxy.io/config")
 	fs.StringVar(&arms, "arms", "", "comma-separated arm names of the sidecar config's experiment; camproxy.io/arm can pin these")
 	fs.StringVar(&o.CPURequest, "cpu-request", o.CPURequest, `sidecar CPU request ("" = none)`)
@@ -87,7 +87,7 @@ func (c *cli) injectServe(ctx context.Context, f injectFlags) error {
 	log := f.logs.Logger(c.stderr)
 	m, err := inject.NewMutator(f.opts)
 	if err != nil {
-		return usagef("inject serve: %v", err)
+		return cobracli.Usagef("inject serve: %v", err)
 	}
 	var api *inject.Client
 	if sc.SelfSigned() && sc.WebhookConfig != "" {
@@ -104,7 +104,7 @@ func (c *cli) injectServe(ctx context.Context, f injectFlags) error {
 	}
 	if err != nil {
 		if !sc.SelfSigned() { // the mounted pair does not load: bad config
-			return usagef("inject serve: %v", err)
+			return cobracli.Usagef("inject serve: %v", err)
 		}
 		return fmt.Errorf("inject serve: %w", err)
 	}

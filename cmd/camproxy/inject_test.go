@@ -30,6 +30,7 @@ import (
 	"helm.sh/helm/v3/pkg/releaseutil"
 
 	"github.com/camproxy/camproxy/inject"
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 	"github.com/camproxy/camproxy/internal/testkit"
 )
 
@@ -58,7 +59,7 @@ func TestInjectUsage(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			err := run(context.Background(), c.args, &out, &errb, noEnv)
-			if code := exitCode(err, &errb); code != 2 {
+			if code := cobracli.ExitCode(err, &errb); code != 2 {
 				t.Fatalf("exit %d, want 2 (err %v)", code, err)
 			}
 			for _, w := range c.want {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 	"github.com/camproxy/camproxy/proxy"
 )
 
@@ -21,9 +22,9 @@ is never in the config. With no KEY the key is read from stdin, and stays out of
 the shell's history; surrounding whitespace and a "Bearer " scheme are dropped.`,
 		Example: `  camproxy key fingerprint < research.key
   printf %s "$RESEARCH_API_KEY" | camproxy key fingerprint | cut -c1-12`,
-		Args: c.checks(func(p *problems, args []string) {
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) {
 			if len(args) > 1 {
-				p.add("want at most one KEY (none: read from stdin), got %d", len(args))
+				p.Add("want at most one KEY (none: read from stdin), got %d", len(args))
 			}
 		}),
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -38,12 +39,12 @@ the shell's history; surrounding whitespace and a "Bearer " scheme are dropped.`
 			}
 			key = proxy.ClientKey(key)
 			if len(key) == 0 {
-				return usagef("key fingerprint: no key given (an argument, or on stdin)")
+				return cobracli.Usagef("key fingerprint: no key given (an argument, or on stdin)")
 			}
 			fp := proxy.KeyFingerprint(key)
 			_, err := fmt.Fprintf(c.stdout, "%s\n", fp[:])
 			return err
 		},
 	}
-	return c.group("key", "Fingerprint a client's key for an experiment's match", "  camproxy key fingerprint < client.key", fingerprint)
+	return c.runner.Group("key", "Fingerprint a client's key for an experiment's match", "  camproxy key fingerprint < client.key", fingerprint)
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 )
 
 // runStdin runs args with stdin, returning stdout and the exit status.
@@ -16,7 +18,7 @@ func runStdin(t *testing.T, stdin string, args ...string) (string, int) {
 	var out, errb bytes.Buffer
 	c := &cli{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb, getenv: noEnv}
 	err := c.execute(context.Background(), args)
-	return out.String(), exitCode(err, io.Discard)
+	return out.String(), cobracli.ExitCode(err, io.Discard)
 }
 
 // TestKeyFingerprint: the sha256 hex of the key, from the argument or stdin (a

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 	"github.com/camproxy/camproxy/playbook/storage"
 )
 
@@ -90,7 +91,7 @@ func TestReplayURIsCheckAndServeAgree(t *testing.T) {
 			cancel()
 			for _, args := range [][]string{{"config", "check", "--quiet", cfg}, {"serve", "--config", cfg}} {
 				var stdout, stderr bytes.Buffer
-				code := exitCode(run(ctx, args, &stdout, &stderr, noEnv), &stderr)
+				code := cobracli.ExitCode(run(ctx, args, &stdout, &stderr, noEnv), &stderr)
 				if strings.Contains(stdout.String()+stderr.String(), uriPass) {
 					t.Errorf("%s shows the password:\n%s%s", args[0], stdout.String(), stderr.String())
 				}
@@ -138,7 +139,7 @@ func TestStoreLocationsCheckAndOpenStoreAgree(t *testing.T) {
 		t.Run(tc.store, func(t *testing.T) {
 			t.Parallel()
 			var stdout, stderr bytes.Buffer
-			code := exitCode(run(context.Background(), []string{"config", "check", "--quiet", cfg}, &stdout, &stderr, noEnv), &stderr)
+			code := cobracli.ExitCode(run(context.Background(), []string{"config", "check", "--quiet", cfg}, &stdout, &stderr, noEnv), &stderr)
 			s, err := storage.OpenStore(t.Context(), tc.store)
 			if err == nil {
 				_ = s.Close()

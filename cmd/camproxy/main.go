@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
-	os.Exit(exitCode(err, os.Stderr))
+	os.Exit(cobracli.ExitCode(err, os.Stderr))
 }

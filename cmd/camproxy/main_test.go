@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 	"github.com/camproxy/camproxy/internal/testkit"
 )
 
@@ -133,7 +134,7 @@ func TestExitCodes(t *testing.T) {
 			var out, errb bytes.Buffer
 			getenv := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
 			err := run(context.Background(), c.args, &out, &errb, getenv)
-			code := exitCode(err, &errb)
+			code := cobracli.ExitCode(err, &errb)
 			if code != c.code {
 				t.Fatalf("exit %d, want %d (err %v)", code, c.code, err)
 			}
@@ -155,7 +156,7 @@ func TestServeFailsOnBusyPort(t *testing.T) {
 	cfg := writeConfig(t, "server:\n  listen: \""+l.Addr().String()+"\"\n  admin_listen: \"127.0.0.1:0\"\n")
 	var errb bytes.Buffer
 	err := run(context.Background(), []string{"serve", "--config", cfg}, &errb, &errb, func(string) (string, bool) { return "", false })
-	var ue *usageError
+	var ue *cobracli.UsageError
 	if err == nil || errors.As(err, &ue) || !strings.Contains(err.Error(), "server.listen") {
 		t.Fatalf("busy port: %v (want a run-time error naming server.listen)", err)
 	}

@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	cobracli "github.com/camproxy/camproxy/internal/cli"
+	"github.com/camproxy/camproxy/internal/fsx"
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/replay/lake"
 	"github.com/camproxy/camproxy/replay/location"
@@ -25,23 +26,11 @@ import (
 const defaultReplayURI = "file://./camproxy-data/replay"
 
 func (c *cli) replayCmd() *cobra.Command {
-	return c.group("replay", "Work with a replay buffer: import, export, stats",
+	return c.runner.Group("replay", "Work with a replay buffer: import, export, stats",
 		`  camproxy replay import airline.json
   camproxy replay stats
   camproxy replay export --out episodes.parquet`,
 		c.replayImportCmd(), c.replayExportCmd(), c.replayStatsCmd())
-}
-
-// outDir is a problem when the directory an output file goes into does not exist:
-// found before a possibly long read, not after it.
-func (p *problems) outDir(flag, out string) {
-	if out == "" || out == "-" {
-		return
-	}
-	dir := filepath.Dir(out)
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		p.add("%s %s: directory %s does not exist", flag, out, dir)
-	}
 }
 
 // uriError turns a malformed replay URI into a usage error (location.Error's message
@@ -49,7 +38,7 @@ func (p *problems) outDir(flag, out string) {
 // access denied) failed at run time.
 func uriError(cmd, flagName, uri string, err error) error {
 	if errors.Is(err, location.ErrBadURI) {
-		return usagef("%s: %s: %v", cmd, flagName, err)
+		return cobracli.Usagef("%s: %s: %v", cmd, flagName, err)
 	}
 	return fmt.Errorf("%s: %s %s: %w", cmd, flagName, location.Redact(uri), err)
 }
@@ -75,46 +64,41 @@ time partitions, so every --since/--until window reads it.`,
 		Example: `  camproxy replay import tau-bench/gpt-4o-airline.json
   camproxy replay import episodes.parquet --to s3://my-bucket/replay
   camproxy replay import events.jsonl --format jsonl --to redis://127.0.0.1:6379/0?stream=camproxy:replay`,
-		ValidArgsFunction: completeFiles,
-		Args: c.checks(func(p *problems, args []string) {
+		ValidArgsFunction: cobracli.CompleteFiles,
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) {
 			if len(args) != 1 {
-				p.add("want exactly one FILE, got %d", len(args))
+				p.Add("want exactly one FILE, got %d", len(args))
 			} else {
 				a.file = args[0]
 			}
 			if a.format != "" && a.format != lake.FormatTauBench && (a.arm != "" || a.domain != "") {
-				p.add("--arm and --domain apply to --format tau-bench only")
+				p.Add("--arm and --domain apply to --format tau-bench only")
 			}
 			a.to = location.URI(a.to)
 			if _, err := location.Parse(a.to); err != nil {
-				p.add("--to: %v", err)
+				p.Add("--to: %v", err)
 			}
 		}),
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.replayImport(cmd.Context(), a) },
 	}
 	f := cmd.Flags()
-	choiceVar(f, &a.format, "format", "", "input format (default: detected from the file)", lake.FormatTauBench, lake.FormatJSONL, lake.FormatParquet)
+	cobracli.ChoiceVar(f, &a.format, "format", "", "input format (default: detected from the file)", lake.FormatTauBench, lake.FormatJSONL, lake.FormatParquet)
 	f.StringVar(&a.to, "to", defaultReplayURI, "replay buffer to write into: a directory (or file://DIR), redis://… or s3://…")
 	f.StringVar(&a.arm, "arm", "", "arm recorded on imported episodes (tau-bench only; default \"imported\")")
 	f.StringVar(&a.domain, "domain", "", "tau-bench domain for ids (default from the file name, e.g. airline)")
 	return cmd
 }
 
-// completeFiles completes a command's arguments as paths.
-func completeFiles(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-	return nil, cobra.ShellCompDirectiveDefault
-}
-
 func (c *cli) replayImport(ctx context.Context, a importArgs) error {
 	var in *lake.Input
 	var err error
-	dir := isDir(a.file)
+	dir := cobracli.IsDir(a.file)
 	if dir {
 		if in, err = lake.OpenDir(a.file); err != nil {
 			return importError(err)
 		}
 		if a.format != "" && a.format != lake.FormatParquet || a.arm != "" || a.domain != "" {
-			return usagef("replay import: %s is a directory: its Parquet files are imported; --format, --arm and --domain do not apply", a.file)
+			return cobracli.Usagef("replay import: %s is a directory: its Parquet files are imported; --format, --arm and --domain do not apply", a.file)
 		}
 	} else {
 		if in, err = lake.OpenFile(a.file, a.format); err != nil {
@@ -122,7 +106,7 @@ func (c *cli) replayImport(ctx context.Context, a importArgs) error {
 		}
 		defer in.Close()
 		if in.Format() != lake.FormatTauBench && (a.arm != "" || a.domain != "") {
-			return usagef("replay import: %s is %s input; --arm and --domain apply to tau-bench only", a.file, in.Format())
+			return cobracli.Usagef("replay import: %s is %s input; --arm and --domain apply to tau-bench only", a.file, in.Format())
 		}
 	}
 	sink, err := lake.OpenImportSink(ctx, a.to)
@@ -158,9 +142,9 @@ func (c *cli) replayImport(ctx context.Context, a importArgs) error {
 func importError(err error) error {
 	switch {
 	case errors.Is(err, lake.ErrUnknownFormat):
-		return usagef("replay import: %v; name it with --format tau-bench|jsonl|parquet", err)
+		return cobracli.Usagef("replay import: %v; name it with --format tau-bench|jsonl|parquet", err)
 	case errors.Is(err, lake.ErrInput):
-		return usagef("replay import: %v", err)
+		return cobracli.Usagef("replay import: %v", err)
 	}
 	return fmt.Errorf("replay import: %w", err)
 }
@@ -185,8 +169,8 @@ The destination must be empty.`,
 		Example: `  camproxy replay export --out episodes.parquet
   camproxy replay export --from s3://my-bucket/replay --since 7d --out - | jq .reward
   camproxy replay export --format parquet --partition-by dt,arm --out s3://lake/camproxy/episodes`,
-		Args: c.checks(func(p *problems, args []string) {
-			p.noArgs(args)
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) {
+			p.NoArgs(args)
 			in.check(p)
 			a.check(p)
 		}),
@@ -195,7 +179,7 @@ The destination must be empty.`,
 	f := cmd.Flags()
 	in.define(f)
 	f.StringVar(&a.out, "out", "", "output file (- for stdout), directory, or s3://BUCKET/PREFIX (required)")
-	choiceVar(f, &a.format, "format", "", "output format (default parquet for a .parquet or directory --out, else jsonl)", "jsonl", "parquet")
+	cobracli.ChoiceVar(f, &a.format, "format", "", "output format (default parquet for a .parquet or directory --out, else jsonl)", "jsonl", "parquet")
 	f.StringSliceVar(&a.partitionBy, "partition-by", nil, "Hive partition columns of a directory export, outermost first: dt, hr, arm, task_id, experiment")
 	_ = cmd.RegisterFlagCompletionFunc("partition-by", func(_ *cobra.Command, _ []string, typed string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		done, last := "", typed // dt,ar → dt, + ar
@@ -219,12 +203,12 @@ type exportArgs struct {
 	dir         bool // a directory (or S3 prefix) of Parquet files
 }
 
-func (a *exportArgs) check(p *problems) {
+func (a *exportArgs) check(p *cobracli.Problems) {
 	if a.out == "" {
-		p.add("--out is required (a file, - for stdout, a directory or s3://BUCKET/PREFIX)")
+		p.Add("--out is required (a file, - for stdout, a directory or s3://BUCKET/PREFIX)")
 		return
 	}
-	a.dir = len(a.partitionBy) > 0 || strings.HasPrefix(a.out, "s3://") || strings.HasSuffix(a.out, "/") || isDir(a.out)
+	a.dir = len(a.partitionBy) > 0 || strings.HasPrefix(a.out, "s3://") || strings.HasSuffix(a.out, "/") || cobracli.IsDir(a.out)
 	switch {
 	case a.format == "" && (a.dir || strings.EqualFold(filepath.Ext(a.out), ".parquet")):
 		a.format = "parquet"
@@ -233,34 +217,24 @@ func (a *exportArgs) check(p *problems) {
 	}
 	if a.dir {
 		if a.format != "parquet" {
-			p.add("--format %s: a directory export is Parquet (write JSON Lines to a FILE)", a.format)
+			p.Add("--format %s: a directory export is Parquet (write JSON Lines to a FILE)", a.format)
 		}
 		if a.out == "-" {
-			p.add("--partition-by writes a directory, not stdout")
+			p.Add("--partition-by writes a directory, not stdout")
 		}
 		if err := (lake.PartitionOptions{PartitionBy: a.partitionBy}).Validate(); err != nil {
-			p.add("--partition-by: %v", err)
+			p.Add("--partition-by: %v", err)
 		}
 		switch _, err := os.Stat(a.out); {
-		case strings.HasPrefix(a.out, "s3://"), isDir(a.out):
+		case strings.HasPrefix(a.out, "s3://"), cobracli.IsDir(a.out):
 		case err == nil:
-			p.add("--out %s is a file: a partitioned export writes a directory (or s3://BUCKET/PREFIX)", a.out)
+			p.Add("--out %s is a file: a partitioned export writes a directory (or s3://BUCKET/PREFIX)", a.out)
 		default:
-			p.outDir("--out", strings.TrimSuffix(a.out, "/"))
+			p.OutDir("--out", strings.TrimSuffix(a.out, "/"))
 		}
 		return
 	}
-	p.outDir("--out", a.out)
-}
-
-// toTerminal is whether w is a terminal (a character device, not a file or pipe).
-func toTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	p.OutDir("--out", a.out)
 }
 
 func (c *cli) replayExport(ctx context.Context, in bufferFlags, a exportArgs) error {
@@ -268,8 +242,8 @@ func (c *cli) replayExport(ctx context.Context, in bufferFlags, a exportArgs) er
 	case a.dir:
 		return c.exportPartitioned(ctx, in, a)
 	case a.format == "parquet": // one file holds every row group: collected first
-		if a.out == "-" && toTerminal(c.stdout) {
-			return usagef("replay export: Parquet is binary: redirect --out - to a file or a pipe, or give --out FILE")
+		if a.out == "-" && cobracli.ToTerminal(c.stdout) {
+			return cobracli.Usagef("replay export: Parquet is binary: redirect --out - to a file or a pipe, or give --out FILE")
 		}
 		b, err := in.read(ctx, "replay export", c.stderr)
 		if err != nil {
@@ -306,7 +280,7 @@ func (c *cli) exportFile(out string, write func(io.Writer) (int, error)) error {
 		fmt.Fprintf(c.stderr, "exported %d episodes to stdout\n", n)
 		return nil
 	}
-	if err := writeFileAtomic(out, func(w io.Writer) (err error) { n, err = write(w); return err }); err != nil {
+	if err := fsx.WriteFileAtomic(out, func(w io.Writer) (err error) { n, err = write(w); return err }); err != nil {
 		return exportError(err)
 	}
 	fmt.Fprintf(c.stdout, "exported %d episodes to %s\n", n, out)
@@ -315,7 +289,7 @@ func (c *cli) exportFile(out string, write func(io.Writer) (int, error)) error {
 
 // exportError prefixes a write failure once (a read failure says its command already).
 func exportError(err error) error {
-	var ue *usageError
+	var ue *cobracli.UsageError
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "replay export:") {
 		return err
 	}
@@ -326,7 +300,7 @@ func exportError(err error) error {
 func (c *cli) exportPartitioned(ctx context.Context, in bufferFlags, a exportArgs) error {
 	dest, err := lake.OpenExportDest(ctx, strings.TrimSuffix(a.out, "/"))
 	if err != nil {
-		return usagef("replay export: --out: %v", err)
+		return cobracli.Usagef("replay export: --out: %v", err)
 	}
 	var sum replay.Summary
 	episodes := func(yield func(*replay.Episode) error) error {
@@ -337,51 +311,12 @@ func (c *cli) exportPartitioned(ctx context.Context, in bufferFlags, a exportArg
 	m, err := lake.ExportParquetPartitioned(ctx, dest, episodes, lake.PartitionOptions{PartitionBy: a.partitionBy})
 	switch {
 	case errors.Is(err, lake.ErrExportNotEmpty):
-		return usagef("replay export: --out: %v", err) // says the destination and what to do
+		return cobracli.Usagef("replay export: --out: %v", err) // says the destination and what to do
 	case err != nil:
 		return exportError(err)
 	}
-	dirs := map[string]bool{}
-	for _, f := range m.Files {
-		dirs[path.Dir(f.Path)] = true
-	}
 	fmt.Fprintf(c.stdout, "exported %d episodes to %s: %d Parquet files in %d partitions (%s)\n",
-		m.Rows, dest, len(m.Files), len(dirs), partitionSummary(a.partitionBy, sum))
-	return nil
-}
-
-func partitionSummary(by []string, sum replay.Summary) string {
-	s := "no partition columns"
-	if len(by) > 0 {
-		s = "by " + strings.Join(by, ", ")
-	}
-	if sum.Unselected > 0 || sum.Partial > 0 {
-		s += fmt.Sprintf("; %d episodes not selected, %d cut by the window", sum.Unselected, sum.Partial)
-	}
-	return s
-}
-
-// writeFileAtomic writes through a temporary file in the same directory and renames
-// it into place, so a failed export never leaves a truncated file that looks whole.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // no-op once renamed
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil { // CreateTemp's 0600 is for secrets
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
+		m.Rows, dest, len(m.Files), m.Partitions(), lake.PartitionSummary(a.partitionBy, sum))
 	return nil
 }
 
@@ -397,8 +332,8 @@ of one name are two rows).`,
 		Example: `  camproxy replay stats
   camproxy replay stats --experiment support
   camproxy replay stats --from s3://my-bucket/replay --format json`,
-		Args: c.checks(func(p *problems, args []string) {
-			p.noArgs(args)
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) {
+			p.NoArgs(args)
 			in.check(p)
 		}),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -422,6 +357,6 @@ of one name are two rows).`,
 	}
 	f := cmd.Flags()
 	in.define(f)
-	choiceVar(f, &format, "format", "text", "output format", "text", "json")
+	cobracli.ChoiceVar(f, &format, "format", "text", "output format", "text", "json")
 	return cmd
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/tidwall/gjson"
+
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 )
 
 const tauAirline = "../../../shared/data/tau-bench/gpt-4o-airline.json"
@@ -23,7 +25,7 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), args, &stdout, &stderr, func(string) (string, bool) { return "", false })
-	code := exitCode(err, &stderr)
+	code := cobracli.ExitCode(err, &stderr)
 	return stdout.String(), stderr.String(), code
 }
 
@@ -54,7 +56,7 @@ func importAirline() error {
 	uri := "file://" + filepath.ToSlash(airline.full)
 	var out, errOut bytes.Buffer
 	err = run(context.Background(), []string{"replay", "import", "--format", "tau-bench", tauAirline, "--to", uri}, &out, &errOut, func(string) (string, bool) { return "", false })
-	if code := exitCode(err, &errOut); code != 0 {
+	if code := cobracli.ExitCode(err, &errOut); code != 0 {
 		return fmt.Errorf("import exit %d: %s", code, errOut.String())
 	}
 	if !strings.Contains(out.String(), "imported 200 episodes (3054 events) into "+uri) {

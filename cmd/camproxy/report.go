@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	cobracli "github.com/camproxy/camproxy/internal/cli"
+	"github.com/camproxy/camproxy/internal/fsx"
 	"github.com/camproxy/camproxy/replay"
 	"github.com/camproxy/camproxy/replay/location"
 	"github.com/camproxy/camproxy/report"
@@ -33,8 +34,8 @@ A buffer with no episode fails (exit 1): there is nothing to report yet.`,
   camproxy report --experiment support
   camproxy report --format html --out report.html
   camproxy report --from s3://my-bucket/replay --control baseline --format json`,
-		Args: c.checks(func(p *problems, args []string) {
-			p.noArgs(args)
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) {
+			p.NoArgs(args)
 			in.check(p)
 			if out == "-" {
 				out = ""
@@ -42,7 +43,7 @@ A buffer with no episode fails (exit 1): there is nothing to report yet.`,
 			if format == "" {
 				format = report.FormatOf(out)
 			}
-			p.outDir("--out", out)
+			p.OutDir("--out", out)
 		}),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.report(cmd.Context(), in, report.Options{Experiment: in.experiment, Control: control}, format, out)
@@ -51,7 +52,7 @@ A buffer with no episode fails (exit 1): there is nothing to report yet.`,
 	f := cmd.Flags()
 	in.define(f)
 	f.StringVar(&control, "control", "", `arm the others are compared to (default "baseline" if present, else the first arm by name)`)
-	choiceVar(f, &format, "format", "", "output format (default html for an --out ending in .html, json for .json, else text)", report.FormatText, report.FormatJSON, report.FormatHTML)
+	cobracli.ChoiceVar(f, &format, "format", "", "output format (default html for an --out ending in .html, json for .json, else text)", report.FormatText, report.FormatJSON, report.FormatHTML)
 	f.StringVar(&out, "out", "", "write to this file instead of stdout")
 	return cmd
 }
@@ -72,15 +73,15 @@ func (c *cli) report(ctx context.Context, in bufferFlags, o report.Options, form
 		return sum, err
 	})
 	if rerr != nil {
-		var ue *usageError
+		var ue *cobracli.UsageError
 		if errors.As(rerr, &ue) || ctx.Err() != nil {
 			return rerr
 		}
-		return usagef("%s", cobracli.OneLine(rerr.Error()))
+		return cobracli.Usagef("%s", cobracli.OneLine(rerr.Error()))
 	}
 	switch {
 	case errors.Is(err, report.ErrNoControl):
-		return usagef("report: --control: %v", err)
+		return cobracli.Usagef("report: --control: %v", err)
 	case errors.Is(err, report.ErrEmpty):
 		return fmt.Errorf("report: %v in %s: record some traffic (or import trajectories with camproxy replay import) first", err, o.Source)
 	case err != nil:
@@ -90,7 +91,7 @@ func (c *cli) report(ctx context.Context, in bufferFlags, o report.Options, form
 	if out == "" {
 		return write(c.stdout)
 	}
-	if err := writeFileAtomic(out, write); err != nil {
+	if err := fsx.WriteFileAtomic(out, write); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	fmt.Fprintf(c.stdout, "wrote the %s report to %s\n", format, out)

@@ -30,7 +30,7 @@ reloaded when it changes and on SIGHUP; a config that does not validate is refus
 and the old one keeps serving. SIGTERM drains calls in flight, then exits 0.`,
 		Example: `  camproxy serve
   camproxy serve --config camproxy.yaml --log-format text`,
-		Args: c.checks(func(p *problems, args []string) { p.noArgs(args) }),
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) { p.NoArgs(args) }),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.serve(cmd.Context(), path, logs)
 		},
@@ -58,7 +58,7 @@ func (c *cli) serve(ctx context.Context, path string, logs cobracli.LogFlags) er
 	}
 	a, err := app.New(cfg, app.Options{Logger: log, Version: version})
 	if err != nil {
-		return usagef("%v", err)
+		return cobracli.Usagef("%v", err)
 	}
 	// The config is reloaded on SIGHUP and when its file changes.
 	hup := make(chan os.Signal, 1)
@@ -83,7 +83,7 @@ func loadConfig(path string, getenv func(string) (string, bool)) (*config.Config
 	}
 	cfg, err := config.Load(path, getenv)
 	if err != nil {
-		return nil, usagef("%v", err) // config.Load's errors say "config" and the file
+		return nil, cobracli.Usagef("%v", err) // config.Load's errors say "config" and the file
 	}
 	return cfg, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/camproxy/camproxy/app"
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 	"github.com/camproxy/camproxy/protocol/registry"
 	"github.com/camproxy/camproxy/proxy"
 )
@@ -29,10 +30,10 @@ else the one that augments --path, else told from the body's shape.`,
 		Example: `  camproxy task explain request.json
   curl -s … | camproxy task explain - --protocol anthropic --format json
   camproxy task explain --config gateway.yaml --agent support-bot --path /v1/messages request.json`,
-		ValidArgsFunction: completeFiles,
-		Args: c.checks(func(p *problems, args []string) {
+		ValidArgsFunction: cobracli.CompleteFiles,
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) {
 			if len(args) != 1 {
-				p.add("want one FILE (or - for stdin), got %d", len(args))
+				p.Add("want one FILE (or - for stdin), got %d", len(args))
 			}
 		}),
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -40,13 +41,13 @@ else the one that augments --path, else told from the body's shape.`,
 		},
 	}
 	f := explain.Flags()
-	choiceVar(f, &in.Protocol, "protocol", "", "the body's wire API (default: the one that augments --path, else told from the body)", registry.ExplainNames()...)
+	cobracli.ChoiceVar(f, &in.Protocol, "protocol", "", "the body's wire API (default: the one that augments --path, else told from the body)", registry.ExplainNames()...)
 	f.StringVar(&in.Agent, "agent", "", "the call's X-CAM-Agent header (experiments' match.agents)")
 	f.StringVar(&in.Key, "key", "", "the client's credential (experiments' match.key_fingerprints); camproxy key fingerprint prints its fingerprint")
 	f.StringVar(&in.Target, "path", "", "the path the call is sent to, with its query (experiments' match.paths)")
-	choiceVar(f, &format, "format", "text", "output format", "text", "json")
+	cobracli.ChoiceVar(f, &format, "format", "text", "output format", "text", "json")
 	f.StringVar(&confPath, "config", "", "config whose task.rules apply (default $CAMPROXY_CONFIG, else the built-in defaults)")
-	return c.group("task", "See how the proxy finds an agent's task", "  camproxy task explain request.json", explain)
+	return c.runner.Group("task", "See how the proxy finds an agent's task", "  camproxy task explain request.json", explain)
 }
 
 // taskExplain is `camproxy task explain`.
@@ -58,11 +59,11 @@ func (c *cli) taskExplain(file string, in proxy.CallInput, format, confPath stri
 	}
 	rules, err := cfg.Task.Compile()
 	if err != nil {
-		return usagef("%v", err)
+		return cobracli.Usagef("%v", err)
 	}
 	xs, err := app.Experiments(cfg)
 	if err != nil {
-		return usagef("%v", err)
+		return cobracli.Usagef("%v", err)
 	}
 	var body []byte
 	if file == "-" {

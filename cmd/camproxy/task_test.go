@@ -18,6 +18,7 @@ import (
 
 	"github.com/camproxy/camproxy/app"
 	"github.com/camproxy/camproxy/config"
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/proxy"
 )
@@ -209,11 +210,11 @@ func TestTaskExplainUsage(t *testing.T) {
 		{"task", "explain", body, "--config", writeConfig(t, "task: {rules: [{strip: ['(']}]}\n")},
 	} {
 		err := run(context.Background(), args, io.Discard, io.Discard, noEnv)
-		if code := exitCode(err, io.Discard); code != 2 {
+		if code := cobracli.ExitCode(err, io.Discard); code != 2 {
 			t.Errorf("%q: exit %d (%v), want 2", args, code, err)
 		}
 	}
-	if err := run(context.Background(), []string{"task", "explain", writeBody(t, []byte(`{"messages":`))}, io.Discard, io.Discard, noEnv); exitCode(err, io.Discard) != 1 {
+	if err := run(context.Background(), []string{"task", "explain", writeBody(t, []byte(`{"messages":`))}, io.Discard, io.Discard, noEnv); cobracli.ExitCode(err, io.Discard) != 1 {
 		t.Errorf("a body that is not JSON: %v, want exit 1", err)
 	}
 }

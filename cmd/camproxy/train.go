@@ -17,7 +17,7 @@ import (
 )
 
 func (c *cli) trainCmd() *cobra.Command {
-	return c.group("train", "Train the CAM (CLEAR: reflect → SFT → DPO/GRPO) or a playbook (RCL) from a replay buffer",
+	return c.runner.Group("train", "Train the CAM (CLEAR: reflect → SFT → DPO/GRPO) or a playbook (RCL) from a replay buffer",
 		`  camproxy train reflect --model openai/gpt-4o --out reflect.jsonl
   camproxy train sft --data reflect.jsonl --out sft --model hub:Qwen/Qwen3-8B
   camproxy train playbook --model openai/gpt-4o --out playbooks`,
@@ -59,17 +59,17 @@ func (m *callFlags) define(f *pflag.FlagSet) {
 	f.DurationVar(&m.timeout, "timeout", 5*time.Minute, "deadline of one model call")
 }
 
-func (m *callFlags) check(p *problems) {
-	p.atLeast("--max-tokens", m.maxTokens, 0, "0 (the server's default) or more")
-	p.atLeast("--retries", m.retries, 0, "0 or more")
+func (m *callFlags) check(p *cobracli.Problems) {
+	p.AtLeast("--max-tokens", m.maxTokens, 0, "0 (the server's default) or more")
+	p.AtLeast("--retries", m.retries, 0, "0 or more")
 	if m.temperature != -1 && (m.temperature < 0 || m.temperature > 2) {
-		p.add("--temperature %g: want -1 (the server's default) or 0 to 2", m.temperature)
+		p.Add("--temperature %g: want -1 (the server's default) or 0 to 2", m.temperature)
 	}
 	if m.backoff <= 0 {
-		p.add("--backoff %v: want a positive duration", m.backoff)
+		p.Add("--backoff %v: want a positive duration", m.backoff)
 	}
 	if m.timeout <= 0 {
-		p.add("--timeout %v: want a positive duration", m.timeout)
+		p.Add("--timeout %v: want a positive duration", m.timeout)
 	}
 }
 
@@ -104,8 +104,8 @@ jobs and a token estimate without calling a model.`,
 		Example: `  camproxy train reflect --model openai/gpt-4o --out reflect.jsonl
   camproxy train reflect --model openai/Qwen3-32B --base-url http://127.0.0.1:8000/v1 --out reflect.jsonl --subsets 3
   camproxy train reflect --dry-run`,
-		Args: c.checks(func(p *problems, args []string) {
-			p.noArgs(args)
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) {
+			p.NoArgs(args)
 			a.check(p)
 		}),
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.trainReflect(cmd.Context(), a) },
@@ -126,43 +126,43 @@ jobs and a token estimate without calling a model.`,
 	f.StringVar(&a.systemPrompt, "system-prompt", "", "file replacing the built-in system prompt")
 	f.StringVar(&a.userPrompt, "user-prompt", "", "file replacing the built-in user prompt ({{task}}, {{runs}}, {{max_steps}} are filled in)")
 	f.StringVar(&a.workDir, "work-dir", "", "where the per-job sandboxes are made (default the system temp dir)")
-	choiceVar(f, &a.progress, "progress", "auto", "auto (a bar on a terminal, else lines), bar, lines or off", "auto", trainer.ProgressBar, trainer.ProgressLines, trainer.ProgressOff)
+	cobracli.ChoiceVar(f, &a.progress, "progress", "auto", "auto (a bar on a terminal, else lines), bar, lines or off", "auto", trainer.ProgressBar, trainer.ProgressLines, trainer.ProgressOff)
 	f.BoolVar(&a.dryRun, "dry-run", false, "print the jobs and a token estimate; call no model")
 	a.in.define(f) // after --progress: the read reports through it
 	return cmd
 }
 
 // check lists every problem of the flags.
-func (a *reflectArgs) check(p *problems) {
+func (a *reflectArgs) check(p *cobracli.Problems) {
 	a.in.progress = a.progress
 	a.in.check(p)
 	if a.out == "" && !a.dryRun {
-		p.add("--out is required")
+		p.Add("--out is required")
 	}
 	if a.model == "" && !a.dryRun {
-		p.add("--model is required: openai/NAME or bedrock/MODEL_ID")
+		p.Add("--model is required: openai/NAME or bedrock/MODEL_ID")
 	}
-	p.within(a.bounds)
+	a.bounds.Check(p)
 	a.callFlags.check(p)
-	p.model("--model", a.model)
+	checkModel(p, "--model", a.model)
 	switch {
 	case a.out == "-":
-		p.add("--out must be a file: a rerun reads it to skip the jobs done")
-	case a.out != "" && isDir(a.out):
-		p.add("--out %s is a directory", a.out)
+		p.Add("--out must be a file: a rerun reads it to skip the jobs done")
+	case a.out != "" && cobracli.IsDir(a.out):
+		p.Add("--out %s is a directory", a.out)
 	default:
-		p.outDir("--out", a.out)
+		p.OutDir("--out", a.out)
 	}
-	p.dir("--work-dir", a.workDir)
+	p.Dir("--work-dir", a.workDir)
 }
 
-// model is a problem when a model flag is set but does not name a provider's model.
-func (p *problems) model(flag, spec string) {
+// checkModel is a problem when a model flag is set but does not name a provider's model.
+func checkModel(p *cobracli.Problems, flag, spec string) {
 	if spec == "" {
 		return
 	}
 	if _, _, err := trainer.ParseModel(spec); err != nil {
-		p.add("%s: %v", flag, err)
+		p.Add("%s: %v", flag, err)
 	}
 }
 
@@ -178,7 +178,7 @@ func (a reflectArgs) prompts() (trainer.Prompts, error) {
 		}
 		text, err := trainer.ReadPromptFile(o.path)
 		if err != nil {
-			return p, usagef("train reflect: %s: %v", o.flag, err)
+			return p, cobracli.Usagef("train reflect: %s: %v", o.flag, err)
 		}
 		*o.dst = text
 	}
@@ -196,7 +196,7 @@ func modelOptions(cmd, baseURL, region, apiKeyEnv string, getenv func(string) (s
 		}
 		mo.APIKey, _ = getenv(apiKeyEnv)
 		if mo.APIKey == "" && baseURL == "" {
-			return mo, usagef("%s: $%s is not set: the OpenAI API needs a key (or give --base-url of a server that does not)", cmd, apiKeyEnv)
+			return mo, cobracli.Usagef("%s: $%s is not set: the OpenAI API needs a key (or give --base-url of a server that does not)", cmd, apiKeyEnv)
 		}
 	}
 	return mo, nil

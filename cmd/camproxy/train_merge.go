@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 	"github.com/camproxy/camproxy/trainer"
 )
 
@@ -28,18 +29,18 @@ latest takes the step latest_checkpointed_iteration.txt names. The chat template
 arguments of the training are written beside the model for train serve-config.`,
 		Example: `  camproxy train merge --from grpo --out cam-grpo
   camproxy train merge --from grpo --step 40 --out cam-grpo-40`,
-		Args: c.checks(func(p *problems, args []string) {
-			p.noArgs(args)
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) {
+			p.NoArgs(args)
 			if stepFlag != "latest" {
 				var err error
 				if step, err = strconv.Atoi(stepFlag); err != nil || step < 1 {
-					p.add("--step %q: want a global step (1 or more) or latest", stepFlag)
+					p.Add("--step %q: want a global step (1 or more) or latest", stepFlag)
 				}
 			}
 			if ents, err := os.ReadDir(out); err == nil && len(ents) > 0 {
-				p.add("--out %s is not empty: give a new directory", out)
+				p.Add("--out %s is not empty: give a new directory", out)
 			} else if err != nil && out != "" && !errors.Is(err, os.ErrNotExist) {
-				p.add("--out %s: %v", out, err)
+				p.Add("--out %s: %v", out, err)
 			}
 		}),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -70,7 +71,7 @@ func trainMerge(ctx context.Context, from string, step int, out, python string, 
 	if err := trainer.Launch(ctx, filepath.Dir(m.Out), m.Command, stdout, stderr); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return exitStatus(ee.ExitCode(), fmt.Sprintf("train merge: the model merger failed: %v", ee))
+			return &cobracli.ExitStatus{Code: ee.ExitCode(), Msg: fmt.Sprintf("train merge: the model merger failed: %v", ee)}
 		}
 		return fmt.Errorf("train merge: %w", err)
 	}
@@ -93,15 +94,15 @@ and an arm) that uses it, with the chat template arguments it was trained with
 (read from the training files; --config's cam augmenter must send the same).`,
 		Example: `  camproxy train serve-config --model cam-grpo
   camproxy train serve-config --model cam-grpo --name cam-v2 --port 8001 --out cam-v2.yaml`,
-		Args: c.checks(func(p *problems, args []string) {
-			p.noArgs(args)
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) {
+			p.NoArgs(args)
 			if o.Port < 1 || o.Port > 65535 {
-				p.add("--port %d: want 1 to 65535", o.Port)
+				p.Add("--port %d: want 1 to 65535", o.Port)
 			}
 			if o.Weight < 0 {
-				p.add("--weight %g: want 0 or more", o.Weight)
+				p.Add("--weight %g: want 0 or more", o.Weight)
 			}
-			p.atLeast("--tp", o.TP, 0, "0 (vLLM's default) or more")
+			p.AtLeast("--tp", o.TP, 0, "0 (vLLM's default) or more")
 		}),
 		RunE: func(*cobra.Command, []string) error { return trainServeConfig(o, sf, c.stdout, c.getenv) },
 	}
@@ -129,7 +130,7 @@ func trainServeConfig(o trainer.ServeOptions, sf serveConfigFlags, stdout io.Wri
 	configPath, camName, kwFlag, out := sf.configPath, sf.camName, sf.kwargs, sf.out
 	var err error
 	if o.Model, err = trainer.ResolveModel(o.Model); err != nil {
-		return usagef("train serve-config: --model: %v", err)
+		return cobracli.Usagef("train serve-config: --model: %v", err)
 	}
 	kw, src, found, err := trainer.TrainedTemplate(o.Model)
 	if err != nil {
@@ -138,24 +139,24 @@ func trainServeConfig(o trainer.ServeOptions, sf serveConfigFlags, stdout io.Wri
 	if kwFlag != "" {
 		var given trainer.ChatTemplateKwargs
 		if err := json.Unmarshal([]byte(kwFlag), &given); err != nil {
-			return usagef("train serve-config: --chat-template-kwargs: want a JSON object: %v", err)
+			return cobracli.Usagef("train serve-config: --chat-template-kwargs: want a JSON object: %v", err)
 		}
 		if found && given.String() != kw.String() {
-			return usagef("train serve-config: --chat-template-kwargs %s differs from the %s the model was trained with (%s)", given, kw, src)
+			return cobracli.Usagef("train serve-config: --chat-template-kwargs %s differs from the %s the model was trained with (%s)", given, kw, src)
 		}
 		kw, src, found = given, "--chat-template-kwargs", true
 	}
 	if !found {
-		return usagef("train serve-config: no training file of camproxy names %s (%s of train merge, or the sft.yaml/dpo.yaml whose output_dir it is): give --chat-template-kwargs as it was trained", o.Model, trainer.TrainedFile)
+		return cobracli.Usagef("train serve-config: no training file of camproxy names %s (%s of train merge, or the sft.yaml/dpo.yaml whose output_dir it is): give --chat-template-kwargs as it was trained", o.Model, trainer.TrainedFile)
 	}
 	o.ChatTemplate = kw
 	if configPath != "" || camName != "" {
 		sc, err := camPrompter(configPath, camName, getenv)
 		if err != nil {
-			return usagef("train serve-config: %v", err)
+			return cobracli.Usagef("train serve-config: %v", err)
 		}
 		if sc.Kwargs.String() != kw.String() {
-			return usagef("train serve-config: the cam augmenter %q of --config sends chat_template_kwargs %s, but the model was trained with %s (%s)", sc.Name, sc.Kwargs, kw, src)
+			return cobracli.Usagef("train serve-config: the cam augmenter %q of --config sends chat_template_kwargs %s, but the model was trained with %s (%s)", sc.Name, sc.Kwargs, kw, src)
 		}
 		cfg, err := loadConfig(configPath, getenv)
 		if err != nil {

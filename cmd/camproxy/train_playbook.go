@@ -53,8 +53,8 @@ interrupted run resumes where it stopped.`,
 		Example: `  camproxy train playbook --model openai/gpt-4o --out playbooks
   camproxy train playbook --model openai/gpt-4o --out playbooks --rollout-url http://127.0.0.1:9090 --val 0.2 --group 3
   camproxy train playbook --dry-run`,
-		Args: c.checks(func(p *problems, args []string) {
-			p.noArgs(args)
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) {
+			p.NoArgs(args)
 			a.check(p, args)
 		}),
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.trainPlaybook(cmd.Context(), a) },
@@ -83,7 +83,7 @@ interrupted run resumes where it stopped.`,
 	a.bounds.IntVar(f, &a.maxTurns, "max-turns", learn.DefaultMaxTurns, 1, "1 or more", "model turns per role and iteration; the last one is asked to finish")
 	a.bounds.IntVar(f, &a.maxToolBytes, "max-tool-bytes", trainer.DefaultMaxToolBytes, 1024, "1024 or more", "a sandbox tool result is cut at this many bytes")
 	f.StringVar(&a.workDir, "work-dir", "", "where the per-step sandboxes are made (default the system temp dir)")
-	choiceVar(f, &a.progress, "progress", "auto", "auto or lines (a line per iteration on stderr), or off", "auto", trainer.ProgressLines, trainer.ProgressOff)
+	cobracli.ChoiceVar(f, &a.progress, "progress", "auto", "auto or lines (a line per iteration on stderr), or off", "auto", trainer.ProgressLines, trainer.ProgressOff)
 	f.BoolVar(&a.dryRun, "dry-run", false, "print the plan and a token estimate; call nothing")
 	a.changed = func(name string) bool { return f.Changed(name) }
 	a.in.define(f) // after --progress: the read reports through it
@@ -91,57 +91,57 @@ interrupted run resumes where it stopped.`,
 }
 
 // check lists every problem of the flags.
-func (a *playbookArgs) check(p *problems, _ []string) {
+func (a *playbookArgs) check(p *cobracli.Problems, _ []string) {
 	a.in.progress = a.progress
 	a.in.check(p)
 	a.callFlags.check(p)
 	if a.out == "" && !a.dryRun {
-		p.add("--out is required")
+		p.Add("--out is required")
 	}
 	if a.model == "" && !a.dryRun && (a.reflectorModel == "" || a.mutatorModel == "") {
-		p.add("--model is required: openai/NAME or bedrock/MODEL_ID")
+		p.Add("--model is required: openai/NAME or bedrock/MODEL_ID")
 	}
-	p.atLeast("--iterations", a.iterations, 1, "1 or more")
-	p.atLeast("--batch-size", a.batchSize, 1, "1 or more")
+	p.AtLeast("--iterations", a.iterations, 1, "1 or more")
+	p.AtLeast("--batch-size", a.batchSize, 1, "1 or more")
 	if a.rolloutURL == "" {
 		for _, name := range []string{"val", "group", "rollout-timeout", "rollout-concurrency"} {
 			if a.changed(name) {
-				p.add("--%s needs --rollout-url: versions are scored through POST /v1/rollouts", name)
+				p.Add("--%s needs --rollout-url: versions are scored through POST /v1/rollouts", name)
 			}
 		}
 	} else if !strings.HasPrefix(a.rolloutURL, "http://") && !strings.HasPrefix(a.rolloutURL, "https://") {
-		p.add("--rollout-url %q: want camproxy's admin base URL, http://HOST:PORT", a.rolloutURL)
+		p.Add("--rollout-url %q: want camproxy's admin base URL, http://HOST:PORT", a.rolloutURL)
 	}
 	if a.val <= 0 || a.val >= 1 {
-		p.add("--val %g: want a fraction between 0 and 1", a.val)
+		p.Add("--val %g: want a fraction between 0 and 1", a.val)
 	}
-	p.atLeast("--group", a.group, 1, "1 or more")
-	p.atLeast("--rollout-concurrency", a.rolloutConcurrency, 1, "1 or more")
+	p.AtLeast("--group", a.group, 1, "1 or more")
+	p.AtLeast("--rollout-concurrency", a.rolloutConcurrency, 1, "1 or more")
 	if a.rolloutTimeout <= 0 {
-		p.add("--rollout-timeout %v: want a positive duration", a.rolloutTimeout)
+		p.Add("--rollout-timeout %v: want a positive duration", a.rolloutTimeout)
 	}
-	p.within(a.bounds) // --prune … --max-tool-bytes
+	a.bounds.Check(p) // --prune … --max-tool-bytes
 	if a.reflectorModel == "" {
 		a.reflectorModel = a.model
 	}
 	if a.mutatorModel == "" {
 		a.mutatorModel = a.model
 	}
-	p.model("--model", a.model)
+	checkModel(p, "--model", a.model)
 	if a.reflectorModel != a.model {
-		p.model("--reflector-model", a.reflectorModel)
+		checkModel(p, "--reflector-model", a.reflectorModel)
 	}
 	if a.mutatorModel != a.model {
-		p.model("--mutator-model", a.mutatorModel)
+		checkModel(p, "--mutator-model", a.mutatorModel)
 	}
 	if a.out != "" {
 		if st, err := os.Stat(a.out); err == nil && !st.IsDir() {
-			p.add("--out %s is not a directory", a.out)
+			p.Add("--out %s is not a directory", a.out)
 		} else {
-			p.outDir("--out", filepath.Clean(a.out))
+			p.OutDir("--out", filepath.Clean(a.out))
 		}
 	}
-	p.dir("--work-dir", a.workDir)
+	p.Dir("--work-dir", a.workDir)
 }
 
 func (a playbookArgs) seedPlaybook() (*playbook.Playbook, error) {
@@ -150,11 +150,11 @@ func (a playbookArgs) seedPlaybook() (*playbook.Playbook, error) {
 	}
 	data, err := os.ReadFile(a.seed)
 	if err != nil {
-		return nil, usagef("train playbook: --seed: %v", err)
+		return nil, cobracli.Usagef("train playbook: --seed: %v", err)
 	}
 	pb, err := playbook.Parse(data)
 	if err != nil {
-		return nil, usagef("train playbook: --seed %s: %v", a.seed, err)
+		return nil, cobracli.Usagef("train playbook: --seed %s: %v", a.seed, err)
 	}
 	return pb, nil
 }
@@ -201,7 +201,7 @@ func (c *cli) trainPlaybook(ctx context.Context, a playbookArgs) error {
 		return fmt.Errorf("train playbook: %s holds no rewarded episode to learn from", location.Redact(a.in.from))
 	}
 	if a.rolloutURL != "" && len(plan.Val) == 0 {
-		return usagef("train playbook: --val %g leaves no validation task (the buffer has %d tasks)", a.val, len(plan.Train))
+		return cobracli.Usagef("train playbook: --val %g leaves no validation task (the buffer has %d tasks)", a.val, len(plan.Train))
 	}
 	if a.dryRun {
 		return learn.WritePlan(stdout, o, plan)
@@ -213,7 +213,7 @@ func (c *cli) trainPlaybook(ctx context.Context, a playbookArgs) error {
 	}
 	journal, err := learn.OpenJournal(filepath.Join(a.out, learn.JournalName), learn.Fingerprint(o))
 	if errors.Is(err, learn.ErrJournalMismatch) {
-		return usagef("train playbook: --out %s: %v", a.out, err)
+		return cobracli.Usagef("train playbook: --out %s: %v", a.out, err)
 	}
 	if err != nil {
 		return fmt.Errorf("train playbook: %w", err)
@@ -249,7 +249,7 @@ func (c *cli) trainPlaybook(ctx context.Context, a playbookArgs) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, learn.ErrJournalMismatch):
-		return usagef("train playbook: --out %s: %v", a.out, err)
+		return cobracli.Usagef("train playbook: --out %s: %v", a.out, err)
 	case ctx.Err() != nil:
 		return fmt.Errorf("train playbook: interrupted; run the same command again to resume (answers received are in %s)", filepath.Join(a.out, learn.JournalName))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/camproxy/camproxy/app"
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 	"github.com/camproxy/camproxy/replay/location"
 	"github.com/camproxy/camproxy/trainer"
 )
@@ -36,22 +37,22 @@ func (s *stageArgs) register(f *pflag.FlagSet, launches ...string) {
 	f.StringVar(&s.cam, "cam", "", "the cam augmenter of --config to train (default the only one)")
 	f.Float64Var(&s.val, "val", 0.2, "share of tasks held out for validation (whole tasks; 0 = none)")
 	f.Int64Var(&s.seed, "seed", 0, "seed of the train/validation split: the same seed gives the same split")
-	choiceVar(f, &s.launch, "launch", "", "run the training here once written, streaming its output (default: print the command)", launches...)
+	cobracli.ChoiceVar(f, &s.launch, "launch", "", "run the training here once written, streaming its output (default: print the command)", launches...)
 }
 
 // check lists what is wrong with the flags every stage has, and loads the served
 // CAM the stage trains (its problems are the command line's too: --config, --cam).
-func (s *stageArgs) check(p *problems, args []string, getenv func(string) (string, bool)) app.ServedCAM {
-	p.noArgs(args)
+func (s *stageArgs) check(p *cobracli.Problems, args []string, getenv func(string) (string, bool)) app.ServedCAM {
+	p.NoArgs(args)
 	if s.out == "" {
-		p.add("--out is required")
+		p.Add("--out is required")
 	}
 	if s.val < 0 || s.val >= 1 {
-		p.add("--val %g: want 0 (no validation) up to below 1", s.val)
+		p.Add("--val %g: want 0 (no validation) up to below 1", s.val)
 	}
 	sc, err := camPrompter(s.configPath, s.cam, getenv)
 	if err != nil {
-		p.add("%v", err)
+		p.Add("%v", err)
 	}
 	return sc
 }
@@ -66,7 +67,7 @@ func camPrompter(path, name string, getenv func(string) (string, bool)) (app.Ser
 	}
 	sc, err := app.ServedCAMOf(cfg, name)
 	if err != nil {
-		return app.ServedCAM{}, usagef("%v", err)
+		return app.ServedCAM{}, cobracli.Usagef("%v", err)
 	}
 	return sc, nil
 }
@@ -75,16 +76,16 @@ func camPrompter(path, name string, getenv func(string) (string, bool)) (app.Ser
 func recipeFlags(f *pflag.FlagSet, r *trainer.Recipe, stage string) {
 	f.StringVar(&r.Model, "model", r.Model, "the model to train: a checkpoint directory (with its config.json), or hub:ORG/NAME for a Hugging Face id")
 	f.StringVar(&r.Template, "template", r.Template, "LLaMA-Factory chat template (its enable_thinking follows the cam augmenter's chat_template_kwargs)")
-	choiceVar(f, &r.Finetuning, "finetuning", r.Finetuning, "which weights train", "full", "lora", "freeze")
+	cobracli.ChoiceVar(f, &r.Finetuning, "finetuning", r.Finetuning, "which weights train", "full", "lora", "freeze")
 	f.Float64Var(&r.Epochs, "epochs", r.Epochs, "training epochs")
 	f.Float64Var(&r.LR, "lr", r.LR, "learning rate")
 	f.Float64Var(&r.Warmup, "warmup-ratio", r.Warmup, "share of steps warming the learning rate up")
 	f.IntVar(&r.CutoffLen, "cutoff-len", r.CutoffLen, "tokens per example (longer ones are cut)")
 	f.IntVar(&r.BatchSize, "batch-size", r.BatchSize, "examples per GPU per step")
 	f.IntVar(&r.GradAccum, "grad-accum", r.GradAccum, "gradient accumulation steps")
-	choiceVar(f, &r.DeepSpeed, "deepspeed", r.DeepSpeed, "DeepSpeed ZeRO stage", "z3", "z2", "none")
+	cobracli.ChoiceVar(f, &r.DeepSpeed, "deepspeed", r.DeepSpeed, "DeepSpeed ZeRO stage", "z3", "z2", "none")
 	f.StringVar(&r.OutputDir, "output-dir", r.OutputDir, "checkpoint directory (relative to --out; written absolute)")
-	choiceVar(f, &r.ReportTo, "report-to", r.ReportTo, "where training metrics go", "none", "wandb", "tensorboard")
+	cobracli.ChoiceVar(f, &r.ReportTo, "report-to", r.ReportTo, "where training metrics go", "none", "wandb", "tensorboard")
 	f.IntVar(&r.GPUs, "gpus", r.GPUs, "GPUs per node (the Job requests them)")
 	f.StringVar(&r.Image, "image", r.Image, "the Job's container image, with LLaMA-Factory")
 	f.StringVar(&r.PVC, "pvc", r.PVC, "the PersistentVolumeClaim holding --out in the Job (default an emptyDir: copy --out in first)")
@@ -92,7 +93,7 @@ func recipeFlags(f *pflag.FlagSet, r *trainer.Recipe, stage string) {
 	f.StringVar(&r.RunName, "job-name", r.RunName, "the Job's name")
 	if stage == "dpo" {
 		f.Float64Var(&r.PrefBeta, "pref-beta", r.PrefBeta, "DPO beta")
-		choiceVar(f, &r.PrefLoss, "pref-loss", r.PrefLoss, "preference loss (sigmoid is DPO)", "sigmoid", "orpo", "simpo", "hinge", "ipo")
+		cobracli.ChoiceVar(f, &r.PrefLoss, "pref-loss", r.PrefLoss, "preference loss (sigmoid is DPO)", "sigmoid", "orpo", "simpo", "hinge", "ipo")
 	}
 }
 
@@ -112,10 +113,10 @@ split whole between training and validation (--val, --seed). --launch local
 runs the training here.`,
 		Example: `  camproxy train sft --data reflect.jsonl --out sft --model hub:Qwen/Qwen3-8B
   camproxy train sft --data reflect.jsonl --out sft --model /models/qwen3-8b --finetuning lora --launch local`,
-		Args: c.checks(func(p *problems, args []string) {
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) {
 			sc = s.check(p, args, c.getenv)
 			if data == "" {
-				p.add("--data is required: the output of camproxy train reflect")
+				p.Add("--data is required: the output of camproxy train reflect")
 			}
 			r.Thinking = sc.Kwargs.Thinking()
 			checkRecipe(p, r, "sft")
@@ -123,7 +124,7 @@ runs the training here.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			recs, skipped, err := trainer.ReadRecords(data)
 			if err != nil {
-				return usagef("train sft: --data: %v", err)
+				return cobracli.Usagef("train sft: --data: %v", err)
 			}
 			if len(recs) == 0 {
 				return fmt.Errorf("train sft: --data %s holds no guidance record (%d lines skipped): run camproxy train reflect first", data, skipped)
@@ -148,12 +149,12 @@ runs the training here.`,
 
 // checkRecipe adds the recipe's problems (its template is judged against the served
 // CAM's chat template when the config loaded: r.Thinking).
-func checkRecipe(p *problems, r trainer.Recipe, stage string) {
+func checkRecipe(p *cobracli.Problems, r trainer.Recipe, stage string) {
 	if err := r.Validate(stage); err != nil {
-		p.add("%v", err)
+		p.Add("%v", err)
 	}
 	if _, err := trainer.ResolveModel(r.Model); err != nil { // before any data is read: the writer resolves it again
-		p.add("--%v", err)
+		p.Add("--%v", err)
 	}
 }
 
@@ -173,23 +174,23 @@ from the SFT checkpoint. --launch local runs grpo.sh here, --launch ray submits
 it to a Ray cluster.`,
 		Example: `  camproxy train grpo --data reflect.jsonl --out grpo --model sft/saves/cam-sft
   camproxy train grpo --from file://./camproxy-data/replay --out grpo --model hub:Qwen/Qwen3-8B --launch local`,
-		Args: c.checks(func(p *problems, args []string) {
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) {
 			sc = s.check(p, args, c.getenv)
 			if (data == "") == (from.from == "") {
-				p.add("give the tasks with exactly one of --data REFLECT.jsonl or --from URI")
+				p.Add("give the tasks with exactly one of --data REFLECT.jsonl or --from URI")
 			}
 			if from.from != "" {
 				from.check(p)
 			}
 			if o.Model == "" {
-				p.add("--model is required: the SFT checkpoint (e.g. DIR/saves/cam-sft of train sft)")
+				p.Add("--model is required: the SFT checkpoint (e.g. DIR/saves/cam-sft of train sft)")
 			}
 			o.ChatTemplate = sc.Kwargs
 			if err := o.Validate(); err != nil {
-				p.add("%v", err)
+				p.Add("%v", err)
 			}
 			if _, err := trainer.ResolveModel(o.Model); o.Model != "" && err != nil {
-				p.add("--%v", err)
+				p.Add("--%v", err)
 			}
 		}),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -199,7 +200,7 @@ it to a Ray cluster.`,
 			if data != "" {
 				recs, _, err := trainer.ReadRecords(data)
 				if err != nil {
-					return usagef("train grpo: --data: %v", err)
+					return cobracli.Usagef("train grpo: --data: %v", err)
 				}
 				exs = trainer.RecordExamples(recs)
 			} else {
@@ -233,7 +234,7 @@ it to a Ray cluster.`,
 	f.DurationVar(&o.QueueTimeout, "queue-timeout", o.QueueTimeout, "how long a rollout may wait for one of camproxy's rollouts.max_in_flight slots (0 = camproxy's rollouts.queue_timeout)")
 	f.Float64Var(&o.EmptyReward, "empty-reward", o.EmptyReward, "the reward of a response with no context left (a <think> cut off by --max-response-length): the minimum reward")
 	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "trainer.default_local_dir (default --out/checkpoints/PROJECT/EXPERIMENT; written absolute)")
-	choiceVar(f, &o.RewardManager, "reward-manager", o.RewardManager, "reward wiring: auto (by the installed veRL: loop from 0.7, batch before), loop or batch", "auto", "loop", "batch")
+	cobracli.ChoiceVar(f, &o.RewardManager, "reward-manager", o.RewardManager, "reward wiring: auto (by the installed veRL: loop from 0.7, batch before), loop or batch", "auto", "loop", "batch")
 	f.IntVar(&o.N, "n", o.N, "contexts sampled per task (rollout.n)")
 	f.IntVar(&o.Epochs, "epochs", o.Epochs, "training epochs")
 	f.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "tasks per step; 0 = min(32, training tasks)")
@@ -267,17 +268,17 @@ contexts whose runs earned different mean rewards (the better one chosen), with
 the prompt camproxy sends the CAM. --launch local runs the training here.`,
 		Example: `  camproxy train dpo --out dpo --model sft/saves/cam-sft
   camproxy train dpo --from s3://my-bucket/replay --out dpo --min-margin 0.2 --max-pairs-per-task 4`,
-		Args: c.checks(func(p *problems, args []string) {
+		Args: c.runner.Checks(func(p *cobracli.Problems, args []string) {
 			sc = s.check(p, args, c.getenv)
 			in.check(p)
 			if po.MinMargin < 0 {
-				p.add("--min-margin %g: want 0 or more", po.MinMargin)
+				p.Add("--min-margin %g: want 0 or more", po.MinMargin)
 			}
 			if po.MaxPerTask < 0 {
-				p.add("--max-pairs-per-task %d: want 0 (all) or more", po.MaxPerTask)
+				p.Add("--max-pairs-per-task %d: want 0 (all) or more", po.MaxPerTask)
 			}
 			if po.MinRuns < 1 {
-				p.add("--min-runs %d: want 1 or more", po.MinRuns)
+				p.Add("--min-runs %d: want 1 or more", po.MinRuns)
 			}
 			r.Thinking = sc.Kwargs.Thinking()
 			checkRecipe(p, r, "dpo")
@@ -316,10 +317,10 @@ the prompt camproxy sends the CAM. --launch local runs the training here.`,
 
 func stageError(cmd string, err error) error {
 	if errors.Is(err, trainer.ErrOutNotDir) {
-		return usagef("%s: --out %v", cmd, err)
+		return cobracli.Usagef("%s: --out %v", cmd, err)
 	}
 	if errors.Is(err, trainer.ErrModel) {
-		return usagef("%s: --%v", cmd, err)
+		return cobracli.Usagef("%s: --%v", cmd, err)
 	}
 	return fmt.Errorf("%s: %w", cmd, err)
 }
@@ -365,7 +366,7 @@ func finishStage(ctx context.Context, s stageArgs, w *trainer.Written, stage str
 	err := trainer.Launch(ctx, w.Dir, argv, stdout, stderr)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return exitStatus(ee.ExitCode(), fmt.Sprintf("%s: %s failed after %s: %v", s.cmd, strings.Join(argv, " "), time.Since(start).Round(time.Second), ee))
+		return &cobracli.ExitStatus{Code: ee.ExitCode(), Msg: fmt.Sprintf("%s: %s failed after %s: %v", s.cmd, strings.Join(argv, " "), time.Since(start).Round(time.Second), ee)}
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.cmd, err)

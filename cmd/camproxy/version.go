@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/camproxy/camproxy/internal/buildinfo"
+	cobracli "github.com/camproxy/camproxy/internal/cli"
 )
 
 // version is stamped at build time: -ldflags "-X main.version=v1.2.3". commit may be
@@ -24,7 +25,7 @@ func (c *cli) versionCmd() *cobra.Command {
 		Short:   "The version, commit, Go version and platform",
 		Long:    "The version, commit, Go version and platform of this build (camproxy --version prints one line).",
 		Example: "  camproxy version --json",
-		Args:    c.checks(func(p *problems, args []string) { p.noArgs(args) }),
+		Args:    c.runner.Checks(func(p *cobracli.Problems, args []string) { p.NoArgs(args) }),
 		RunE: func(*cobra.Command, []string) error {
 			b := buildinfo.Current(version, commit)
 			if asJSON {

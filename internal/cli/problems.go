@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -80,5 +81,17 @@ func (b *Bounds) IntVar(f *pflag.FlagSet, p *int, name string, value, least int,
 func (b Bounds) Check(p *Problems) {
 	for _, x := range b {
 		p.AtLeast(x.flag, *x.v, x.least, x.want)
+	}
+}
+
+// OutDir is a problem when the directory an output file goes into does not exist:
+// found before a possibly long read, not after it. "" and "-" (stdout) have none.
+func (p *Problems) OutDir(flag, out string) {
+	if out == "" || out == "-" {
+		return
+	}
+	dir := filepath.Dir(out)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		p.Add("%s %s: directory %s does not exist", flag, out, dir)
 	}
 }

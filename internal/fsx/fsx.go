@@ -1,8 +1,15 @@
-// Package fsx holds the file-system step that the replay buffer's file sink, the
-// export's directory destination and the playbook's directory store share.
+// Package fsx holds the file-system steps that more than one package shares: making
+// a directory's entries durable (the replay buffer's file sink, the export's
+// directory destination, the playbook's directory store) and writing a file whole
+// or not at all (the command's export and report files).
 package fsx
 
-import "os"
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
 
 // SyncDir makes dir's entries durable (a file just created or renamed into it), so
 // that data already fsynced is not lost with its name in a crash. Best effort: some
@@ -14,4 +21,29 @@ func SyncDir(dir string) {
 	}
 	_ = d.Sync()
 	_ = d.Close()
+}
+
+// WriteFileAtomic writes path through a temporary file in the same directory and
+// renames it into place (mode 0644), so a failed write never leaves a truncated
+// file that looks whole. write's error is returned as is.
+func WriteFileAtomic(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op once renamed
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil { // CreateTemp's 0600 is for secrets
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }

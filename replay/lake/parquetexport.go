@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,6 +151,28 @@ type Manifest struct {
 	PartitionBy []string       `json:"partition_by"`
 	Rows        int64          `json:"rows"`
 	Files       []ManifestFile `json:"files"` // by path
+}
+
+// Partitions is how many partition directories hold the export's files.
+func (m *Manifest) Partitions() int {
+	dirs := map[string]bool{}
+	for _, f := range m.Files {
+		dirs[path.Dir(f.Path)] = true
+	}
+	return len(dirs)
+}
+
+// PartitionSummary says, for the person who ran a partitioned export, its partition
+// columns (by, as given) and the episodes the read left out (sum).
+func PartitionSummary(by []string, sum replay.Summary) string {
+	s := "no partition columns"
+	if len(by) > 0 {
+		s = "by " + strings.Join(by, ", ")
+	}
+	if sum.Unselected > 0 || sum.Partial > 0 {
+		s += fmt.Sprintf("; %d episodes not selected, %d cut by the window", sum.Unselected, sum.Partial)
+	}
+	return s
 }
 
 // ManifestFile is one part file: its path below the destination (slash-separated),
