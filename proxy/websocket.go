@@ -121,6 +121,7 @@ func (sess *wsSession) serve(ws *websocket.Conn) {
 		return
 	}
 	defer s.sockets.remove(sess)
+	defer sess.ended() // first of the defers: a shutdown's drain must not write to the socket once it is handed back
 	s.m.Sockets.Inc()
 	defer s.m.Sockets.Dec()
 	ws.SetReadLimit(int64(s.maxBody)) // past it the library closes with 1009
@@ -503,6 +504,15 @@ func (sess *wsSession) closeLocked(code int, reason string) {
 	_ = sess.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeGrace))
 	sess.writeMu.Unlock()
 	_ = sess.ws.SetReadDeadline(time.Now().Add(closeGrace))
+}
+
+// ended marks the session over before its socket is closed and handed back to
+// fasthttp: a shutdown that listed it just before would otherwise write its close
+// frame to a connection fasthttp reuses.
+func (sess *wsSession) ended() {
+	sess.mu.Lock()
+	sess.closing = true
+	sess.mu.Unlock()
 }
 
 // drain closes a socket for shutdown: now if no turn is in flight, else when it ends.
