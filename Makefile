@@ -27,13 +27,17 @@ build:
 ## GORACE=atexit_sleep_ms=0: a race binary exits at once, not after the detector's 1 s sleep (40 test
 ## binaries and the processes tests start from them); races are reported when they happen, not at exit
 TESTJSON ?= bin/test.json
+## -p 4: most of the suite's time is tests waiting on processes they started (agents, node
+## clients, Redis, camproxy itself), so four packages at once keep two cores busy; -vet=off:
+## make check runs go vet, and go test's vet pass per package would repeat it on every run
+TESTFLAGS ?= -p 4 -vet=off
 test:
 	./scripts/test-deps.sh
 	@echo "make test: building bin/camproxy once for the tests that run it"
 	@$(MAKE) --no-print-directory build BUILD_QUIET=@
 	@mkdir -p $(dir $(TESTJSON)); start=$$(date +%s); status=0; \
 	GORACE=atexit_sleep_ms=0 CAMPROXY_BIN=$(CURDIR)/bin/camproxy CAMPROXY_REQUIRE_REDIS=1 CAMPROXY_REQUIRE_NODE=1 CAMPROXY_REQUIRE_CHROMIUM=1 \
-	  $(GO) tool gotestsum --format standard-quiet --jsonfile $(TESTJSON) -- -race -trimpath -count=1 -timeout 15m $(PKGS) || status=$$?; \
+	  $(GO) tool gotestsum --format standard-quiet --jsonfile $(TESTJSON) -- -race -trimpath -count=1 -timeout 15m $(TESTFLAGS) $(PKGS) || status=$$?; \
 	echo; echo "make test: the ten slowest tests (s):"; \
 	$(GO) tool gotestsum tool slowest --jsonfile $(TESTJSON) --threshold 1ms --num 200 | awk '$$2 !~ /\//' | head -10; \
 	echo "make test: $$(( $$(date +%s) - start )) s, exit $$status"; exit $$status
