@@ -127,7 +127,7 @@ func write(out string, fsys fs.FS, files []file, mtime time.Time) (err error) {
 }
 
 func writeTarGz(w io.Writer, fsys fs.FS, files []file, mtime time.Time) error {
-	zw, err := gzip.NewWriterLevel(w, gzip.BestCompression) // Header: no name, no time
+	zw, err := gzip.NewWriterLevel(w, gzip.DefaultCompression) // Header: no name, no time; Best costs 3× the time for ~5%
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func writeTarGz(w io.Writer, fsys fs.FS, files []file, mtime time.Time) error {
 func writeZip(w io.Writer, fsys fs.FS, files []file, mtime time.Time) error {
 	zw := zip.NewWriter(w)
 	zw.RegisterCompressor(zip.Deflate, func(w io.Writer) (io.WriteCloser, error) {
-		return flate.NewWriter(w, flate.BestCompression)
+		return flate.NewWriter(w, flate.DefaultCompression)
 	})
 	for _, f := range files {
 		h := &zip.FileHeader{Name: path.Clean(f.name), Method: zip.Deflate, Modified: mtime}
