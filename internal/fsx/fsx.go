@@ -1,10 +1,11 @@
 // Package fsx holds the file-system steps that more than one package shares: making
 // a directory's entries durable (the replay buffer's file sink, the export's
 // directory destination, the playbook's directory store) and writing a file whole
-// or not at all (the command's export and report files).
+// or not at all (the command's export and report files, the trainer's datasets).
 package fsx
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,6 +28,13 @@ func SyncDir(dir string) {
 // renames it into place (mode 0644), so a failed write never leaves a truncated
 // file that looks whole. write's error is returned as is.
 func WriteFileAtomic(path string, write func(io.Writer) error) error {
+	return WriteFile(path, 0o644, write)
+}
+
+// WriteFile is WriteFileAtomic with the file's mode, its data and its name made
+// durable (fsync of the file, then of its directory) before it returns: a crash
+// leaves the old file or the new one, whole.
+func WriteFile(path string, mode os.FileMode, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
@@ -36,14 +44,18 @@ func WriteFileAtomic(path string, write func(io.Writer) error) error {
 		tmp.Close()
 		return err
 	}
-	if err := tmp.Close(); err != nil {
+	// CreateTemp's 0600 is for secrets; Sync before the rename so the new name never
+	// points at data still in the page cache.
+	if err := errors.Join(tmp.Chmod(mode), tmp.Sync()); err != nil {
+		tmp.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil { // CreateTemp's 0600 is for secrets
+	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	SyncDir(filepath.Dir(path))
 	return nil
 }
