@@ -49,6 +49,7 @@ type options struct {
 	rounds       int
 	satDuration  time.Duration
 	satConns     int
+	satPath      string
 	latency      time.Duration
 	interval     time.Duration
 	chunks       int
@@ -79,6 +80,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 4, "slices each path's time is cut into; the paths take turns slice by slice")
 	flag.DurationVar(&o.satDuration, "sat-duration", 3*time.Second, "time each path runs closed-loop for the saturation throughput")
 	flag.IntVar(&o.satConns, "sat-conns", 64, "concurrent callers at saturation")
+	flag.StringVar(&o.satPath, "sat-path", "", "run the saturation part on this path only (direct, floor, camproxy): with -cpuprofile, a profile of that path alone")
 	flag.IntVar(&overloadLimit, "max-in-flight", 0, "camproxy's server.max_in_flight (0: its default, derived from GOMAXPROCS); the overload row's targets are for the default")
 	flag.DurationVar(&o.latency, "latency", time.Millisecond, "the fake upstream's fixed latency before its answer")
 	flag.DurationVar(&o.interval, "chunk-interval", 2*time.Millisecond, "time between SSE events of a streamed answer")
@@ -620,6 +622,9 @@ func (e *env) saturation() {
 	for r := range e.o.rounds {
 		for j := range e.paths {
 			i := (j + r) % len(e.paths)
+			if e.o.satPath != "" && e.o.satPath != e.paths[i].name {
+				continue
+			}
 			n, bad, el, cpu := runClosed(e.paths[i], e.convs, e.o.satConns, slice)
 			accs[i].calls += n
 			accs[i].errs += bad
@@ -629,12 +634,21 @@ func (e *env) saturation() {
 	}
 	for i, p := range e.paths {
 		a := accs[i]
+		if a.calls == 0 && e.o.satPath != "" {
+			continue // not run: -sat-path names another
+		}
 		sr := SatResult{Path: p.name, Calls: a.calls, Errors: a.errs, RPS: float64(a.calls) / a.el.Seconds(), CPUPerReq: us(a.cpu) / float64(max(1, a.calls))}
-		sr.AddedCPUPerReq = sr.CPUPerReq - us(accs[0].cpu)/float64(max(1, accs[0].calls))
+		if accs[0].calls > 0 {
+			sr.AddedCPUPerReq = sr.CPUPerReq - us(accs[0].cpu)/float64(accs[0].calls)
+		}
 		e.res.Saturation = append(e.res.Saturation, sr)
 		e.printf("%-9s %7.0f req/s (%d calls, %d errors), process CPU %.0f µs per call, %+.0f µs over direct\n", p.name, sr.RPS, sr.Calls, sr.Errors, sr.CPUPerReq, sr.AddedCPUPerReq)
 	}
 	s := e.res.Saturation
+	if len(s) != 3 {
+		e.printf("\n")
+		return
+	}
 	e.printf("camproxy/floor throughput %.2f; floor/direct %.2f; added CPU per call camproxy/floor %.2fx\n\n",
 		s[2].RPS/s[1].RPS, s[1].RPS/s[0].RPS, ratio(s[2].AddedCPUPerReq, s[1].AddedCPUPerReq))
 }
