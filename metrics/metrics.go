@@ -101,7 +101,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			inFlight: prometheus.NewDesc(namespace+"_in_flight",
 				"Data-plane calls holding one of server.max_in_flight slots (a stream until its last event).", nil, nil),
 			queued: prometheus.NewDesc(namespace+"_queued",
-				"Data-plane calls waiting for a slot, at most server.queue_timeout.", nil, nil)},
+				"Data-plane calls waiting for a slot, at most server.queue_timeout.", nil, nil),
+			limit: prometheus.NewDesc(namespace+"_in_flight_limit",
+				"Data-plane calls admitted at once now: server.max_in_flight, or less while the CPU is saturated.", nil, nil)},
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamTTFB, m.Context, m.AugmentDuration, m.ContextDuration, m.ArmWeight, m.BreakerState,
 		m.Episodes, m.SideCalls, m.Rewards, m.RewardSum, m.ReplayEvents, m.ReplayQueue, m.ReplaySpooled, m.Tokens, m.Dependencies,
@@ -109,33 +111,39 @@ func New(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Admission is camproxy_in_flight and camproxy_queued, read from the data plane's
-// admission limit when scraped: the call path moves its own counters, no gauge.
+// Admission is camproxy_in_flight, camproxy_queued and camproxy_in_flight_limit, read
+// from the data plane's admission limit when scraped: the call path moves its own
+// counters, no gauge.
 type Admission struct {
-	inFlight, queued *prometheus.Desc
-	mu               sync.Mutex
-	read             func() (inFlight, queued int)
+	inFlight, queued, limit *prometheus.Desc
+	mu                      sync.Mutex
+	read                    func() (inFlight, queued, limit int)
 }
 
 // Set names the function the gauges read (the data plane's, once it is built).
-func (a *Admission) Set(read func() (inFlight, queued int)) {
+func (a *Admission) Set(read func() (inFlight, queued, limit int)) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.read = read
 }
 
-func (a *Admission) Describe(ch chan<- *prometheus.Desc) { ch <- a.inFlight; ch <- a.queued }
+func (a *Admission) Describe(ch chan<- *prometheus.Desc) {
+	ch <- a.inFlight
+	ch <- a.queued
+	ch <- a.limit
+}
 
 func (a *Admission) Collect(ch chan<- prometheus.Metric) {
 	a.mu.Lock()
 	read := a.read
 	a.mu.Unlock()
-	var n, q int
+	var n, q, l int
 	if read != nil {
-		n, q = read()
+		n, q, l = read()
 	}
 	ch <- prometheus.MustNewConstMetric(a.inFlight, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(a.queued, prometheus.GaugeValue, float64(q))
+	ch <- prometheus.MustNewConstMetric(a.limit, prometheus.GaugeValue, float64(l))
 }
 
 // Dependencies is camproxy_dependency_up{dependency,part}: each part (the context

@@ -5,7 +5,9 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +39,22 @@ const inFlightPerCore = 256
 // GOMAXPROCS. docs/operations.md says how it was measured and how to size it.
 func DefaultMaxInFlight() int { return inFlightPerCore * runtime.GOMAXPROCS(0) }
 
+// The limit adapts to the CPU: server.max_in_flight is its ceiling. Calls in flight
+// are a poor measure of load for agents' streams, which mostly wait on the model, so
+// the ceiling is high; what says the box cannot keep up is the CPU itself: goroutines
+// that are ready to run wait for a core (the Go scheduler's latency). While they wait
+// long (cpuBusy at the 90th percentile over adaptEvery), the limit comes down to 3/4
+// of the calls in flight, never below minPerCore per GOMAXPROCS; while they do not
+// (cpuIdle), it climbs back by an eighth at a time. Additive increase, multiplicative
+// decrease, as TCP finds a link's rate: admitted calls keep their latency instead of
+// every call slowing down.
+const (
+	adaptEvery = 100 * time.Millisecond
+	cpuBusy    = 10 * time.Millisecond
+	cpuIdle    = 2 * time.Millisecond
+	minPerCore = 64
+)
+
 // retryAfter is the Retry-After of a refusal, in seconds: overload is momentary, and
 // the SDKs add their own backoff and jitter on top.
 const retryAfter = "1"
@@ -51,22 +69,42 @@ const shedShare = 0.875
 // unaugmented, its context source "shed".
 var errShed = errors.New("context load shed: camproxy is near server.max_in_flight")
 
-// admission is the limit: a slot is a value in slots. Goroutines blocked sending on
-// a channel are woken in the order they blocked, so waiting calls get slots in
-// arrival order.
+// admission is the limit: calls in flight, at most limit; the calls past it wait in
+// arrival order (a FIFO of waiters, each woken by its own channel).
 type admission struct {
-	slots  chan struct{} // capacity: max_in_flight
-	wait   time.Duration // queue_timeout
-	queued atomic.Int32
-	shedAt int // slots in use from which pressed is true
+	mu       sync.Mutex
+	inFlight int
+	limit    int       // calls admitted at once now: max, or less while the CPU is saturated
+	max      int       // server.max_in_flight
+	min      int       // the limit never comes down below it
+	waiters  []*waiter // first come, first served
+	wait     time.Duration
+	queued   atomic.Int32 // len(waiters), read without the lock (pressed)
+	running  atomic.Int32 // inFlight, read without the lock (pressed)
+	shedAt   atomic.Int32 // calls in flight from which pressed is true (shedShare of limit)
+
+	// cpuWait is how long ready goroutines waited for a core lately (the 90th
+	// percentile since its last call); nil: the limit never adapts.
+	cpuWait func() time.Duration
+	adapted atomic.Int64 // when the limit was last adapted (UnixNano)
 }
 
-func newAdmission(n int, wait time.Duration) *admission {
+// waiter is a call waiting for a slot; ready is closed when it got one.
+type waiter struct {
+	ready   chan struct{}
+	granted bool // under admission.mu
+}
+
+func newAdmission(n int, wait time.Duration, cpuWait func() time.Duration) *admission {
 	if n <= 0 {
 		n = DefaultMaxInFlight()
 	}
-	return &admission{slots: make(chan struct{}, n), wait: wait, shedAt: max(1, int(float64(n)*shedShare))}
+	a := &admission{max: n, limit: n, min: min(n, minPerCore*runtime.GOMAXPROCS(0)), wait: wait, cpuWait: cpuWait}
+	a.setShed()
+	return a
 }
+
+func (a *admission) setShed() { a.shedAt.Store(int32(max(1, int(float64(a.limit)*shedShare)))) }
 
 // queuedGone is enter's answer when the client left while its call waited for a
 // slot: the call is dropped, neither refused nor an upstream error.
@@ -76,36 +114,73 @@ const queuedGone = "client_gone"
 // call has its slot (leave gives it back), else why the call is refused, or
 // queuedGone (gone(conn), checked every peerPoll while the call waits).
 func (a *admission) enter(conn net.Conn, gone func(net.Conn) bool) string {
-	select {
-	case a.slots <- struct{}{}:
+	a.adapt()
+	a.mu.Lock()
+	if a.inFlight < a.limit && len(a.waiters) == 0 {
+		a.take()
+		a.mu.Unlock()
 		return ""
-	default:
 	}
-	if a.wait <= 0 {
+	if a.wait <= 0 || len(a.waiters) >= a.limit {
+		a.mu.Unlock()
 		return rejectQueueFull
 	}
-	if int(a.queued.Add(1)) > cap(a.slots) {
-		a.queued.Add(-1)
-		return rejectQueueFull
-	}
-	defer a.queued.Add(-1)
+	w := &waiter{ready: make(chan struct{})}
+	a.waiters = append(a.waiters, w)
+	a.queued.Store(int32(len(a.waiters)))
+	a.mu.Unlock()
+
 	timeout := time.NewTimer(a.wait)
 	defer timeout.Stop()
-	// The client is watched by a goroutine of its own: a select that woke to poll
-	// would leave the channel's queue and join it again at its end.
+	// The client is watched by a goroutine of its own, so that the wait is one select.
 	left, stop := make(chan struct{}), make(chan struct{})
 	defer close(stop)
 	if conn != nil {
 		go watchQueued(conn, gone, left, stop)
 	}
+	reason := ""
 	select {
-	case a.slots <- struct{}{}:
+	case <-w.ready:
 		return ""
 	case <-timeout.C:
-		return rejectQueueTimeout
+		reason = rejectQueueTimeout
 	case <-left:
-		return queuedGone
+		reason = queuedGone
 	}
+	a.mu.Lock()
+	if w.granted { // a slot came as the wait ended
+		a.mu.Unlock()
+		if reason == queuedGone {
+			a.leave()
+			return reason
+		}
+		return ""
+	}
+	if i := slices.Index(a.waiters, w); i >= 0 {
+		a.waiters = slices.Delete(a.waiters, i, i+1)
+	}
+	a.queued.Store(int32(len(a.waiters)))
+	a.mu.Unlock()
+	return reason
+}
+
+// take gives a call a slot (under mu).
+func (a *admission) take() {
+	a.inFlight++
+	a.running.Store(int32(a.inFlight))
+}
+
+// grant hands the free slots to the waiters, first come first served (under mu).
+func (a *admission) grant() {
+	for a.inFlight < a.limit && len(a.waiters) > 0 {
+		w := a.waiters[0]
+		a.waiters[0] = nil
+		a.waiters = a.waiters[1:]
+		w.granted = true
+		a.take()
+		close(w.ready)
+	}
+	a.queued.Store(int32(len(a.waiters)))
 }
 
 // watchQueued closes left once gone(conn) says the client left, until stop.
@@ -127,19 +202,68 @@ func watchQueued(conn net.Conn, gone func(net.Conn) bool, left, stop chan struct
 
 // leave gives a slot back.
 func (a *admission) leave() {
-	if a != nil {
-		<-a.slots
+	if a == nil {
+		return
 	}
+	a.mu.Lock()
+	a.inFlight--
+	a.running.Store(int32(a.inFlight))
+	a.grant()
+	a.mu.Unlock()
+}
+
+// adapt moves the limit by the CPU (see adaptEvery), at most once per adaptEvery,
+// on the calls' own path: no goroutine, and an idle server does nothing. After a
+// longer pause the waits measured are not this server's doing: they are only taken
+// as the start of the next interval.
+func (a *admission) adapt() {
+	if a.cpuWait == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := a.adapted.Load()
+	if now-last < int64(adaptEvery) || !a.adapted.CompareAndSwap(last, now) {
+		return
+	}
+	w := a.cpuWait()
+	if now-last > 2*int64(adaptEvery) {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case w >= cpuBusy:
+		a.limit = max(a.min, min(a.limit, a.inFlight)*3/4)
+	case w <= cpuIdle && a.limit < a.max:
+		a.limit = min(a.max, a.limit+max(1, a.limit/8))
+		a.grant()
+	default:
+		return
+	}
+	a.setShed()
 }
 
 // pressed says whether the limit is near: calls wait, or most slots are in use.
 func (a *admission) pressed() bool {
-	return a != nil && (a.queued.Load() > 0 || len(a.slots) >= a.shedAt)
+	return a != nil && (a.queued.Load() > 0 || a.running.Load() >= a.shedAt.Load())
 }
 
 // counts are the calls holding a slot and those waiting (camproxy_in_flight, _queued).
 func (a *admission) counts() (inFlight, queued int) {
-	return len(a.slots), int(a.queued.Load())
+	return int(a.running.Load()), int(a.queued.Load())
+}
+
+// gauges are camproxy_in_flight, _queued and _in_flight_limit.
+func (a *admission) gauges() (inFlight, queued, limit int) {
+	inFlight, queued = a.counts()
+	return inFlight, queued, a.current()
+}
+
+// current is the limit now.
+func (a *admission) current() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.limit
 }
 
 // slotKey is the user value of a request holding a slot: a streamed answer's relay
@@ -223,7 +347,11 @@ func takeSlot(fc *fasthttp.RequestCtx) *admission {
 
 // overloaded is the refusal of a call past the limit.
 func overloaded(reason string, a *admission) *Error {
-	msg := "camproxy is overloaded: all " + strconv.Itoa(cap(a.slots)) + " slots (server.max_in_flight) are in use"
+	n := a.current()
+	msg := "camproxy is overloaded: all " + strconv.Itoa(n) + " slots (server.max_in_flight " + strconv.Itoa(a.max) + ") are in use"
+	if n < a.max {
+		msg = "camproxy is overloaded: its CPU is saturated and all " + strconv.Itoa(n) + " slots it allows now (server.max_in_flight " + strconv.Itoa(a.max) + ") are in use"
+	}
 	if reason == rejectQueueTimeout {
 		msg += " and none freed up within server.queue_timeout (" + a.wait.String() + ")"
 	} else {

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"io"
 	"log"
+	"math"
 	"net"
 	"net/http"
+	"runtime/metrics"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -275,7 +278,7 @@ func TestAdmissionClientLeftQueue(t *testing.T) {
 // with slots free again the next new episode calls the augmenter.
 func TestAdmissionShedsContext(t *testing.T) {
 	p := newInmemProxy(t, answerCompletion, true, func(o *Options, _ *fasthttp.Server) { o.MaxInFlight = 8 })
-	held := p.srv.limit.shedAt - 1 // the call itself takes one more
+	held := int(p.srv.limit.shedAt.Load()) - 1 // the call itself takes one more
 	for range held {
 		if r := p.srv.limit.enter(nil, nil); r != "" {
 			t.Fatal(r)
@@ -369,5 +372,140 @@ func TestAdmissionWebSocketTurn(t *testing.T) {
 	send(t, ws, firstCreate())
 	if ev := last(readTurn(t, ws)); ev.Get("type").Str != "response.completed" {
 		t.Fatalf("turn with a slot free: %s", ev.Raw)
+	}
+}
+
+// TestAdmissionAdaptsToCPU: while goroutines wait long for a core, the limit comes
+// down to 3/4 of the calls in flight (never below its floor) and calls past it wait;
+// while they do not, it climbs back an eighth at a time to server.max_in_flight,
+// handing the slots it frees to the calls waiting. A pause longer than two intervals
+// is not taken as this server's measure.
+func TestAdmissionAdaptsToCPU(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cpu atomic.Int64 // the injected 90th percentile wait, ns
+		a := newAdmission(1000, time.Minute, func() time.Duration { return time.Duration(cpu.Load()) })
+		a.min = 10
+		enter := func() chan string {
+			c := make(chan string, 1)
+			go func() { c <- a.enter(nil, nil) }()
+			synctest.Wait()
+			return c
+		}
+		for range 200 {
+			if r := <-enter(); r != "" {
+				t.Fatal(r)
+			}
+		}
+		cpu.Store(int64(20 * time.Millisecond)) // saturated
+		time.Sleep(adaptEvery)
+		waiting := enter()
+		if l := a.current(); l != 150 {
+			t.Fatalf("limit %d after a saturated interval with 200 in flight, want 150", l)
+		}
+		if n, q := a.counts(); n != 200 || q != 1 {
+			t.Fatalf("in flight %d, queued %d: the call past the lowered limit should wait", n, q)
+		}
+		for range 60 {
+			a.leave()
+		}
+		if r := <-waiting; r != "" {
+			t.Fatalf("waiting call: %q once slots were free under the limit", r)
+		}
+		if n, _ := a.counts(); n != 141 {
+			t.Fatalf("in flight %d, want 141", n)
+		}
+		for range 30 {
+			time.Sleep(adaptEvery)
+			a.adapt()
+		}
+		if l := a.current(); l != 10 {
+			t.Fatalf("limit %d after a long saturation, want the floor 10", l)
+		}
+		if !a.pressed() {
+			t.Error("not pressed with the calls in flight over the lowered limit: the CAM call would not be shed")
+		}
+		if e := overloaded(rejectQueueFull, a); !strings.Contains(e.Msg, "CPU is saturated") || !strings.Contains(e.Msg, "server.max_in_flight 1000") {
+			t.Errorf("refusal under a lowered limit: %q", e.Msg)
+		}
+
+		// Idle again: an eighth more per interval, up to the ceiling; waiters get the slots.
+		for range 141 - 11 {
+			a.leave()
+		}
+		for range 11 {
+			a.leave()
+		}
+		for range 10 {
+			if r := <-enter(); r != "" {
+				t.Fatal(r)
+			}
+		}
+		queued := enter()
+		if _, q := a.counts(); q != 1 {
+			t.Fatalf("queued %d at the floor, want 1", q)
+		}
+		cpu.Store(int64(time.Millisecond))
+		time.Sleep(adaptEvery)
+		a.adapt()
+		if l := a.current(); l != 11 {
+			t.Fatalf("limit %d after one idle interval from 10, want 11", l)
+		}
+		if r := <-queued; r != "" {
+			t.Fatalf("queued call: %q when the limit grew", r)
+		}
+		for range 60 {
+			time.Sleep(adaptEvery)
+			a.adapt()
+		}
+		if l := a.current(); l != 1000 {
+			t.Fatalf("limit %d after a long idle spell, want server.max_in_flight 1000", l)
+		}
+
+		// A pause: the waits measured since are not this server's.
+		cpu.Store(int64(time.Second))
+		time.Sleep(time.Second)
+		a.adapt()
+		if l := a.current(); l != 1000 {
+			t.Fatalf("limit %d after a pause: the first measure after it was taken", l)
+		}
+		for range 11 {
+			a.leave()
+		}
+	})
+}
+
+// TestCPUWaitQuantile: the 90th percentile of the waits added since the last read,
+// as the upper bound of its bucket; the open-ended last bucket reads as its lower one.
+func TestCPUWaitQuantile(t *testing.T) {
+	buckets := []float64{0, 1e-6, 1e-3, 1e-2, 1e-1, math.Inf(1)}
+	tests := []struct {
+		name         string
+		prev, counts []uint64
+		want         time.Duration
+	}{
+		{"nothing new", []uint64{5, 5, 5, 5, 5}, []uint64{5, 5, 5, 5, 5}, 0},
+		{"all under a µs", []uint64{0, 0, 0, 0, 0}, []uint64{100, 0, 0, 0, 0}, time.Microsecond},
+		{"a tenth slow", []uint64{0, 0, 0, 0, 0}, []uint64{0, 90, 0, 10, 0}, time.Millisecond},
+		{"over a tenth slow", []uint64{0, 0, 0, 0, 0}, []uint64{0, 89, 0, 11, 0}, 100 * time.Millisecond},
+		{"only the new ones count", []uint64{0, 1000, 0, 0, 0}, []uint64{0, 1001, 0, 9, 0}, 100 * time.Millisecond},
+		{"open-ended bucket", []uint64{0, 0, 0, 0, 0}, []uint64{0, 0, 0, 0, 3}, 100 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prev := slices.Clone(tt.prev)
+			if got := quantile(buckets, tt.counts, prev, 0.9); got != tt.want {
+				t.Fatalf("quantile = %v, want %v", got, tt.want)
+			}
+			if !slices.Equal(prev, tt.counts) {
+				t.Fatalf("prev %v not moved to %v", prev, tt.counts)
+			}
+		})
+	}
+	found := false
+	for _, d := range metrics.All() {
+		found = found || d.Name == schedLatency && d.Kind == metrics.KindFloat64Histogram
+	}
+	if !found {
+		t.Fatalf("this runtime has no %s histogram: the limit would never adapt", schedLatency)
 	}
 }

@@ -65,6 +65,10 @@ type Options struct {
 	// server.max_in_flight (<= 0: DefaultMaxInFlight) and server.queue_timeout.
 	MaxInFlight  int
 	QueueTimeout time.Duration
+	// CPUWait is how long goroutines ready to run waited for a core lately, the
+	// signal the admission limit adapts to (admit.go); nil: the Go scheduler's own
+	// measure (runtime/metrics). Tests inject theirs.
+	CPUWait func() time.Duration
 }
 
 // Runtime is what a config reload replaces while calls are in flight: the
@@ -174,10 +178,10 @@ func New(o Options) *Server {
 		base: base, cancelBase: cancel,
 		bufs: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }},
 		tr:   o.Tracing, idle: o.IdleTimeout,
-		limit: newAdmission(o.MaxInFlight, o.QueueTimeout),
+		limit: newAdmission(o.MaxInFlight, o.QueueTimeout, cpuWaitOr(o.CPUWait)),
 	}
 	if s.m != nil {
-		s.m.Admission.Set(s.limit.counts)
+		s.m.Admission.Set(s.limit.gauges)
 	}
 	s.routes, s.protocols = buildRoutes(o.Upstreams)
 	if s.tr == nil {
