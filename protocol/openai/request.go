@@ -50,6 +50,7 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 	}
 	r := &Request{bodyLen: len(body), task: taskSpot{msg: -1}}
 	msgs := -1
+	var side protocol.SideReader
 	// Last key wins on duplicates, as in the Python and Go decoders upstream.
 	jsontext.Members(body, js, start, func(key string, v int) int {
 		switch key {
@@ -67,12 +68,21 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 				r.arrOpen = v
 				return r.readMessages(body, hits)
 			}
+		default:
+			// What side-call rules read, collected here rather than by a walk of
+			// their own over the body (protocol.MatchSideCall).
+			if protocol.SideKey(key) {
+				res, end := jsontext.ResultAt(body, js, v)
+				side.Member(key, res)
+				return end
+			}
 		}
 		return -1
 	})
 	if msgs < 0 || body[msgs] != '[' {
 		return nil, protocol.Missing("messages", "an array")
 	}
+	r.Side = side.Facts()
 	r.findTask(rules, body, r.setMessages(hits.Walked()))
 	return r, nil
 }
