@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"weak"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/tidwall/gjson"
@@ -71,6 +72,9 @@ const (
 type memoShard[V any] struct {
 	mu       sync.Mutex
 	cur, old memoGen[V]
+	// gen counts the generations started: an entry whose gen is this one is in cur,
+	// which a walk that found it through a link checks without the lock.
+	gen atomic.Uint64
 }
 
 // memoGen is one generation of a shard: the entries by the hash of their bytes, and
@@ -85,11 +89,41 @@ type memoEntry[V any] struct {
 	raw  string
 	hash uint64
 	v    V
-	// next holds hash+1 of the elements seen right after this one (0: none), a ring
-	// written at nextAt. Hashes, not pointers: an entry that aged out of the memo
-	// must not be kept alive by a link.
-	next   [memoWays]atomic.Uint64
+	// next holds the elements seen right after this one (nil: none), a ring written
+	// at nextAt. A walk follows them without a lookup in the shards' maps, which
+	// cost most of a remembered element's time.
+	next   [memoWays]atomic.Pointer[memoLink[V]]
 	nextAt atomic.Uint32
+	gen    atomic.Uint64 // its shard's gen when it was last put in the current generation
+}
+
+// memoLink names a successor: weakly, since an entry that aged out of the memo must
+// not be kept alive by a link, and by hash, for the entry read again since.
+type memoLink[V any] struct {
+	hash uint64
+	e    weak.Pointer[memoEntry[V]]
+}
+
+// follow returns the entry l names, nil when the memo has none of its hash.
+func (m *Memo[V]) follow(l *memoLink[V]) *memoEntry[V] {
+	if e := l.e.Value(); e != nil {
+		return e
+	}
+	return m.get(l.hash)
+}
+
+// keep puts e, found through a link, into its shard's current generation when it
+// is not there (get does the same for what it finds): an element in use stays.
+func (m *Memo[V]) keep(e *memoEntry[V]) {
+	sh := &m.shards[e.hash%memoShards]
+	if e.gen.Load() == sh.gen.Load() {
+		return
+	}
+	sh.mu.Lock()
+	if e.gen.Load() != sh.gen.Load() {
+		sh.add(e, m.shardMax)
+	}
+	sh.mu.Unlock()
 }
 
 // NewMemo returns a memo that accounts for at most maxBytes (see MemoBytes).
@@ -117,6 +151,12 @@ func (m *Memo[V]) read(raw []byte, read func(s string) V) *memoEntry[V] {
 	}
 	h := xxhash.Sum64(raw)
 	if e := m.get(h); e != nil && e.raw == string(raw) {
+		// Remembered, but the walk did not find it (Hits.Skip): its prefix slot aged
+		// out while the entry stayed in use. Filed again, or no call would find it
+		// without a scan again, nor the elements after it.
+		if len(raw) >= memoPrefix {
+			m.index(raw, h)
+		}
 		return e
 	}
 	s := string(raw)
@@ -126,13 +166,18 @@ func (m *Memo[V]) read(raw []byte, read func(s string) V) *memoEntry[V] {
 	sh.add(e, m.shardMax)
 	sh.mu.Unlock()
 	if len(raw) >= memoPrefix {
-		p := xxhash.Sum64(raw[:memoPrefix])
-		sh := &m.shards[p%memoShards]
-		sh.mu.Lock()
-		sh.index(p, h, m.shardMax)
-		sh.mu.Unlock()
+		m.index(raw, h)
 	}
 	return e
+}
+
+// index files the entry of hash h, whose bytes are raw, under its first memoPrefix bytes.
+func (m *Memo[V]) index(raw []byte, h uint64) {
+	p := xxhash.Sum64(raw[:memoPrefix])
+	sh := &m.shards[p%memoShards]
+	sh.mu.Lock()
+	sh.index(p, h, m.shardMax)
+	sh.mu.Unlock()
 }
 
 // get returns the entry of hash h, if any (its bytes are the caller's to compare).
@@ -158,6 +203,7 @@ func (sh *memoShard[V]) add(e *memoEntry[V], limit int) {
 	}
 	sh.cur.entries[e.hash] = e
 	sh.cur.bytes += cost
+	e.gen.Store(sh.gen.Load())
 }
 
 // index files the entry of hash h under the hash p of its first memoPrefix bytes.
@@ -191,6 +237,7 @@ func (sh *memoShard[V]) room(cost, limit int) bool {
 		return false
 	}
 	sh.old = sh.cur
+	sh.gen.Add(1)
 	sh.cur = memoGen[V]{entries: make(map[uint64]*memoEntry[V]), prefix: make(map[uint64][memoWays]uint64)}
 	return true
 }
@@ -216,13 +263,13 @@ func (e *memoEntry[V]) link(next *memoEntry[V]) {
 		return
 	}
 	for i := range e.next {
-		if e.next[i].Load() == next.hash+1 {
+		if l := e.next[i].Load(); l != nil && l.hash == next.hash {
 			return
 		}
 	}
 	// A race between two calls may overwrite a slot another just wrote: a link lost
 	// costs one element read the slow way, never a wrong one.
-	e.next[(e.nextAt.Add(1)-1)%memoWays].Store(next.hash + 1)
+	e.next[(e.nextAt.Add(1)-1)%memoWays].Store(&memoLink[V]{hash: next.hash, e: weak.Make(next)})
 }
 
 // at returns the entry whose bytes b holds at offset i, followed by whitespace and
@@ -232,8 +279,9 @@ func (e *memoEntry[V]) link(next *memoEntry[V]) {
 func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V]) *memoEntry[V] {
 	if prev != nil {
 		for k := range prev.next {
-			if h := prev.next[k].Load(); h != 0 {
-				if e := m.get(h - 1); e != nil && matches(b, i, e.raw) {
+			if l := prev.next[k].Load(); l != nil {
+				if e := m.follow(l); e != nil && matches(b, i, e.raw) {
+					m.keep(e)
 					return e
 				}
 			}
@@ -255,6 +303,11 @@ func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V]) *memoEntry[V] {
 			break
 		}
 		if e := m.get(h - 1); e != nil && matches(b, i, e.raw) {
+			if !ok { // found in the older generation: carried into the current one, as get carries entries
+				sh.mu.Lock()
+				sh.index(p, e.hash, m.shardMax)
+				sh.mu.Unlock()
+			}
 			return e
 		}
 	}
@@ -262,22 +315,35 @@ func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V]) *memoEntry[V] {
 }
 
 // matches reports whether b holds raw at offset i, then (after whitespace) ',' or ']'.
+// The cheap tests go first: what follows the element, then its last bytes. A
+// candidate that is not the element mostly differs there (a remembered system
+// prompt whose session tag at its end differs, a longer or shorter message), and
+// comparing it whole first would read kilobytes to find that out.
 func matches(b []byte, i int, raw string) bool {
 	end := i + len(raw)
-	if end > len(b) || string(b[i:end]) != raw {
+	if end > len(b) {
 		return false
 	}
-	for ; end < len(b); end++ {
-		switch b[end] {
+	k := end
+	for ; k < len(b); k++ {
+		switch b[k] {
 		case ' ', '\t', '\n', '\r':
 			continue
 		case ',', ']':
-			return true
+		default:
+			return false
 		}
+		break
+	}
+	if k == len(b) {
 		return false
 	}
-	return false
+	tail := max(0, len(raw)-memoTail)
+	return string(b[i+tail:end]) == raw[tail:] && string(b[i:i+tail]) == raw[:tail]
 }
+
+// memoTail is how many last bytes matches compares before the rest.
+const memoTail = 16
 
 // Hits is one call's use of a Memo: it vouches, during validation, for the elements
 // the memo holds (Skip: their bytes are those of an element validated before), then

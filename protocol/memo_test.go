@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // TestMemoRead: a hit returns what was read from the same bytes, never what was read
@@ -131,6 +133,47 @@ func TestHitsSkip(t *testing.T) {
 		h.Release()
 		if fmt.Sprint(got) != fmt.Sprint(tt.at) {
 			t.Errorf("%s: Skip vouched at %v, want %v", tt.body, got, tt.at)
+		}
+	}
+}
+
+// TestLinkedElementsStay: elements that calls resend stay remembered and found
+// without a scan (Skip: by prefix, or as the successor of the one before them when
+// too short to index), however many other elements churn through the memo's
+// generations.
+func TestLinkedElementsStay(t *testing.T) {
+	m := NewMemo[int](256 << 10)
+	head := `{"role":"system","content":"` + strings.Repeat("p", memoPrefix) + `"}`
+	chain := []string{head, `{"role":"user","content":"hi"}`, `{"role":"assistant","content":"yes"}`}
+	body := []byte(`[` + strings.Join(chain, ",") + `]`)
+	reads, misses := 0, 0
+	call := func() {
+		h := m.Hits()
+		h.Begin()
+		i, first := 1, true
+		for _, raw := range chain {
+			if end := h.Skip(body, i, first); end < 0 {
+				misses++
+				h.Read(body[i:i+len(raw)], func(string) int { reads++; return 0 })
+			} else if _, _, ok := h.Take(i); !ok {
+				t.Fatal("Take lost what Skip found")
+			}
+			i, first = i+len(raw)+1, false
+		}
+		h.Release()
+	}
+	for k := range 20000 {
+		call()
+		m.Read(fmt.Appendf(nil, `{"role":"tool","content":"churn %d %s"}`, k, strings.Repeat("z", 200)), func(string) int { return 0 })
+	}
+	// Each may be read, or missed, a few times when a shard turns over its two
+	// generations between two calls; not on every call.
+	if reads > 3*10 || misses > 3*10 {
+		t.Errorf("the resent elements were read %d times, validated again %d times", reads, misses)
+	}
+	for _, raw := range chain {
+		if e := m.get(xxhash.Sum64String(raw)); e == nil || e.raw != raw {
+			t.Errorf("%s is no longer in the memo's generations", raw)
 		}
 	}
 }
