@@ -4,7 +4,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"weak"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/tidwall/gjson"
@@ -72,9 +71,6 @@ const (
 type memoShard[V any] struct {
 	mu       sync.Mutex
 	cur, old memoGen[V]
-	// gen counts the generations started: an entry whose gen is this one is in cur,
-	// which a walk that found it through a link checks without the lock.
-	gen atomic.Uint64
 }
 
 // memoGen is one generation of a shard: the entries by the hash of their bytes, and
@@ -89,41 +85,11 @@ type memoEntry[V any] struct {
 	raw  string
 	hash uint64
 	v    V
-	// next holds the elements seen right after this one (nil: none), a ring written
-	// at nextAt. A walk follows them without a lookup in the shards' maps, which
-	// cost most of a remembered element's time.
-	next   [memoWays]atomic.Pointer[memoLink[V]]
+	// next holds hash+1 of the elements seen right after this one (0: none), a ring
+	// written at nextAt. Hashes, not pointers: an entry that aged out of the memo
+	// must not be kept alive by a link.
+	next   [memoWays]atomic.Uint64
 	nextAt atomic.Uint32
-	gen    atomic.Uint64 // its shard's gen when it was last put in the current generation
-}
-
-// memoLink names a successor: weakly, since an entry that aged out of the memo must
-// not be kept alive by a link, and by hash, for the entry read again since.
-type memoLink[V any] struct {
-	hash uint64
-	e    weak.Pointer[memoEntry[V]]
-}
-
-// follow returns the entry l names, nil when the memo has none of its hash.
-func (m *Memo[V]) follow(l *memoLink[V]) *memoEntry[V] {
-	if e := l.e.Value(); e != nil {
-		return e
-	}
-	return m.get(l.hash)
-}
-
-// keep puts e, found through a link, into its shard's current generation when it
-// is not there (get does the same for what it finds): an element in use stays.
-func (m *Memo[V]) keep(e *memoEntry[V]) {
-	sh := &m.shards[e.hash%memoShards]
-	if e.gen.Load() == sh.gen.Load() {
-		return
-	}
-	sh.mu.Lock()
-	if e.gen.Load() != sh.gen.Load() {
-		sh.add(e, m.shardMax)
-	}
-	sh.mu.Unlock()
 }
 
 // NewMemo returns a memo that accounts for at most maxBytes (see MemoBytes).
@@ -203,7 +169,6 @@ func (sh *memoShard[V]) add(e *memoEntry[V], limit int) {
 	}
 	sh.cur.entries[e.hash] = e
 	sh.cur.bytes += cost
-	e.gen.Store(sh.gen.Load())
 }
 
 // index files the entry of hash h under the hash p of its first memoPrefix bytes.
@@ -237,7 +202,6 @@ func (sh *memoShard[V]) room(cost, limit int) bool {
 		return false
 	}
 	sh.old = sh.cur
-	sh.gen.Add(1)
 	sh.cur = memoGen[V]{entries: make(map[uint64]*memoEntry[V]), prefix: make(map[uint64][memoWays]uint64)}
 	return true
 }
@@ -263,13 +227,13 @@ func (e *memoEntry[V]) link(next *memoEntry[V]) {
 		return
 	}
 	for i := range e.next {
-		if l := e.next[i].Load(); l != nil && l.hash == next.hash {
+		if e.next[i].Load() == next.hash+1 {
 			return
 		}
 	}
 	// A race between two calls may overwrite a slot another just wrote: a link lost
 	// costs one element read the slow way, never a wrong one.
-	e.next[(e.nextAt.Add(1)-1)%memoWays].Store(&memoLink[V]{hash: next.hash, e: weak.Make(next)})
+	e.next[(e.nextAt.Add(1)-1)%memoWays].Store(next.hash + 1)
 }
 
 // at returns the entry whose bytes b holds at offset i, followed by whitespace and
@@ -279,9 +243,8 @@ func (e *memoEntry[V]) link(next *memoEntry[V]) {
 func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V]) *memoEntry[V] {
 	if prev != nil {
 		for k := range prev.next {
-			if l := prev.next[k].Load(); l != nil {
-				if e := m.follow(l); e != nil && matches(b, i, e.raw) {
-					m.keep(e)
+			if h := prev.next[k].Load(); h != 0 {
+				if e := m.get(h - 1); e != nil && matches(b, i, e.raw) {
 					return e
 				}
 			}

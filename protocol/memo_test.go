@@ -137,11 +137,11 @@ func TestHitsSkip(t *testing.T) {
 	}
 }
 
-// TestLinkedElementsStay: elements that calls resend stay remembered and found
+// TestResentElementsFound: elements that calls resend stay remembered and found
 // without a scan (Skip: by prefix, or as the successor of the one before them when
 // too short to index), however many other elements churn through the memo's
 // generations.
-func TestLinkedElementsStay(t *testing.T) {
+func TestResentElementsFound(t *testing.T) {
 	m := NewMemo[int](256 << 10)
 	head := `{"role":"system","content":"` + strings.Repeat("p", memoPrefix) + `"}`
 	chain := []string{head, `{"role":"user","content":"hi"}`, `{"role":"assistant","content":"yes"}`}
