@@ -159,7 +159,14 @@ func MatchSideCall(rules []SideCallRule, v *View, body []byte) (SideCall, bool) 
 }
 
 func anyMatch(re *regexp.Regexp, texts []string) bool {
+	// Every match starts with the regexp's literal prefix, if it has one: a text
+	// without it is passed over by one search, without setting up the matcher (most
+	// calls' system prompts hold none of the side calls' instructions).
+	prefix, _ := re.LiteralPrefix()
 	for _, t := range texts {
+		if prefix != "" && !strings.Contains(t, prefix) {
+			continue
+		}
 		if re.MatchString(t) {
 			return true
 		}

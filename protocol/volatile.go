@@ -388,8 +388,12 @@ var datePhrases = []string{"today's date is", "today’s date is", "today's date
 // datePhraseAt returns the length of a date phrase at s[i:] and the rest of its
 // line, and the length of the phrase (which is kept); 0 when there is none.
 func datePhraseAt(s string, i int) (n, keep int) {
-	c := s[i] | 0x20
-	if c != 't' && c != 'c' {
+	// Each phrase starts "to", "th" or "cu": most words that start with t or c do not.
+	if len(s)-i < 2 {
+		return 0, 0
+	}
+	c, c2 := s[i]|0x20, s[i+1]|0x20
+	if !(c == 't' && (c2 == 'o' || c2 == 'h') || c == 'c' && c2 == 'u') {
 		return 0, 0
 	}
 	for _, p := range datePhrases {

@@ -141,7 +141,7 @@ func wordVolatileRef(s string, i int) (int, string) {
 		if n := namedDateAt(s, i); n > 0 {
 			return n, VolatileDate
 		}
-		if n, keep := datePhraseAt(s, i); n > 0 {
+		if n, keep := datePhraseAtRef(s, i); n > 0 {
 			return n, s[i:i+keep] + " " + VolatileDate
 		}
 	}
@@ -175,4 +175,27 @@ func FuzzWordVolatile(f *testing.F) {
 			}
 		}
 	})
+}
+
+// datePhraseAtRef is datePhraseAt as it was. It returns the length of a date phrase at s[i:] and the rest of its
+// line, and the length of the phrase (which is kept); 0 when there is none.
+func datePhraseAtRef(s string, i int) (n, keep int) {
+	c := s[i] | 0x20
+	if c != 't' && c != 'c' {
+		return 0, 0
+	}
+	for _, p := range datePhrases {
+		if len(s)-i < len(p) || !strings.EqualFold(s[i:i+len(p)], p) {
+			continue
+		}
+		end := strings.IndexByte(s[i+len(p):], '\n')
+		if end < 0 {
+			end = len(s) - i - len(p)
+		}
+		if strings.TrimSpace(s[i+len(p):i+len(p)+end]) == "" {
+			return 0, 0 // nothing to replace
+		}
+		return len(p) + end, len(p)
+	}
+	return 0, 0
 }
