@@ -8,6 +8,8 @@
 package openai
 
 import (
+	"sync"
+
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
 )
@@ -83,8 +85,22 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 		return nil, protocol.Missing("messages", "an array")
 	}
 	r.Side = side.Facts()
-	r.findTask(rules, body, r.setMessages(hits.Walked()))
+	// The texts task rules read live only for this call: their slices are reused.
+	sc := scratchPool.Get().(*scratch)
+	sc.segs = r.setMessages(hits.Walked(), sc.segs[:0])
+	sc.ps = r.findTask(rules, body, sc.segs, sc.ps[:0])
+	clear(sc.segs) // they alias remembered elements: not kept alive by the pool
+	clear(sc.ps)
+	scratchPool.Put(sc)
 	return r, nil
 }
+
+// scratch is what one parse uses and drops: the texts task rules read.
+type scratch struct {
+	segs []segment
+	ps   []protocol.Segment
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // validate reports whether body is one JSON document that gjson may walk safely.
