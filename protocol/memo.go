@@ -240,7 +240,7 @@ func (e *memoEntry[V]) link(next *memoEntry[V]) {
 // then ',' or ']' (the end of an array element: a number remembered as "12" is not
 // the start of "123"); its successors of prev are tried first, then the entries
 // indexed by the bytes' prefix. nil when none matches: the caller scans.
-func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V]) *memoEntry[V] {
+func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V], skip func([]byte, int) int) *memoEntry[V] {
 	if prev != nil {
 		for k := range prev.next {
 			if h := prev.next[k].Load(); h != 0 {
@@ -273,6 +273,20 @@ func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V]) *memoEntry[V] {
 			}
 			return e
 		}
+	}
+	if ways[0] == 0 || skip == nil {
+		return nil
+	}
+	// Elements share the prefix, but none it indexes is this one: the sessions of one
+	// harness open with one system prompt up to a tag of their own, more of them at
+	// once than a prefix indexes (memoWays). Looked up by the hash of its bytes up to
+	// where it seems to end: cheaper than validating it, which a miss costs.
+	end := skip(b, i)
+	if end-i > m.maxLength || end-i < memoPrefix {
+		return nil
+	}
+	if e := m.get(xxhash.Sum64(b[i:end])); e != nil && matches(b, i, e.raw) {
+		return e
 	}
 	return nil
 }
@@ -356,12 +370,14 @@ func (h *Hits[V]) Release() {
 // its bytes, else -1; first says that it is the first element of its array. It is
 // jsontext.Skipper: the validator calls it at each element of a top-level member's
 // array. The memo holds only elements of validated bodies, read at that same depth,
-// so an element whose bytes it holds is valid JSON and valid UTF-8.
-func (h *Hits[V]) Skip(b []byte, i int, first bool) int {
+// so an element whose bytes it holds is valid JSON and valid UTF-8. skip, when not
+// nil, guesses where a value of bytes not validated yet ends (jsontext.SkipValue:
+// bounded on any bytes, and only a guess until the bytes compare equal).
+func (h *Hits[V]) Skip(b []byte, i int, first bool, skip func([]byte, int) int) int {
 	if first {
 		h.prev = nil
 	}
-	e := h.m.at(b, i, h.prev)
+	e := h.m.at(b, i, h.prev, skip)
 	h.prev = e
 	if e == nil {
 		return -1
