@@ -117,6 +117,12 @@ func (m *Memo[V]) read(raw []byte, read func(s string) V) *memoEntry[V] {
 	}
 	h := xxhash.Sum64(raw)
 	if e := m.get(h); e != nil && e.raw == string(raw) {
+		// Remembered, but the walk did not find it (Hits.Skip): its prefix slot aged
+		// out while the entry stayed in use. Filed again, or no call would find it
+		// without a scan again, nor the elements after it.
+		if len(raw) >= memoPrefix {
+			m.index(raw, h)
+		}
 		return e
 	}
 	s := string(raw)
@@ -126,13 +132,18 @@ func (m *Memo[V]) read(raw []byte, read func(s string) V) *memoEntry[V] {
 	sh.add(e, m.shardMax)
 	sh.mu.Unlock()
 	if len(raw) >= memoPrefix {
-		p := xxhash.Sum64(raw[:memoPrefix])
-		sh := &m.shards[p%memoShards]
-		sh.mu.Lock()
-		sh.index(p, h, m.shardMax)
-		sh.mu.Unlock()
+		m.index(raw, h)
 	}
 	return e
+}
+
+// index files the entry of hash h, whose bytes are raw, under its first memoPrefix bytes.
+func (m *Memo[V]) index(raw []byte, h uint64) {
+	p := xxhash.Sum64(raw[:memoPrefix])
+	sh := &m.shards[p%memoShards]
+	sh.mu.Lock()
+	sh.index(p, h, m.shardMax)
+	sh.mu.Unlock()
 }
 
 // get returns the entry of hash h, if any (its bytes are the caller's to compare).
@@ -229,7 +240,7 @@ func (e *memoEntry[V]) link(next *memoEntry[V]) {
 // then ',' or ']' (the end of an array element: a number remembered as "12" is not
 // the start of "123"); its successors of prev are tried first, then the entries
 // indexed by the bytes' prefix. nil when none matches: the caller scans.
-func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V]) *memoEntry[V] {
+func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V], skip func([]byte, int) int) *memoEntry[V] {
 	if prev != nil {
 		for k := range prev.next {
 			if h := prev.next[k].Load(); h != 0 {
@@ -255,29 +266,61 @@ func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V]) *memoEntry[V] {
 			break
 		}
 		if e := m.get(h - 1); e != nil && matches(b, i, e.raw) {
+			if !ok { // found in the older generation: carried into the current one, as get carries entries
+				sh.mu.Lock()
+				sh.index(p, e.hash, m.shardMax)
+				sh.mu.Unlock()
+			}
 			return e
 		}
+	}
+	if ways[0] == 0 || skip == nil {
+		return nil
+	}
+	// Elements share the prefix, but none it indexes is this one: the sessions of one
+	// harness open with one system prompt up to a tag of their own, more of them at
+	// once than a prefix indexes (memoWays). Looked up by the hash of its bytes up to
+	// where it seems to end: cheaper than validating it, which a miss costs.
+	end := skip(b, i)
+	if end-i > m.maxLength || end-i < memoPrefix {
+		return nil
+	}
+	if e := m.get(xxhash.Sum64(b[i:end])); e != nil && matches(b, i, e.raw) {
+		return e
 	}
 	return nil
 }
 
 // matches reports whether b holds raw at offset i, then (after whitespace) ',' or ']'.
+// The cheap tests go first: what follows the element, then its last bytes. A
+// candidate that is not the element mostly differs there (a remembered system
+// prompt whose session tag at its end differs, a longer or shorter message), and
+// comparing it whole first would read kilobytes to find that out.
 func matches(b []byte, i int, raw string) bool {
 	end := i + len(raw)
-	if end > len(b) || string(b[i:end]) != raw {
+	if end > len(b) {
 		return false
 	}
-	for ; end < len(b); end++ {
-		switch b[end] {
+	k := end
+	for ; k < len(b); k++ {
+		switch b[k] {
 		case ' ', '\t', '\n', '\r':
 			continue
 		case ',', ']':
-			return true
+		default:
+			return false
 		}
+		break
+	}
+	if k == len(b) {
 		return false
 	}
-	return false
+	tail := max(0, len(raw)-memoTail)
+	return string(b[i+tail:end]) == raw[tail:] && string(b[i:i+tail]) == raw[:tail]
 }
+
+// memoTail is how many last bytes matches compares before the rest.
+const memoTail = 16
 
 // Hits is one call's use of a Memo: it vouches, during validation, for the elements
 // the memo holds (Skip: their bytes are those of an element validated before), then
@@ -327,12 +370,14 @@ func (h *Hits[V]) Release() {
 // its bytes, else -1; first says that it is the first element of its array. It is
 // jsontext.Skipper: the validator calls it at each element of a top-level member's
 // array. The memo holds only elements of validated bodies, read at that same depth,
-// so an element whose bytes it holds is valid JSON and valid UTF-8.
-func (h *Hits[V]) Skip(b []byte, i int, first bool) int {
+// so an element whose bytes it holds is valid JSON and valid UTF-8. skip, when not
+// nil, guesses where a value of bytes not validated yet ends (jsontext.SkipValue:
+// bounded on any bytes, and only a guess until the bytes compare equal).
+func (h *Hits[V]) Skip(b []byte, i int, first bool, skip func([]byte, int) int) int {
 	if first {
 		h.prev = nil
 	}
-	e := h.m.at(b, i, h.prev)
+	e := h.m.at(b, i, h.prev, skip)
 	h.prev = e
 	if e == nil {
 		return -1

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // TestMemoRead: a hit returns what was read from the same bytes, never what was read
@@ -119,7 +121,7 @@ func TestHitsSkip(t *testing.T) {
 			if b[i] != '{' && b[i] != '7' || b[i-1] == '7' {
 				continue
 			}
-			if end := h.Skip(b, i, first); end >= 0 {
+			if end := h.Skip(b, i, first, nil); end >= 0 {
 				got = append(got, i)
 				if v, e, ok := h.Take(i); !ok || e != end || v != string(b[i:end]) {
 					t.Fatalf("%s: Take(%d) = %q, %d, %v", tt.body, i, v, e, ok)
@@ -131,6 +133,83 @@ func TestHitsSkip(t *testing.T) {
 		h.Release()
 		if fmt.Sprint(got) != fmt.Sprint(tt.at) {
 			t.Errorf("%s: Skip vouched at %v, want %v", tt.body, got, tt.at)
+		}
+	}
+}
+
+// TestResentElementsFound: elements that calls resend stay remembered and found
+// without a scan (Skip: by prefix, or as the successor of the one before them when
+// too short to index), however many other elements churn through the memo's
+// generations.
+func TestResentElementsFound(t *testing.T) {
+	m := NewMemo[int](256 << 10)
+	head := `{"role":"system","content":"` + strings.Repeat("p", memoPrefix) + `"}`
+	chain := []string{head, `{"role":"user","content":"hi"}`, `{"role":"assistant","content":"yes"}`}
+	body := []byte(`[` + strings.Join(chain, ",") + `]`)
+	reads, misses := 0, 0
+	call := func() {
+		h := m.Hits()
+		h.Begin()
+		i, first := 1, true
+		for _, raw := range chain {
+			if end := h.Skip(body, i, first, nil); end < 0 {
+				misses++
+				h.Read(body[i:i+len(raw)], func(string) int { reads++; return 0 })
+			} else if _, _, ok := h.Take(i); !ok {
+				t.Fatal("Take lost what Skip found")
+			}
+			i, first = i+len(raw)+1, false
+		}
+		h.Release()
+	}
+	for k := range 20000 {
+		call()
+		m.Read(fmt.Appendf(nil, `{"role":"tool","content":"churn %d %s"}`, k, strings.Repeat("z", 200)), func(string) int { return 0 })
+	}
+	// Each may be read, or missed, a few times when a shard turns over its two
+	// generations between two calls; not on every call.
+	if reads > 3*10 || misses > 3*10 {
+		t.Errorf("the resent elements were read %d times, validated again %d times", reads, misses)
+	}
+	for _, raw := range chain {
+		if e := m.get(xxhash.Sum64String(raw)); e == nil || e.raw != raw {
+			t.Errorf("%s is no longer in the memo's generations", raw)
+		}
+	}
+}
+
+// TestSkipBeyondPrefixWays: more remembered elements share a prefix than it indexes
+// (sessions whose system prompts differ only in a tag at the end); given where an
+// element seems to end, Skip finds any of them by its bytes, and vouches for nothing
+// whose bytes differ.
+func TestSkipBeyondPrefixWays(t *testing.T) {
+	m := NewMemo[string](1 << 20)
+	elem := func(k int) string {
+		return `{"role":"system","content":"` + strings.Repeat("policy ", 20) + fmt.Sprintf(`Session %d"}`, k)
+	}
+	h := m.Hits()
+	for k := range 4 * memoWays {
+		h.Begin()
+		h.Read([]byte(elem(k)), func(s string) string { return s })
+	}
+	h.Release()
+	endOf := func(b []byte, i int) int { return i + strings.Index(string(b[i:]), `"}`) + 2 }
+	for _, tt := range []struct {
+		body string
+		skip func([]byte, int) int
+		want bool
+	}{
+		{`[` + elem(0) + `]`, nil, false}, // the oldest: no longer among its prefix's ways
+		{`[` + elem(0) + `]`, endOf, true},
+		{`[` + elem(4*memoWays-1) + `]`, nil, true},
+		{`[` + elem(4*memoWays) + `]`, endOf, false}, // never remembered
+		{`[` + elem(1) + `x]`, endOf, false},
+	} {
+		h := m.Hits()
+		end := h.Skip([]byte(tt.body), 1, true, tt.skip)
+		h.Release()
+		if got := end == len(tt.body)-1; got != tt.want || end >= 0 && !got {
+			t.Errorf("%.40s…%s (skip given: %v): Skip = %d", tt.body, tt.body[len(tt.body)-14:], tt.skip != nil, end)
 		}
 	}
 }

@@ -140,6 +140,10 @@ type View struct {
 	// message read afresh): where a consumer remembers what it derives from a message
 	// that calls resend (see Slot). Adapters that remember what they read set it.
 	Slots []*Slot
+	// Side holds what side-call rules read of the body beyond the messages (tools
+	// offered, output cap) when the adapter collected it during its parse
+	// (SideReader); MatchSideCall reads the body otherwise.
+	Side SideFacts
 }
 
 // Request is a parsed call of one wire API: a read-only view, the splice that inserts

@@ -111,7 +111,10 @@ func MatchSideCall(rules []SideCallRule, v *View, body []byte) (SideCall, bool) 
 	var texts []string
 	textsRead := false
 	model := strings.ToLower(v.Model)
-	var facts *sideFacts // read when a rule first asks
+	var facts *SideFacts // read when a rule first asks, unless the view carries them
+	if v.Side.known {
+		facts = &v.Side
+	}
 	for i := range rules {
 		r := &rules[i]
 		if r.Model != "" {
@@ -121,7 +124,7 @@ func MatchSideCall(rules []SideCallRule, v *View, body []byte) (SideCall, bool) 
 		}
 		if r.Tools != ToolsAny {
 			if facts == nil {
-				facts = new(readSideFacts(body))
+				facts = new(ReadSideFacts(body))
 			}
 			if (r.Tools == ToolsNone) == facts.tools {
 				continue
@@ -129,7 +132,7 @@ func MatchSideCall(rules []SideCallRule, v *View, body []byte) (SideCall, bool) 
 		}
 		if r.MaxTokens > 0 {
 			if facts == nil {
-				facts = new(readSideFacts(body))
+				facts = new(ReadSideFacts(body))
 			}
 			if !facts.hasMax || facts.maxTokens > r.MaxTokens {
 				continue
@@ -156,7 +159,14 @@ func MatchSideCall(rules []SideCallRule, v *View, body []byte) (SideCall, bool) 
 }
 
 func anyMatch(re *regexp.Regexp, texts []string) bool {
+	// Every match starts with the regexp's literal prefix, if it has one: a text
+	// without it is passed over by one search, without setting up the matcher (most
+	// calls' system prompts hold none of the side calls' instructions).
+	prefix, _ := re.LiteralPrefix()
 	for _, t := range texts {
+		if prefix != "" && !strings.Contains(t, prefix) {
+			continue
+		}
 		if re.MatchString(t) {
 			return true
 		}
@@ -196,48 +206,81 @@ func appendTexts(out []string, m *Message) []string {
 	return out
 }
 
-// sideFacts are what the cheap conditions read of the body: whether it offers a tool
+// SideFacts are what the cheap conditions read of the body: whether it offers a tool
 // and the output-token cap it asks for. They are read in one pass over the body's
 // top-level members (the first of each name, as gjson's paths find them): reading
-// each path on its own scanned the whole body up to seven times per call.
-type sideFacts struct {
+// each path on its own scanned the whole body up to seven times per call. An adapter
+// that walks those members anyway collects them on the way (SideReader) into its
+// view, and MatchSideCall then reads nothing of the body.
+type SideFacts struct {
+	known     bool // set by SideReader.Facts: the view carries them
 	tools     bool
 	maxTokens int64
 	hasMax    bool
 }
 
-func readSideFacts(body []byte) sideFacts {
-	var tools, toolConfig, input, inference gjson.Result
-	var caps [4]gjson.Result // max_tokens, max_output_tokens, max_completion_tokens, inferenceConfig.maxTokens
-	first := func(dst *gjson.Result, v gjson.Result) {
-		if !dst.Exists() {
-			*dst = v
-		}
-	}
-	gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "tools":
-			first(&tools, v)
-		case "toolConfig":
-			first(&toolConfig, v)
-		case "input":
-			first(&input, v)
-		case "max_tokens":
-			first(&caps[0], v)
-		case "max_output_tokens":
-			first(&caps[1], v)
-		case "max_completion_tokens":
-			first(&caps[2], v)
-		case "inferenceConfig":
-			first(&inference, v)
-		}
+// SideReader collects SideFacts from the top-level members of a body, in order
+// (Member), for the adapter's walk that reads them anyway.
+type SideReader struct {
+	tools, toolConfig, input, inference gjson.Result
+	caps                                [3]gjson.Result // max_tokens, max_output_tokens, max_completion_tokens
+}
+
+// SideKey reports whether the side facts read the top-level member key: an adapter
+// passes only those to Member.
+func SideKey(key string) bool {
+	switch key {
+	case "tools", "toolConfig", "input", "max_tokens", "max_output_tokens", "max_completion_tokens", "inferenceConfig":
 		return true
-	})
-	var f sideFacts
-	f.tools = offersTools(tools, toolConfig, input)
-	caps[3] = inference.Get("maxTokens")
+	}
+	return false
+}
+
+// Member notes the top-level member key's value v; the first of each name counts.
+// v is read by Facts, not kept: it may alias the body until then.
+func (s *SideReader) Member(key string, v gjson.Result) {
+	var dst *gjson.Result
+	switch key {
+	case "tools":
+		dst = &s.tools
+	case "toolConfig":
+		dst = &s.toolConfig
+	case "input":
+		dst = &s.input
+	case "max_tokens":
+		dst = &s.caps[0]
+	case "max_output_tokens":
+		dst = &s.caps[1]
+	case "max_completion_tokens":
+		dst = &s.caps[2]
+	case "inferenceConfig":
+		dst = &s.inference
+	default:
+		return
+	}
+	if !dst.Exists() {
+		*dst = v
+	}
+}
+
+// Facts are the side facts of the members noted.
+func (s *SideReader) Facts() SideFacts {
+	f := SideFacts{known: true}
+	f.tools = offersTools(s.tools, s.toolConfig, s.input)
+	caps := [4]gjson.Result{s.caps[0], s.caps[1], s.caps[2], s.inference.Get("maxTokens")}
 	f.maxTokens, f.hasMax = maxTokens(caps[:])
 	return f
+}
+
+// ReadSideFacts reads the side facts of a valid body by a walk of its own: for views
+// whose adapter did not collect them.
+func ReadSideFacts(body []byte) SideFacts {
+	var s SideReader
+	gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))).ForEach(func(k, v gjson.Result) bool {
+		s.Member(k.Str, v)
+		return true
+	})
+	return s.Facts()
 }
 
 // offersTools reports whether the body offers the model a tool, in any wire API:
@@ -245,8 +288,29 @@ func readSideFacts(body []byte) sideFacts {
 // Responses input item additional_tools (Codex's code mode offers its tools there
 // and leaves tools empty).
 func offersTools(tools, toolConfig, input gjson.Result) bool {
-	return len(tools.Array()) > 0 || len(toolConfig.Get("tools").Array()) > 0 ||
+	return nonEmpty(tools) || nonEmpty(toolConfig.Get("tools")) ||
 		input.IsArray() && input.Get(`#(type=="additional_tools")`).Exists()
+}
+
+// nonEmpty is len(v.Array()) > 0 without building the array: a value other than null
+// counts as one element, an array as its elements.
+func nonEmpty(v gjson.Result) bool {
+	if v.Type == gjson.Null {
+		return false
+	}
+	if !v.IsArray() {
+		return true
+	}
+	for i := 1; i < len(v.Raw); i++ {
+		switch v.Raw[i] {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case ']':
+			return false
+		}
+		return true
+	}
+	return false
 }
 
 // maxTokens is the output-token cap the call asks for, whatever its wire API calls it:

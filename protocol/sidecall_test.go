@@ -165,8 +165,15 @@ func FuzzSideCall(f *testing.F) {
 		if r, err := openai.Parse(body, protocol.DefaultTaskRules()); err == nil {
 			v = r.Parsed()
 		}
-		if sc, ok := protocol.MatchSideCall(rules, v, body); ok && (sc.Rule == "" || sc.Reason == "") {
+		sc, ok := protocol.MatchSideCall(rules, v, body)
+		if ok && (sc.Rule == "" || sc.Reason == "") {
 			t.Fatalf("match without a rule: %+v", sc)
+		}
+		// The facts the parse collected decide as the body read alone does.
+		alone := *v
+		alone.Side = protocol.SideFacts{}
+		if sc2, ok2 := protocol.MatchSideCall(rules, &alone, body); ok2 != ok || sc2 != sc {
+			t.Fatalf("with the parse's facts %+v %v, reading the body %+v %v", sc, ok, sc2, ok2)
 		}
 	})
 }

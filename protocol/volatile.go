@@ -83,10 +83,21 @@ func isHexByte(c byte) bool {
 func isLetterByte(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
 // wordVolatile tells the length of the volatile part that starts at the word start
-// s[i], and its replacement; 0 when there is none.
+// s[i], and its replacement; 0 when there is none. Most words are too short for a
+// UUID, a hex id or a token and start with no letter that a date or a date phrase
+// starts with: those are passed over after reading at most 20 bytes, since running
+// every check at every word of a long prompt was most of Stable's time.
 func wordVolatile(s string, i int) (int, string) {
-	if n := uuidAt(s, i); n > 0 {
-		return n, VolatileID
+	// The hex digits at the word's start, up to the 8 that a UUID and a hex id need.
+	h := i
+	for h < len(s) && h-i < 8 && isHexByte(s[h]) {
+		h++
+	}
+	hex8 := h-i == 8
+	if hex8 {
+		if n := uuidAt(s, i); n > 0 {
+			return n, VolatileID
+		}
 	}
 	c := s[i]
 	if isDigitByte(c) {
@@ -103,21 +114,37 @@ func wordVolatile(s string, i int) (int, string) {
 		if n := windowsPathAt(s, i); n > 0 {
 			return n, VolatilePath
 		}
-		if n := namedDateAt(s, i); n > 0 {
-			return n, VolatileDate
+		if c <= 'Z' { // every month and day name is capitalised
+			if n := namedDateAt(s, i); n > 0 {
+				return n, VolatileDate
+			}
 		}
-		if n, keep := datePhraseAt(s, i); n > 0 {
-			return n, s[i:i+keep] + " " + VolatileDate
+		if c|0x20 == 't' || c|0x20 == 'c' {
+			if n, keep := datePhraseAt(s, i); n > 0 {
+				return n, s[i:i+keep] + " " + VolatileDate
+			}
 		}
 	}
-	if n := tokenAt(s, i); n > 0 {
-		return n, VolatileID
+	// A token needs 20 bytes of its alphabet.
+	t := i
+	for t < len(s) && t-i < 20 && tokenByte(s[t]) {
+		t++
 	}
-	if n := hexAt(s, i); n > 0 {
-		return n, VolatileID
+	if t-i == 20 {
+		if n := tokenAt(s, i); n > 0 {
+			return n, VolatileID
+		}
+	}
+	if hex8 {
+		if n := hexAt(s, i); n > 0 {
+			return n, VolatileID
+		}
 	}
 	return 0, ""
 }
+
+// tokenByte reports whether c may be part of a token (tokenAt).
+func tokenByte(c byte) bool { return isWordByte(c) || c == '-' }
 
 // digits returns the end of the run of at most max digits at s[i:] and its value.
 func digits(s string, i, max int) (int, int) {
@@ -286,6 +313,9 @@ var (
 // with the names that share its first letter (comparing each with every name was
 // most of Stable's time over a long prompt).
 func nameAt(s string, i int, names []string) int {
+	if i >= len(s) {
+		return 0 // "20 " ending the text: no month follows
+	}
 	c := s[i]
 	if c < 'A' || c > 'Z' {
 		return 0
@@ -358,8 +388,12 @@ var datePhrases = []string{"today's date is", "today’s date is", "today's date
 // datePhraseAt returns the length of a date phrase at s[i:] and the rest of its
 // line, and the length of the phrase (which is kept); 0 when there is none.
 func datePhraseAt(s string, i int) (n, keep int) {
-	c := s[i] | 0x20
-	if c != 't' && c != 'c' {
+	// Each phrase starts "to", "th" or "cu": most words that start with t or c do not.
+	if len(s)-i < 2 {
+		return 0, 0
+	}
+	c, c2 := s[i]|0x20, s[i+1]|0x20
+	if !(c == 't' && (c2 == 'o' || c2 == 'h') || c == 'c' && c2 == 'u') {
 		return 0, 0
 	}
 	for _, p := range datePhrases {

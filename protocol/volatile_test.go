@@ -45,6 +45,7 @@ func TestStable(t *testing.T) {
 		{"test_user_registration_flow_v2 deadbeef", "test_user_registration_flow_v2 deadbeef"},
 		{"version 1.2.3 at 192.168.1.1", "version 1.2.3 at 192.168.1.1"},
 		{"", ""},
+		{"due in 30 ", "due in 30 "}, // a day's number ending the text, then no month
 	} {
 		if got := Stable(tt.in); got != tt.want {
 			t.Errorf("Stable(%q)\n got %q\nwant %q", tt.in, got, tt.want)
@@ -111,4 +112,90 @@ func BenchmarkStableTauSystem(b *testing.B) {
 	for b.Loop() {
 		_ = Stable(sys)
 	}
+}
+
+// wordVolatileRef is wordVolatile as it was, every check tried at every word: the
+// reference the fast path must agree with.
+//
+// It tells the length of the volatile part that starts at the word start
+// s[i], and its replacement; 0 when there is none.
+func wordVolatileRef(s string, i int) (int, string) {
+	if n := uuidAt(s, i); n > 0 {
+		return n, VolatileID
+	}
+	c := s[i]
+	if isDigitByte(c) {
+		if n := dateAt(s, i); n > 0 {
+			return n, VolatileDate
+		}
+		if i == 0 || s[i-1] != ':' && s[i-1] != '.' {
+			if n := timeAt(s, i); n > 0 {
+				return n, VolatileTime
+			}
+		}
+	}
+	if isLetterByte(c) {
+		if n := windowsPathAt(s, i); n > 0 {
+			return n, VolatilePath
+		}
+		if n := namedDateAt(s, i); n > 0 {
+			return n, VolatileDate
+		}
+		if n, keep := datePhraseAtRef(s, i); n > 0 {
+			return n, s[i:i+keep] + " " + VolatileDate
+		}
+	}
+	if n := tokenAt(s, i); n > 0 {
+		return n, VolatileID
+	}
+	if n := hexAt(s, i); n > 0 {
+		return n, VolatileID
+	}
+	return 0, ""
+}
+
+// FuzzWordVolatile: the fast path finds what every check at every word found, at
+// every word start of any text.
+func FuzzWordVolatile(f *testing.F) {
+	for _, s := range []string{"Today's date is 2026-11-24.", "the current date is now\n", "Current date: x",
+		"session fa511ccb-cbf7-4445-aa5f-bd8434a64f50 done", "commit 4099d6e7 and 4099d6e7c0ffee",
+		"key toolu_01A09q90qw90lq917835lq9 x", "Monday, October 20, 2025", "Mon, 20 Oct 2025 10:00:00 GMT",
+		`C:\Users\al`, "10:30 AM", "deadbeef-0000", "abcdef0123456789abcd-x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for i := range len(s) {
+			if !isWordByte(s[i]) {
+				continue
+			}
+			n, ph := wordVolatile(s, i)
+			rn, rph := wordVolatileRef(s, i)
+			if n != rn || ph != rph {
+				t.Fatalf("%q at %d: %d %q, reference %d %q", s, i, n, ph, rn, rph)
+			}
+		}
+	})
+}
+
+// datePhraseAtRef is datePhraseAt as it was. It returns the length of a date phrase at s[i:] and the rest of its
+// line, and the length of the phrase (which is kept); 0 when there is none.
+func datePhraseAtRef(s string, i int) (n, keep int) {
+	c := s[i] | 0x20
+	if c != 't' && c != 'c' {
+		return 0, 0
+	}
+	for _, p := range datePhrases {
+		if len(s)-i < len(p) || !strings.EqualFold(s[i:i+len(p)], p) {
+			continue
+		}
+		end := strings.IndexByte(s[i+len(p):], '\n')
+		if end < 0 {
+			end = len(s) - i - len(p)
+		}
+		if strings.TrimSpace(s[i+len(p):i+len(p)+end]) == "" {
+			return 0, 0 // nothing to replace
+		}
+		return len(p) + end, len(p)
+	}
+	return 0, 0
 }

@@ -63,7 +63,8 @@ func Valid(b []byte) (ok, tooDeep bool) {
 // is the first element of its array. The validator asks it about each element of an
 // array that is a member of the top-level object, and nothing else.
 type Skipper interface {
-	Skip(b []byte, i int, first bool) int
+	// skip guesses where a value ends in bytes not validated yet (SkipValue).
+	Skip(b []byte, i int, first bool, skip func([]byte, int) int) int
 }
 
 // valid is Valid that also reports whether the bytes it did not skip are UTF-8 (only
@@ -82,7 +83,7 @@ func valid(b []byte, s Skipper) (ok, tooDeep, utf8OK bool) {
 			return false, false, false
 		}
 		if s != nil && depth == 2 && kinds[0]&3 == 1 { // an element of a top-level member's array
-			if end := s.Skip(b, i, first); end >= 0 {
+			if end := s.Skip(b, i, first, SkipValue); end >= 0 {
 				utf8OK = utf8OK && utf8.Valid(b[checked:i])
 				i, checked = end, end
 				goto after

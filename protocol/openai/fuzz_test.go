@@ -26,6 +26,8 @@ func seedBodies(f *testing.F) []string {
 		bodyFirstUser, bodyRegex, bodyParts, bodyNoText, bodyEmptyParts, bodyNullSystem, bodyEmpty,
 		string(airline),
 		`{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"developer","content":"Be terse."},{"role":"user","content":"Task: refund order #1\u00e9"}]}`,
+		`{"model":"m","tools":[],"max_tokens":"1","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function"}],"max_completion_tokens":3,"max_tokens":2,"inferenceConfig":{"maxTokens":1}}`,
+		`{"toolConfig":{"tools":[ ]},"messages":[],"input":[{"type":"additional_tools"}],"max_output_tokens":1e2}`,
 		`{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"ok"}]}`,
 	}
 }
@@ -42,6 +44,10 @@ func FuzzParse(f *testing.F) {
 		r, err := Parse(body, rules)
 		if err != nil {
 			return
+		}
+		// The side facts collected on the parse's walk are those a walk of their own reads.
+		if want := protocol.ReadSideFacts(body); r.Side != want {
+			t.Fatalf("side facts %+v, read alone %+v", r.Side, want)
 		}
 		// Whatever the messages hold, they encode (raw items are valid JSON) and read back.
 		line, err := json.Marshal(r.Messages)

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"slices"
 	"unsafe"
 
 	"github.com/camproxy/camproxy/protocol"
@@ -301,13 +302,13 @@ func (r *Request) readMessages(body []byte, hits *protocol.Hits[*element]) int {
 
 // setMessages sets the messages of the view from the elements of the messages array
 // (the last one, on a duplicate key), records the texts task rules may match and
-// where the System placement appends, and returns those texts.
-func (r *Request) setMessages(els []protocol.Placed[*element]) []segment {
+// where the System placement appends, and returns those texts appended to segs.
+func (r *Request) setMessages(els []protocol.Placed[*element], segs []segment) []segment {
 	n := 0
 	for _, p := range els {
 		n += len(p.V.texts)
 	}
-	segs := make([]segment, 0, n) // one allocation, not one per doubling
+	segs = slices.Grow(segs, n) // one allocation at most, not one per doubling
 	// An empty array gets the system message as its only element.
 	r.sys = anchor{at: r.arrOpen + 1, kind: insSystemMessage}
 	for k, p := range els {

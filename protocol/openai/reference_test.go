@@ -77,7 +77,8 @@ func parseReference(body []byte, rules []protocol.TaskRule) (*Request, error) {
 		r.Slots = append(r.Slots, new(protocol.Slot))
 		return true
 	})
-	r.findTask(rules, body, segs)
+	r.Side = protocol.ReadSideFacts(body) // by gjson's walk of the top-level members
+	r.findTask(rules, body, segs, nil)
 	return r, nil
 }
 

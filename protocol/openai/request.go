@@ -8,6 +8,8 @@
 package openai
 
 import (
+	"sync"
+
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
 )
@@ -50,6 +52,7 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 	}
 	r := &Request{bodyLen: len(body), task: taskSpot{msg: -1}}
 	msgs := -1
+	var side protocol.SideReader
 	// Last key wins on duplicates, as in the Python and Go decoders upstream.
 	jsontext.Members(body, js, start, func(key string, v int) int {
 		switch key {
@@ -67,14 +70,37 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 				r.arrOpen = v
 				return r.readMessages(body, hits)
 			}
+		default:
+			// What side-call rules read, collected here rather than by a walk of
+			// their own over the body (protocol.MatchSideCall).
+			if protocol.SideKey(key) {
+				res, end := jsontext.ResultAt(body, js, v)
+				side.Member(key, res)
+				return end
+			}
 		}
 		return -1
 	})
 	if msgs < 0 || body[msgs] != '[' {
 		return nil, protocol.Missing("messages", "an array")
 	}
-	r.findTask(rules, body, r.setMessages(hits.Walked()))
+	r.Side = side.Facts()
+	// The texts task rules read live only for this call: their slices are reused.
+	sc := scratchPool.Get().(*scratch)
+	sc.segs = r.setMessages(hits.Walked(), sc.segs[:0])
+	sc.ps = r.findTask(rules, body, sc.segs, sc.ps[:0])
+	clear(sc.segs) // they alias remembered elements: not kept alive by the pool
+	clear(sc.ps)
+	scratchPool.Put(sc)
 	return r, nil
 }
+
+// scratch is what one parse uses and drops: the texts task rules read.
+type scratch struct {
+	segs []segment
+	ps   []protocol.Segment
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // validate reports whether body is one JSON document that gjson may walk safely.
