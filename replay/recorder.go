@@ -206,13 +206,13 @@ func (r *Recorder) dispatch() {
 func (r *Recorder) encode(ev any) ([]byte, error) {
 	if s, ok := ev.(*StepEvent); ok && !r.keepMedia {
 		s.Messages = protocol.StripMedia(s.Messages)
-		if s.Response != nil {
+		if s.Response != nil && protocol.HoldsMedia(s.Response) {
 			resp := protocol.StripMessageMedia(*s.Response)
 			s.Response = &resp
 		}
 	}
 	if s, ok := ev.(*StepEvent); ok {
-		return appendStep(make([]byte, 0, 512), s), nil
+		return appendStep(make([]byte, 0, stepSize(s)), s), nil
 	}
 	return json.Marshal(ev)
 }
