@@ -177,10 +177,18 @@ func chain(h uint64, msgs []protocol.Message, slots []*protocol.Slot, loose bool
 
 // Extend returns the chain hash of a history whose hash is prev followed by m (of
 // Chain, or of LooseChain: an assistant answer extends both alike).
-func Extend(prev uint64, m *protocol.Message) uint64 {
+func Extend(prev uint64, m *protocol.Message) uint64 { return ExtendBy(prev, Digest(m)) }
+
+// Digest is the hash of m's canonical form, which Extend links to a history: a
+// caller extending several chains by one answer (the strict and the loose) hashes it
+// once.
+func Digest(m *protocol.Message) uint64 {
 	var d xxhash.Digest
-	return link(prev, digest(&d, m, false))
+	return digest(&d, m, false)
 }
+
+// ExtendBy is Extend(prev, m) given m's Digest.
+func ExtendBy(prev, digest uint64) uint64 { return link(prev, digest) }
 
 // digest is the hash of m's canonical form.
 func digest(d *xxhash.Digest, m *protocol.Message, loose bool) uint64 {
