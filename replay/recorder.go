@@ -466,12 +466,19 @@ func (w *sinkWriter) drain() {
 	w.setSpooledLocked()
 }
 
+// count counts a batch's events by type: one series lookup per run of one type (a
+// batch is mostly steps), not one per event.
 func (w *sinkWriter) count(batch []item, result string) {
 	if w.r.m == nil {
 		return
 	}
-	for _, it := range batch {
-		w.r.m.ReplayEvents.WithLabelValues(it.typ, w.label, result).Inc()
+	for i := 0; i < len(batch); {
+		j := i + 1
+		for j < len(batch) && batch[j].typ == batch[i].typ {
+			j++
+		}
+		w.r.m.ReplayEvents.WithLabelValues(batch[i].typ, w.label, result).Add(float64(j - i))
+		i = j
 	}
 }
 
