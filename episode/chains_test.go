@@ -96,3 +96,22 @@ func TestChainsRemembered(t *testing.T) {
 		}
 	}
 }
+
+// TestChainsAllocateOnce: the strict and loose chains of a call share one
+// allocation, and neither reaches into the other when appended to.
+func TestChainsAllocateOnce(t *testing.T) {
+	req, err := openai.Parse([]byte(`{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}`), protocol.DefaultTaskRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := req.Parsed()
+	strict, loose := Chains(v, "x", "")
+	if n := testing.AllocsPerRun(50, func() { strict, loose = Chains(v, "x", "") }); n != 1 {
+		t.Fatalf("Chains allocated %v times, want once", n)
+	}
+	want := append([]uint64(nil), loose...)
+	_ = append(strict, 1)
+	if !reflect.DeepEqual(loose, want) {
+		t.Fatal("appending to the strict chain wrote into the loose one")
+	}
+}

@@ -109,10 +109,15 @@ func LooseChain(msgs []protocol.Message) []uint64 { return chain(0, msgs, nil, t
 // are Chain's and LooseChain's.
 func Chains(v *protocol.View, experiment, task string) (strict, loose []uint64) {
 	seed := chainSeed(experiment, task)
-	strict = chain(seed, v.Messages, v.Slots, false)
-	if HasSystem(v.Messages) {
-		loose = chain(seed, v.Messages, v.Slots, true)
+	n := len(v.Messages)
+	if !HasSystem(v.Messages) {
+		return chainInto(make([]uint64, n), seed, v.Messages, v.Slots, false), nil
 	}
+	// Both chains in one allocation, each capped at its length: appending to one
+	// never writes into the other.
+	both := make([]uint64, 2*n)
+	strict = chainInto(both[:n:n], seed, v.Messages, v.Slots, false)
+	loose = chainInto(both[n:], seed, v.Messages, v.Slots, true)
 	return strict, loose
 }
 
@@ -152,7 +157,11 @@ func HasSystem(msgs []protocol.Message) bool {
 // In the loose chain a system message's digest is its role's alone (cheap, never
 // remembered); every other message's is the strict one.
 func chain(h uint64, msgs []protocol.Message, slots []*protocol.Slot, loose bool) []uint64 {
-	out := make([]uint64, len(msgs))
+	return chainInto(make([]uint64, len(msgs)), h, msgs, slots, loose)
+}
+
+// chainInto is chain written into out, of len(msgs).
+func chainInto(out []uint64, h uint64, msgs []protocol.Message, slots []*protocol.Slot, loose bool) []uint64 {
 	var d xxhash.Digest
 	for i := range msgs {
 		m := &msgs[i]
@@ -177,10 +186,18 @@ func chain(h uint64, msgs []protocol.Message, slots []*protocol.Slot, loose bool
 
 // Extend returns the chain hash of a history whose hash is prev followed by m (of
 // Chain, or of LooseChain: an assistant answer extends both alike).
-func Extend(prev uint64, m *protocol.Message) uint64 {
+func Extend(prev uint64, m *protocol.Message) uint64 { return ExtendBy(prev, Digest(m)) }
+
+// Digest is the hash of m's canonical form, which Extend links to a history: a
+// caller extending several chains by one answer (the strict and the loose) hashes it
+// once.
+func Digest(m *protocol.Message) uint64 {
 	var d xxhash.Digest
-	return link(prev, digest(&d, m, false))
+	return digest(&d, m, false)
 }
+
+// ExtendBy is Extend(prev, m) given m's Digest.
+func ExtendBy(prev, digest uint64) uint64 { return link(prev, digest) }
 
 // digest is the hash of m's canonical form.
 func digest(d *xxhash.Digest, m *protocol.Message, loose bool) uint64 {

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"net/url"
 	"regexp"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -21,7 +24,29 @@ import (
 // (the items the shape cannot hold, verbatim). HTML is not escaped here: an encoder
 // that escapes it does so when it copies this output.
 func (m Message) MarshalJSON() ([]byte, error) {
-	return m.AppendJSON(make([]byte, 0, 64+len(m.Content))), nil
+	return m.AppendJSON(make([]byte, 0, m.JSONSize())), nil
+}
+
+// JSONSize is about how many bytes AppendJSON writes for m: its strings' lengths and
+// the keys around them, with room for a little escaping. A buffer sized by it is
+// grown at most once (a text of quotes and newlines escapes to more).
+func (m *Message) JSONSize() int {
+	n := 48 + len(m.Role) + len(m.Content) + len(m.ToolCallID) + len(m.Name)
+	for i := range m.Parts {
+		p := &m.Parts[i]
+		n += 64 + len(p.Type) + len(p.Text) + len(p.Raw)
+		if md := p.Media; md != nil {
+			n += 64 + len(md.URL) + len(md.Data) + len(md.FileID) + len(md.Filename) + len(md.SHA256) + len(md.MediaType)
+		}
+	}
+	for i := range m.ToolCalls {
+		tc := &m.ToolCalls[i]
+		n += 64 + len(tc.ID) + len(tc.Type) + len(tc.Name) + len(tc.Arguments)
+	}
+	for _, r := range m.Raw {
+		n += 1 + len(r)
+	}
+	return n + n/16
 }
 
 // AppendJSON appends the message's JSON (MarshalJSON) to b.
@@ -480,6 +505,10 @@ func StripMedia(msgs []Message) []Message {
 	return out
 }
 
+// HoldsMedia reports whether StripMessageMedia would change m: a caller that strips
+// in place copies the message only then.
+func HoldsMedia(m *Message) bool { return hasMedia(m) }
+
 // StripMessageMedia is StripMedia of one message.
 func StripMessageMedia(m Message) Message {
 	if !hasMedia(&m) {
@@ -568,6 +597,20 @@ func AppendEscaped(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs a look: most of a message's text is
+		// printable ASCII, and the run is copied whole when it ends. A word that holds
+		// such a byte is left at it.
+		for i+8 <= len(s) {
+			m := lookMask(binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8)))
+			if m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
 		b := s[i]
 		if b < utf8.RuneSelf {
 			if b >= ' ' && b != '"' && b != '\\' {
@@ -611,6 +654,20 @@ func AppendEscaped(dst []byte, s string) []byte {
 		start = i
 	}
 	return append(dst, s[start:]...)
+}
+
+// lookMask has the high bit set of each byte of w (eight bytes of text, the first
+// in the low bits) that AppendEscaped must look at: a control character, quote,
+// backslash or a byte of a multi-byte character. Bits above the lowest may be set
+// for bytes that need no look (a borrow carries on), but the lowest set bit is
+// exactly the first byte that does.
+func lookMask(w uint64) uint64 {
+	const (
+		lo8 = 0x0101010101010101
+		hi8 = 0x8080808080808080
+	)
+	q, bs := w^(lo8*'"'), w^(lo8*'\\')
+	return ((w-lo8*0x20)&^w | (q-lo8)&^q | (bs-lo8)&^bs | w) & hi8
 }
 
 // Clone returns m with every string copied, so that it no longer aliases the buffer

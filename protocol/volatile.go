@@ -31,7 +31,11 @@ const (
 //
 // Numbers, relative paths, URLs and words are kept: two requests that differ in them
 // are two tasks. The text is returned as is (no copy) when nothing is volatile.
-func Stable(text string) string {
+func Stable(text string) string { return stable(text, true) }
+
+// stable is Stable; without plain it asks wordVolatile at every word, as Stable did
+// before plainWordAt (its tests' reference).
+func stable(text string, plain bool) string {
 	var out []byte // nil until the first replacement
 	last := 0      // text[last:i] is not copied yet
 	emit := func(i, n int, ph string) {
@@ -45,6 +49,12 @@ func Stable(text string) string {
 		c := text[i]
 		switch {
 		case isWordByte(c):
+			if plain {
+				if j, ok := plainWordAt(text, i); ok {
+					i = j
+					continue
+				}
+			}
 			if n, ph := wordVolatile(text, i); n > 0 {
 				emit(i, n, ph)
 				i += n
@@ -81,6 +91,37 @@ func isHexByte(c byte) bool {
 }
 
 func isLetterByte(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// plainWordAt reports whether no volatile part starts at the word start s[i], for
+// most words of a text, in one pass over the word (wordVolatile tries each kind in
+// turn, several of them scanning the word again); j is the word's end. A word with
+// no digit, not followed by '-' or ':', can start only a named date (a weekday or
+// month name) or a date phrase: no id (a UUID's first group ends at '-', a token or
+// hex id needs digits, and neither can reach past the word but by '-'), no numeric
+// date or time, no Windows path (its drive letter is followed by ':'). Anything
+// else is left to wordVolatile.
+func plainWordAt(s string, i int) (j int, plain bool) {
+	j = i
+	for j < len(s) && isWordByte(s[j]) {
+		if isDigitByte(s[j]) {
+			return j, false
+		}
+		j++
+	}
+	if j < len(s) && (s[j] == '-' || s[j] == ':') {
+		return j, false
+	}
+	c := s[i]
+	if c >= 'A' && c <= 'Z' && (nameAt(s, i, dayNames) > 0 || monthAt(s, i) > 0) {
+		return j, false
+	}
+	if lc := c | 0x20; lc == 't' || lc == 'c' {
+		if n, _ := datePhraseAt(s, i); n > 0 {
+			return j, false
+		}
+	}
+	return j, true
+}
 
 // wordVolatile tells the length of the volatile part that starts at the word start
 // s[i], and its replacement; 0 when there is none. Most words are too short for a
@@ -314,7 +355,7 @@ var (
 // most of Stable's time over a long prompt).
 func nameAt(s string, i int, names []string) int {
 	if i >= len(s) {
-		return 0 // "20 " ending the text: no month follows
+		return 0 // "20 " or "Mon, " ending the text: no month follows
 	}
 	c := s[i]
 	if c < 'A' || c > 'Z' {

@@ -79,7 +79,7 @@ func TestStableNoCopy(t *testing.T) {
 
 func FuzzStable(f *testing.F) {
 	for _, s := range []string{"Today's date is 2026-11-24.", "/a/b 10:00 fa511ccb-cbf7-4445-aa5f-bd8434a64f50",
-		"Mon, 20 Oct 2025 10:00:00 GMT", `C:\a\b`, "~/x", "October 2, 2025", "\xff/a/b", "2025-1"} {
+		"Mon, 20 Oct 2025 10:00:00 GMT", `C:\a\b`, "~/x", "October 2, 2025", "\xff/a/b", "2025-1", "Mon, "} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -92,6 +92,22 @@ func FuzzStable(f *testing.F) {
 		}
 		if !strings.ContainsAny(s, "0123456789/~\\") && !strings.Contains(strings.ToLower(s), "date") && got != s {
 			t.Fatalf("Stable(%q) = %q changed a text with no digit, path or date phrase", s, got)
+		}
+	})
+}
+
+// FuzzStablePlainWords: passing over plain words without asking wordVolatile
+// changes nothing Stable returns.
+func FuzzStablePlainWords(f *testing.F) {
+	for _, s := range []string{"Today's date is 2026-11-24.", "/a/b 10:00 fa511ccb-cbf7-4445-aa5f-bd8434a64f50",
+		"Mon, 20 Oct 2025 10:00:00 GMT", `C:\a\b`, "~/x", "October 2, 2025", "deadbeef-dead-beef-dead-beefdeadbeef",
+		"session-abcdefgh-1234-5678-ijkl", "the current date is Friday", "THE CURRENT DATE: now", "abc_def-ghi_1234_5678xyzw",
+		"c:\\x", "Sept 3rd, 2024", "a-b-c d:e", "cafe1234 x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := Stable(s), stable(s, false); got != want {
+			t.Fatalf("Stable(%q) = %q, want %q", s, got, want)
 		}
 	})
 }

@@ -96,8 +96,8 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 		c.context()
 		c.open()
 	}
-	s.m.Context.WithLabelValues(c.x.Name, c.ep.Arm, c.source).Inc()
-	s.stats.contextServed(c.x.Name, c.ep.Arm, c.source)
+	c.series = s.stats.callSeries(s.m, rt.Name, c.x.Name, c.ep.Arm, c.transport)
+	c.series.contextServed(c.source)
 	out, buf := c.splice(fc.PostBody())
 	if buf != nil {
 		// Spliced: the received body is needed no more (the view holds none of it), and
@@ -503,8 +503,9 @@ type call struct {
 	augmenter string // a new episode's arm's augmenter
 	source    string
 	augment   time.Duration
-	index     int     // turn index: completed turns before this one
-	claimed   *uint64 // the stitching tip this call claimed, released if it fails
+	index     int         // turn index: completed turns before this one
+	claimed   *uint64     // the stitching tip this call claimed, released if it fails
+	series    *callSeries // its metrics' series, once its arm is known
 
 	dec      protocol.Decoder
 	body     bodyWriter   // the relayed bytes on their way to dec, decoded of their Content-Encoding
@@ -514,6 +515,7 @@ type call struct {
 	next     episode.Episode // the episode past this turn, once advanced (c.ep then points here)
 	answer   protocol.Message
 	usage    protocol.Usage
+	turn     episode.Turn // what done hands the recorders
 }
 
 func (c *call) begin(status int, contentEncoding string) {
@@ -557,16 +559,22 @@ func (c *call) done(status int, err error, ttfb time.Duration) {
 		}
 		cancel()
 	}
-	total := time.Since(c.start)
-	s.m.Requests.WithLabelValues(c.rt.Name, c.x.Name, c.ep.Arm, statusLabel(status)).Inc()
-	s.m.Turns.WithLabelValues(c.transport).Inc()
-	s.m.RequestDuration.WithLabelValues(c.rt.Name, c.x.Name, c.ep.Arm).Observe(total.Seconds())
-	if c.usage.InputTokens > 0 || c.usage.OutputTokens > 0 {
-		s.m.Tokens.WithLabelValues(c.x.Name, c.ep.Arm, "input").Add(float64(c.usage.InputTokens))
-		s.m.Tokens.WithLabelValues(c.x.Name, c.ep.Arm, "output").Add(float64(c.usage.OutputTokens))
+	now := time.Now()
+	total := now.Sub(c.start)
+	m := c.series
+	if m == nil {
+		m = s.stats.callSeries(s.m, c.rt.Name, c.x.Name, c.ep.Arm, c.transport)
 	}
-	t := &episode.Turn{Episode: *c.ep, NewEpisode: c.isNew, Index: c.index, Messages: c.req.Messages[min(c.newFrom, len(c.req.Messages)):],
-		Response: c.answer, AnswerTruncated: c.dec.Truncated(), Usage: c.usage, Status: status, Augment: c.augment, TTFB: ttfb, Total: total, At: time.Now().UTC(), Transport: c.transport}
+	m.request(status)
+	m.turns.Inc()
+	m.duration.Observe(total.Seconds())
+	if c.usage.InputTokens > 0 || c.usage.OutputTokens > 0 {
+		m.tokens(c.usage.InputTokens, c.usage.OutputTokens)
+	}
+	// The turn lives in the call, which is on the heap already: one allocation fewer.
+	t := &c.turn
+	*t = episode.Turn{Episode: *c.ep, NewEpisode: c.isNew, Index: c.index, Messages: c.req.Messages[min(c.newFrom, len(c.req.Messages)):],
+		Response: c.answer, AnswerTruncated: c.dec.Truncated(), Usage: c.usage, Status: status, Augment: c.augment, TTFB: ttfb, Total: total, At: now.UTC(), Transport: c.transport}
 	switch {
 	case err != nil:
 		t.Error = err.Error()
@@ -626,6 +634,10 @@ func (c *call) setTips(ctx context.Context, id string, answer *protocol.Message)
 			return
 		}
 	}
+	var dg uint64 // the answer's digest, hashed once for both chains
+	if sk == nil {
+		dg = episode.Digest(answer)
+	}
 	tip := func(chain []uint64) uint64 {
 		var prev uint64
 		if n := len(chain); n > 0 {
@@ -634,7 +646,7 @@ func (c *call) setTips(ctx context.Context, id string, answer *protocol.Message)
 		if sk != nil {
 			return episode.SketchTip(prev, sk)
 		}
-		return episode.Extend(prev, answer)
+		return episode.ExtendBy(prev, dg)
 	}
 	if err := c.s.episodes.SetTip(ctx, tip(c.chain), id); err != nil {
 		c.s.log.Warn("episode tip not stored; the next turn may start a new episode", "episode", id, "err", err)

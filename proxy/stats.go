@@ -2,8 +2,13 @@ package proxy
 
 import (
 	"maps"
+	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/camproxy/camproxy/metrics"
 )
 
 // contextSources are the context decisions the data plane makes for a call.
@@ -15,7 +20,8 @@ var contextSources = [...]string{"miss", "hit", "episode", "none", "fail-open", 
 // with a lock-free sync.Map load and counts with one atomic add; no lock is shared by
 // every call.
 type stats struct {
-	arms sync.Map // armKey → *armCounters
+	arms   sync.Map // armKey → *armCounters
+	series sync.Map // seriesKey → *callSeries
 }
 
 // armKey is an arm of an experiment: two experiments may each have an arm of one name.
@@ -41,7 +47,10 @@ func (s *stats) episodeStarted(experiment, arm string) { s.arm(experiment, arm).
 
 // contextServed counts a call's context decision.
 func (s *stats) contextServed(experiment, arm, source string) {
-	a := s.arm(experiment, arm)
+	s.arm(experiment, arm).contextServed(source)
+}
+
+func (a *armCounters) contextServed(source string) {
 	for i, src := range contextSources {
 		if src == source {
 			a.context[i].Add(1)
@@ -105,4 +114,86 @@ func (s ArmStats) add(t ArmStats) ArmStats {
 		out.Context[src] += n
 	}
 	return out
+}
+
+// callSeries are the Prometheus series one call counts in, for one route, experiment,
+// arm and transport: looked up once and kept, so that a call does not find each
+// series by its label values (hashing them, checking them, a locked map lookup,
+// and a string for its status code) five times over. Series are never deleted from
+// these vectors, so a kept one stays the one exported. Routes, experiments and arms
+// come from the configuration, so the keys are few. A series that not every call
+// counts in (a status code, a token count, a context source) is made, as before, by
+// the first call that counts in it: no series shows up at zero that did not before.
+type callSeries struct {
+	duration  prometheus.Observer
+	turns     prometheus.Counter
+	ok        lazyCounter // requests_total with code 200: nearly every call's
+	tokensIn  lazyCounter
+	tokensOut lazyCounter
+	context   [len(contextSources)]lazyCounter
+
+	route, experiment, arm string // the labels of the lazy series and of the rare ones
+	m                      *metrics.Metrics
+	counts                 *armCounters // the dashboard's counts of the experiment's arm
+}
+
+// lazyCounter is a series looked up by its first use. Two first uses at once may
+// both look it up: they find the same series.
+type lazyCounter struct {
+	c atomic.Pointer[prometheus.Counter]
+}
+
+// get returns the series, looked up by lookup the first time.
+func (l *lazyCounter) get(lookup func() prometheus.Counter) prometheus.Counter {
+	if c := l.c.Load(); c != nil {
+		return *c
+	}
+	c := lookup()
+	l.c.Store(&c)
+	return c
+}
+
+type seriesKey struct{ route, experiment, arm, transport string }
+
+// callSeries returns the series of a call on route, of experiment and arm, that
+// arrived by transport.
+func (s *stats) callSeries(m *metrics.Metrics, route, experiment, arm, transport string) *callSeries {
+	k := seriesKey{route, experiment, arm, transport}
+	if c, ok := s.series.Load(k); ok {
+		return c.(*callSeries)
+	}
+	c := &callSeries{route: route, experiment: experiment, arm: arm, m: m, counts: s.arm(experiment, arm),
+		duration: m.RequestDuration.WithLabelValues(route, experiment, arm),
+		turns:    m.Turns.WithLabelValues(transport),
+	}
+	got, _ := s.series.LoadOrStore(k, c)
+	return got.(*callSeries)
+}
+
+// request counts a finished call with its status code.
+func (c *callSeries) request(status int) {
+	if status == 200 {
+		c.ok.get(func() prometheus.Counter { return c.m.Requests.WithLabelValues(c.route, c.experiment, c.arm, "200") }).Inc()
+		return
+	}
+	c.m.Requests.WithLabelValues(c.route, c.experiment, c.arm, strconv.Itoa(status)).Inc()
+}
+
+// tokens counts the tokens an upstream reported for a call.
+func (c *callSeries) tokens(input, output int64) {
+	c.tokensIn.get(func() prometheus.Counter { return c.m.Tokens.WithLabelValues(c.experiment, c.arm, "input") }).Add(float64(input))
+	c.tokensOut.get(func() prometheus.Counter { return c.m.Tokens.WithLabelValues(c.experiment, c.arm, "output") }).Add(float64(output))
+}
+
+// contextServed counts a call's context decision, in Prometheus and for the
+// dashboard.
+func (c *callSeries) contextServed(source string) {
+	c.counts.contextServed(source)
+	for i, src := range contextSources {
+		if src == source {
+			c.context[i].get(func() prometheus.Counter { return c.m.Context.WithLabelValues(c.experiment, c.arm, src) }).Inc()
+			return
+		}
+	}
+	c.m.Context.WithLabelValues(c.experiment, c.arm, source).Inc()
 }

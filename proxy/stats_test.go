@@ -2,8 +2,14 @@ package proxy
 
 import (
 	"maps"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/camproxy/camproxy/metrics"
 )
 
 // TestStats: episodes and context decisions are counted per arm; sources with no
@@ -94,5 +100,50 @@ func TestStatsConcurrent(t *testing.T) {
 		if a.Episodes != 2000 || n != 2000 || len(a.Context) != 2 {
 			t.Errorf("%s: %+v", arm, a)
 		}
+	}
+}
+
+// TestCallSeries: a call's kept series count what looking each one up by its labels
+// counted (the same names, labels and values), and a series is made only by the
+// first call that counts in it, as before: no zero-valued series for a status, a
+// token direction or a context source that no call had.
+func TestCallSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	var s stats
+	c := s.callSeries(m, "openai", "support", "cam", "http")
+	if again := s.callSeries(m, "openai", "support", "cam", "http"); again != c {
+		t.Fatal("the series of one route, experiment, arm and transport were looked up twice")
+	}
+	c.request(200)
+	c.request(200)
+	c.request(502)
+	c.duration.Observe(0.25)
+	c.turns.Inc()
+	c.contextServed("hit")
+	c.contextServed("Source(9)")
+	want := `
+# HELP camproxy_requests_total Data-plane requests by protocol, experiment, arm and HTTP status code.
+# TYPE camproxy_requests_total counter
+camproxy_requests_total{arm="cam",code="200",experiment="support",protocol="openai"} 2
+camproxy_requests_total{arm="cam",code="502",experiment="support",protocol="openai"} 1
+# HELP camproxy_context_total Context decisions by experiment, arm and result (miss, hit, episode, none, fail-open, shed, skip).
+# TYPE camproxy_context_total counter
+camproxy_context_total{arm="cam",experiment="support",result="Source(9)"} 1
+camproxy_context_total{arm="cam",experiment="support",result="hit"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "camproxy_requests_total", "camproxy_context_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(m.Tokens); n != 0 {
+		t.Fatalf("%d token series before any call reported tokens", n)
+	}
+	c.tokens(4000, 60)
+	c.tokens(1, 2)
+	if in, out := testutil.ToFloat64(m.Tokens.WithLabelValues("support", "cam", "input")), testutil.ToFloat64(m.Tokens.WithLabelValues("support", "cam", "output")); in != 4001 || out != 62 {
+		t.Fatalf("tokens input %v output %v, want 4001 and 62", in, out)
+	}
+	if got := s.snapshot().Experiments["support"]["cam"].Context; !maps.Equal(got, map[string]int64{"hit": 1, "Source(9)": 1}) {
+		t.Fatalf("the dashboard counted %v", got)
 	}
 }

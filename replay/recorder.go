@@ -206,13 +206,13 @@ func (r *Recorder) dispatch() {
 func (r *Recorder) encode(ev any) ([]byte, error) {
 	if s, ok := ev.(*StepEvent); ok && !r.keepMedia {
 		s.Messages = protocol.StripMedia(s.Messages)
-		if s.Response != nil {
+		if s.Response != nil && protocol.HoldsMedia(s.Response) {
 			resp := protocol.StripMessageMedia(*s.Response)
 			s.Response = &resp
 		}
 	}
 	if s, ok := ev.(*StepEvent); ok {
-		return appendStep(make([]byte, 0, 512), s), nil
+		return appendStep(make([]byte, 0, stepSize(s)), s), nil
 	}
 	return json.Marshal(ev)
 }
@@ -466,12 +466,19 @@ func (w *sinkWriter) drain() {
 	w.setSpooledLocked()
 }
 
+// count counts a batch's events by type: one series lookup per run of one type (a
+// batch is mostly steps), not one per event.
 func (w *sinkWriter) count(batch []item, result string) {
 	if w.r.m == nil {
 		return
 	}
-	for _, it := range batch {
-		w.r.m.ReplayEvents.WithLabelValues(it.typ, w.label, result).Inc()
+	for i := 0; i < len(batch); {
+		j := i + 1
+		for j < len(batch) && batch[j].typ == batch[i].typ {
+			j++
+		}
+		w.r.m.ReplayEvents.WithLabelValues(batch[i].typ, w.label, result).Add(float64(j - i))
+		i = j
 	}
 }
 

@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/camproxy/camproxy/internal/testkit"
+	"github.com/camproxy/camproxy/metrics"
 	"github.com/camproxy/camproxy/protocol"
 )
 
@@ -177,4 +181,35 @@ func TestRecorderBacklog(t *testing.T) {
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	testkit.Eventually(t, what, cond)
+}
+
+// TestRecorderCountsEventsByType: a batch's events are counted by type and result,
+// each event once, however the batch mixes them.
+func TestRecorderCountsEventsByType(t *testing.T) {
+	m := metrics.New(prometheus.NewRegistry())
+	dir := t.TempDir()
+	sink, err := NewFileSink(dir, FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRecorder([]Named{{Sink: sink, URI: "file://" + dir}}, RecorderOptions{SpoolDir: t.TempDir(), Metrics: m,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if i%2 == 0 {
+			r.Add(&EpisodeEvent{V: Version, Type: TypeEpisode, ID: NewEventID(), EpisodeID: "ep", StartedAt: time.Now()})
+		}
+		r.Add(&StepEvent{V: Version, Type: TypeStep, ID: NewEventID(), EpisodeID: "ep", Turn: i, Messages: []protocol.Message{}, Status: 200, At: time.Now()})
+		r.Add(&StepEvent{V: Version, Type: TypeStep, ID: NewEventID(), EpisodeID: "ep", Turn: i, Messages: []protocol.Message{}, Status: 200, At: time.Now()})
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for typ, want := range map[string]float64{TypeEpisode: 3, TypeStep: 10} {
+		if got := testutil.ToFloat64(m.ReplayEvents.WithLabelValues(typ, sink.Name(), "written")); got != want {
+			t.Errorf("%s events written: %v, want %v", typ, got, want)
+		}
+	}
 }

@@ -74,6 +74,20 @@ func appendStep(b []byte, s *StepEvent) []byte {
 	return append(b, '}')
 }
 
+// stepSize is about how long appendStep's line for s is: the buffer it is written
+// into is allocated once, at this size, rather than grown from a guess (doubling a
+// turn's line from 512 bytes to its system prompt's 10 KB was most of its cost).
+func stepSize(s *StepEvent) int {
+	n := 512 + len(s.ID) + len(s.EpisodeID) + len(s.Experiment) + len(s.Error)
+	for i := range s.Messages {
+		n += 1 + s.Messages[i].JSONSize()
+	}
+	if s.Response != nil {
+		n += 12 + s.Response.JSONSize()
+	}
+	return n
+}
+
 // appendFloat writes f as encoding/json does (NaN and infinities, which JSON cannot
 // hold, as 0).
 func appendFloat(b []byte, f float64) []byte {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,4 +81,27 @@ func FuzzAppendStep(f *testing.F) {
 			t.Fatalf("\n got %s\nwant %s", got, want)
 		}
 	})
+}
+
+// TestEncodeStepAllocatesTheLineOnce: a step's line is written into one buffer sized
+// from its messages, not grown from a guess by doubling (which, for a first turn's
+// system prompt, was most of the recorder's cost per step).
+func TestEncodeStepAllocatesTheLineOnce(t *testing.T) {
+	long := strings.Repeat("Agent policy: \"book\" flights\tonly after the user confirms.\n", 200)
+	s := &StepEvent{V: Version, Type: TypeStep, ID: "0123456789abcdef0123", EpisodeID: "ep_1", Messages: []protocol.Message{
+		{Role: "system", Content: long}, {Role: "user", Content: "Change my flight to May 20."},
+		{Role: "assistant", ToolCalls: []protocol.ToolCall{{ID: "call_1", Type: "function", Name: "get", Arguments: `{"id":"4WQ150"}`}}},
+		{Role: "tool", ToolCallID: "call_1", Content: strings.Repeat(`{"flight": "HAT136", "date": "2024-05-20"}`, 50)}},
+		Response: &protocol.Message{Role: "assistant", Content: "Done."}, Status: 200, At: time.Unix(0, 0).UTC()}
+	r := &Recorder{}
+	line, err := r.encode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := marshalStep(t, s); !bytes.Equal(line, want) {
+		t.Fatalf("\n got %s\nwant %s", line, want)
+	}
+	if n := testing.AllocsPerRun(20, func() { _, _ = r.encode(s) }); n > 1 {
+		t.Fatalf("encoding a %d-byte step allocated %.0f times, want once", len(line), n)
+	}
 }

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package testkit
+
+import "time"
+
+func processCPU() time.Duration { return cpuUnknown }
