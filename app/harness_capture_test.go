@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -159,11 +160,25 @@ func modelCalls(reqs []testkit.Captured, path string) [][]byte {
 }
 
 func TestCaptureHarness(t *testing.T) {
-	t.Run("codex", captureCodex)
-	t.Run("codex-default", captureCodexDefault)
-	t.Run("claude-code", captureClaudeCode)
-	t.Run("frameworks", captureFrameworks)
-	t.Run("side-calls", captureSideCalls)
+	// The harnesses at once: each has its own fake, home and work folders (and tmux
+	// session) and writes its own capture files, and each mostly waits, on node
+	// starting an agent or on a terminal UI's screen; one after the other they were
+	// the package's longest test. t.Run from goroutines rather than t.Parallel, which
+	// -parallel (GOMAXPROCS: 2 on CI) would hold to two at a time.
+	var wg sync.WaitGroup
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"codex", captureCodex},
+		{"codex-default", captureCodexDefault},
+		{"claude-code", captureClaudeCode},
+		{"frameworks", captureFrameworks},
+		{"side-calls", captureSideCalls},
+	} {
+		wg.Go(func() { t.Run(c.name, c.run) })
+	}
+	wg.Wait()
 }
 
 // captureFrameworks: the first two model calls (the task, then the turn with the tool

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -217,28 +218,35 @@ func sideKind(body []byte) string {
 // as protocol/testdata/harness/*/side-*.json: the session title and the /compact
 // summary of each.
 func captureSideCalls(t *testing.T) {
-	t.Run("claude-code", func(t *testing.T) {
-		an := testkit.NewAnthropic()
-		defer an.Close()
-		an.Configure(func(a *testkit.Anthropic) { a.ReplyFn = claudeSideScript })
-		c := newClaudeCode(t, an.URL)
-		s := claudeTUI(t, c, "TZ=Pacific/Kiritimati")
-		calls := func() int { return len(modelCalls(an.Requests(), "/v1/messages")) }
-		claudeSideSession(t, s, calls)
-		writeCaptures(t, "claude-code", sideCaptures(t, modelCalls(an.Requests(), "/v1/messages")))
-		logHarness(t, "claude-code-tui", an.Requests())
+	// Both at once, as TestCaptureHarness runs its harnesses.
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t.Run("claude-code", func(t *testing.T) {
+			an := testkit.NewAnthropic()
+			defer an.Close()
+			an.Configure(func(a *testkit.Anthropic) { a.ReplyFn = claudeSideScript })
+			c := newClaudeCode(t, an.URL)
+			s := claudeTUI(t, c, "TZ=Pacific/Kiritimati")
+			calls := func() int { return len(modelCalls(an.Requests(), "/v1/messages")) }
+			claudeSideSession(t, s, calls)
+			writeCaptures(t, "claude-code", sideCaptures(t, modelCalls(an.Requests(), "/v1/messages")))
+			logHarness(t, "claude-code-tui", an.Requests())
+		})
 	})
-	t.Run("codex", func(t *testing.T) {
-		up := testkit.NewUpstream()
-		defer up.Close()
-		up.Configure(func(u *testkit.Upstream) { u.RespondTo = codexSideScript })
-		c := newCodexCLI(t, up.URL+"/v1")
-		s := codexTUI(t, c, "TZ=Pacific/Kiritimati")
-		calls := func() int { return len(modelCalls(up.Requests(), "/v1/responses")) }
-		codexSideSession(t, s, calls)
-		writeCaptures(t, "codex", sideCaptures(t, modelCalls(up.Requests(), "/v1/responses")))
-		logHarness(t, "codex-tui", up.Requests())
+	wg.Go(func() {
+		t.Run("codex", func(t *testing.T) {
+			up := testkit.NewUpstream()
+			defer up.Close()
+			up.Configure(func(u *testkit.Upstream) { u.RespondTo = codexSideScript })
+			c := newCodexCLI(t, up.URL+"/v1")
+			s := codexTUI(t, c, "TZ=Pacific/Kiritimati")
+			calls := func() int { return len(modelCalls(up.Requests(), "/v1/responses")) }
+			codexSideSession(t, s, calls)
+			writeCaptures(t, "codex", sideCaptures(t, modelCalls(up.Requests(), "/v1/responses")))
+			logHarness(t, "codex-tui", up.Requests())
+		})
 	})
+	wg.Wait()
 }
 
 // sideCaptures names a session's title and compaction calls side-title.json and

@@ -110,6 +110,7 @@ func TestReleaseBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles camproxy")
 	}
+	t.Parallel() // beside TestVulncheck: both wait on processes of their own
 	out := t.TempDir()
 	target := runtime.GOOS + "/" + runtime.GOARCH
 	const epoch = 1767225600 // SOURCE_DATE_EPOCH: every time in the archive

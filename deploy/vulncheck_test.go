@@ -58,34 +58,53 @@ func TestVulncheck(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the vulnerability database and runs govulncheck")
 	}
+	// Beside TestReleaseBuild, and the three scans beside each other: each is a
+	// process of its own (govulncheck's call graph of a module, seconds of one core),
+	// and one after the other they were the package's second-longest wait.
+	t.Parallel()
+	// The database first, as scripts/vulncheck.sh builds it (once per pinned version,
+	// into bin/vulndb): three scans starting on a fresh clone would each build it.
+	db := exec.Command("go", "run", "./internal/vulndb", "-pin", "scripts/vulndb.pin", "-cache", "bin/vulndb")
+	db.Dir = ".."
+	if b, err := db.CombinedOutput(); err != nil {
+		t.Fatalf("building the vulnerability database: %v\n%s", err, b)
+	}
 	const fixture = "deploy/testdata/vulnfixture"
-	out, code := vulncheck(t, "report", "-C", fixture, "./reached")
-	failing := part(out, "vulncheck: FAIL")
-	if code != 3 || !strings.Contains(failing, "GO-2022-1059  golang.org/x/text@v0.3.7 (fixed in v0.3.8)") ||
-		!strings.Contains(failing, "reached.main → golang.org/x/text/language.ParseAcceptLanguage") {
-		t.Errorf("a reachable vulnerable call: exit %d, want 3 and GO-2022-1059 failing with its path:\n%s", code, out)
-	}
-	out, code = vulncheck(t, "fail", "-C", fixture, "./unreached")
-	if code != 0 || strings.Contains(out, "FAIL") || !strings.Contains(part(out, "(informational)"), "GO-2022-1059") {
-		t.Errorf("a vulnerable package imported, never called: exit %d, want 0 and GO-2022-1059 informational only:\n%s", code, out)
-	}
-
-	bin := os.Getenv("CAMPROXY_BIN") // make test's bin/camproxy
-	if bin == "" {
-		bin = filepath.Join(t.TempDir(), "camproxy")
-		build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/camproxy")
-		build.Dir = ".."
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, b)
+	t.Run("reached", func(t *testing.T) {
+		t.Parallel()
+		out, code := vulncheck(t, "report", "-C", fixture, "./reached")
+		failing := part(out, "vulncheck: FAIL")
+		if code != 3 || !strings.Contains(failing, "GO-2022-1059  golang.org/x/text@v0.3.7 (fixed in v0.3.8)") ||
+			!strings.Contains(failing, "reached.main → golang.org/x/text/language.ParseAcceptLanguage") {
+			t.Errorf("a reachable vulnerable call: exit %d, want 3 and GO-2022-1059 failing with its path:\n%s", code, out)
 		}
-	}
-	out, code = vulncheck(t, "report", "-mode", "binary", bin)
-	if code != 0 {
-		ids := regexp.MustCompile(`GO-\d{4}-\d+`).FindAllString(part(out, "vulncheck: FAIL"), -1)
-		slices.Sort(ids)
-		ids = slices.Compact(ids)
-		t.Errorf("camproxy has reachable known vulnerabilities (exit %d): %v; upgrade each module to the version it names as fixed:\n%s", code, ids, out)
-	}
-	t.Logf("camproxy's scan:\n%s", out)
+	})
+	t.Run("unreached", func(t *testing.T) {
+		t.Parallel()
+		out, code := vulncheck(t, "fail", "-C", fixture, "./unreached")
+		if code != 0 || strings.Contains(out, "FAIL") || !strings.Contains(part(out, "(informational)"), "GO-2022-1059") {
+			t.Errorf("a vulnerable package imported, never called: exit %d, want 0 and GO-2022-1059 informational only:\n%s", code, out)
+		}
+	})
+	t.Run("camproxy", func(t *testing.T) {
+		t.Parallel()
+		bin := os.Getenv("CAMPROXY_BIN") // make test's bin/camproxy
+		if bin == "" {
+			bin = filepath.Join(t.TempDir(), "camproxy")
+			build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/camproxy")
+			build.Dir = ".."
+			build.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if b, err := build.CombinedOutput(); err != nil {
+				t.Fatalf("go build: %v\n%s", err, b)
+			}
+		}
+		out, code := vulncheck(t, "report", "-mode", "binary", bin)
+		if code != 0 {
+			ids := regexp.MustCompile(`GO-\d{4}-\d+`).FindAllString(part(out, "vulncheck: FAIL"), -1)
+			slices.Sort(ids)
+			ids = slices.Compact(ids)
+			t.Errorf("camproxy has reachable known vulnerabilities (exit %d): %v; upgrade each module to the version it names as fixed:\n%s", code, ids, out)
+		}
+		t.Logf("camproxy's scan:\n%s", out)
+	})
 }

@@ -467,6 +467,9 @@ func TestImportExportTauBench(t *testing.T) {
 	b := readDir(t, dir)
 	for _, e := range exporters {
 		t.Run(e.format, func(t *testing.T) {
+			// The formats side by side: each only reads b and lines, and its own
+			// round trip is seconds of one core under -race.
+			t.Parallel()
 			first, second, back := exportImportExport(t, b, e.format)
 			if len(back.Episodes) != 200 || !bytes.Equal(first, second) {
 				t.Fatalf("%d episodes; fixed point %v", len(back.Episodes), bytes.Equal(first, second))
