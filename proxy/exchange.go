@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"sync"
 
 	"github.com/valyala/fasthttp"
@@ -15,7 +14,8 @@ import (
 
 // One upstream exchange: the answer as forward and the relay see it — its head, its
 // body as a reader, and release — read off the connection the client (client.go)
-// wrote the call to, with fasthttp's header codec and httputil's chunked reader.
+// wrote the call to, with fasthttp's header codec and a chunked reader that keeps the
+// upstream's chunks apart (chunkedBody).
 
 // exchange is an upstream's answer once its head has arrived.
 type exchange interface {
@@ -38,12 +38,13 @@ func bodiless(head bool, status int) bool {
 }
 
 // connExchange is an answer read off a pool connection. Pooled: a call allocates
-// only its release func and, for a chunked body, httputil's reader.
+// only its release func.
 type connExchange struct {
 	resp    fasthttp.Response // only its header is used: the answer's head
 	br      *bufio.Reader
 	body    io.Reader // the body's framing: chunked, fixed or br (until the connection closes)
 	fixed   fixedBody
+	chunks  chunkedBody
 	chunked bool
 	ended   bool  // the body was read to its end (for a chunked one, its trailer too)
 	err     error // the trailer's error, once read
@@ -77,7 +78,8 @@ func (x *connExchange) readHead(br *bufio.Reader, head bool) error {
 		x.body = &x.fixed
 	case cl == -1: // chunked
 		x.chunked = true
-		x.body = httputil.NewChunkedReader(br)
+		x.chunks = chunkedBody{r: br}
+		x.body = &x.chunks
 	case cl >= 0:
 		x.fixed = fixedBody{r: br, left: int64(cl)}
 		x.body = &x.fixed
@@ -107,14 +109,13 @@ func headError(err error) error {
 	return &badAnswerError{"an answer head that is not HTTP/1.1 (" + err.Error() + ")"}
 }
 
-// Read reads the body. httputil's chunked reader returns io.EOF at the last chunk;
-// the trailer section after it is read (and dropped) then, so that the connection
-// can carry the next call: a body without it is cut short.
+// Read reads the body. The chunked reader returns io.EOF at the last chunk; the
+// trailer section after it is read (and dropped) then, so that the connection can
+// carry the next call: a body without it is cut short.
 //
-// httputil's reader never waits for another chunk once it has bytes: it returns
-// early when the next chunk's header is not buffered. It does wait for the data of a
-// chunk whose header has arrived: bytes the upstream committed to with that header
-// (and in practice wrote with it).
+// A chunked Read returns at most one chunk (chunkedBody), and what of it has arrived:
+// it waits only for the data of a chunk whose size line was read, bytes the upstream
+// committed to with that line (and in practice wrote with it).
 func (x *connExchange) Read(p []byte) (int, error) {
 	if x.ended {
 		return 0, io.EOF
@@ -148,7 +149,7 @@ func (x *connExchange) release(reuse bool) {
 
 func (x *connExchange) reset() {
 	x.resp.Reset()
-	x.br, x.body, x.fixed, x.chunked, x.ended, x.err, x.put = nil, nil, fixedBody{}, false, false, nil, nil
+	x.br, x.body, x.fixed, x.chunks, x.chunked, x.ended, x.err, x.put = nil, nil, fixedBody{}, chunkedBody{}, false, false, nil, nil
 	connExchanges.Put(x)
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"syscall"
 	"time"
 
 	"github.com/camproxy/camproxy/proxy"
@@ -57,6 +58,17 @@ func (e *env) overload() {
 	// its own before camproxy's limit and queue are full (it stays open loop): a
 	// quarter second of calls, and at least 3× max_in_flight.
 	k := max(int(rate/4), 3*limit)
+	// Each call in flight holds up to 4 descriptors in this process (the generator's
+	// socket and the proxy's accepted end, the proxy's upstream socket and the
+	// upstream's end), and the three paths' connections add up: past the file limit a
+	// listener's accept fails for good and the run would hang. The connections of the
+	// parts before, and of each slice, are let go.
+	for _, p := range append(e.paths, e.norec) {
+		p.hc.CloseIdleConnections()
+	}
+	if n := fileLimit(); n > 0 {
+		k = min(k, max(limit, (n-3000)/10))
+	}
 	res := &OverloadResult{Rate: rate, Mode: "stream", Seconds: e.o.duration.Seconds(), Slots: k, MaxInFlight: limit}
 	samples := make([]*sample, len(e.paths))
 	slots := make([][]*slot, len(e.paths))
@@ -70,6 +82,7 @@ func (e *env) overload() {
 			runOpen(e.paths[i], e.convs, slots[i], rate, slice, true, samples[i])
 			// Let the calls still queued or streaming end before the next path's slice.
 			time.Sleep(200 * time.Millisecond)
+			e.paths[i].hc.CloseIdleConnections()
 		}
 	}
 	for i, p := range e.paths {
@@ -137,3 +150,12 @@ const overloadP99Slack = 100e3
 // overloadLimit is -max-in-flight: camproxy's server.max_in_flight in this run (0:
 // the default), for sizing the default; the targets are for the default.
 var overloadLimit int
+
+// fileLimit is this process's soft limit on open files (0: unknown).
+func fileLimit() int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0
+	}
+	return int(min(lim.Cur, 1<<30))
+}
