@@ -44,6 +44,10 @@ func runRole(role, dataPath, upstreamAddr string) error {
 			return derr
 		}
 		defer os.RemoveAll(dir)
+		// 10 000 idle streams are 10 000 calls in flight: past server.max_in_flight
+		// (512 on 2 cores) they would wait and be refused. An operator holding that many
+		// streams raises it the same way (docs/operations.md#overload).
+		overloadLimit = idleInFlight
 		a, aerr := startCamproxy(upstreamAddr, cam.URL, dir, nil)
 		if aerr != nil {
 			return aerr
@@ -249,3 +253,6 @@ func openIdle(addr string, c0 *conv, buf []byte) (net.Conn, error) {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// idleInFlight is the idle-stream child's server.max_in_flight: above the streams it holds.
+const idleInFlight = 1 << 15
