@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -184,6 +185,12 @@ func idleStreams(role, upstreamAddr, dataPath string, c0 *conv, n int) (*IdleRes
 			var buf [4096]byte
 			for range work {
 				conn, err := openIdle(px.addr, c0, buf[:])
+				// Refused while the box was saturated by the opening itself: retried
+				// after a pause, as the SDKs retry a 503.
+				for try := 0; errors.Is(err, errRefused) && try < 100; try++ {
+					time.Sleep(100 * time.Millisecond)
+					conn, err = openIdle(px.addr, c0, buf[:])
+				}
 				mu.Lock()
 				if err != nil {
 					failed++
@@ -237,12 +244,19 @@ func openIdle(addr string, c0 *conv, buf []byte) (net.Conn, error) {
 	}
 	var got []byte
 	for !bytes.Contains(got, []byte("data: ")) {
+		if len(got) >= 12 && !bytes.HasPrefix(got, []byte("HTTP/1.1 200")) {
+			break // a refusal (503 while camproxy's CPU is saturated) has no event to wait for
+		}
 		n, err := conn.Read(buf)
 		if err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("reading the first event: %w (got %q)", err, got)
 		}
 		got = append(got, buf[:n]...)
+	}
+	if bytes.HasPrefix(got, []byte("HTTP/1.1 503")) {
+		conn.Close()
+		return nil, errRefused
 	}
 	if !bytes.HasPrefix(got, []byte("HTTP/1.1 200")) {
 		conn.Close()
@@ -256,3 +270,6 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 // idleInFlight is the idle-stream child's server.max_in_flight: above the streams it holds.
 const idleInFlight = 1 << 15
+
+// errRefused is a stream refused with 503 (camproxy's admission limit).
+var errRefused = errors.New("refused with 503")
