@@ -73,14 +73,13 @@ var errShed = errors.New("context load shed: camproxy is near server.max_in_flig
 // arrival order (a FIFO of waiters, each woken by its own channel).
 type admission struct {
 	mu       sync.Mutex
-	inFlight int
 	limit    int       // calls admitted at once now: max, or less while the CPU is saturated
 	max      int       // server.max_in_flight
 	min      int       // the limit never comes down below it
 	waiters  []*waiter // first come, first served
 	wait     time.Duration
 	queued   atomic.Int32 // len(waiters), read without the lock (pressed)
-	running  atomic.Int32 // inFlight, read without the lock (pressed)
+	inFlight atomic.Int32 // calls holding a slot: written under mu, read without it (pressed, counts)
 	shedAt   atomic.Int32 // calls in flight from which pressed is true (shedShare of limit)
 
 	// cpuWait is how long ready goroutines waited for a core lately (the 90th
@@ -116,7 +115,7 @@ const queuedGone = "client_gone"
 func (a *admission) enter(conn net.Conn, gone func(net.Conn) bool) string {
 	a.adapt()
 	a.mu.Lock()
-	if a.inFlight < a.limit && len(a.waiters) == 0 {
+	if int(a.inFlight.Load()) < a.limit && len(a.waiters) == 0 {
 		a.take()
 		a.mu.Unlock()
 		return ""
@@ -166,13 +165,12 @@ func (a *admission) enter(conn net.Conn, gone func(net.Conn) bool) string {
 
 // take gives a call a slot (under mu).
 func (a *admission) take() {
-	a.inFlight++
-	a.running.Store(int32(a.inFlight))
+	a.inFlight.Add(1)
 }
 
 // grant hands the free slots to the waiters, first come first served (under mu).
 func (a *admission) grant() {
-	for a.inFlight < a.limit && len(a.waiters) > 0 {
+	for int(a.inFlight.Load()) < a.limit && len(a.waiters) > 0 {
 		w := a.waiters[0]
 		a.waiters[0] = nil
 		a.waiters = a.waiters[1:]
@@ -206,8 +204,7 @@ func (a *admission) leave() {
 		return
 	}
 	a.mu.Lock()
-	a.inFlight--
-	a.running.Store(int32(a.inFlight))
+	a.inFlight.Add(-1)
 	a.grant()
 	a.mu.Unlock()
 }
@@ -233,7 +230,7 @@ func (a *admission) adapt() {
 	defer a.mu.Unlock()
 	switch {
 	case w >= cpuBusy:
-		a.limit = max(a.min, min(a.limit, a.inFlight)*3/4)
+		a.limit = max(a.min, min(a.limit, int(a.inFlight.Load()))*3/4)
 	case w <= cpuIdle && a.limit < a.max:
 		a.limit = min(a.max, a.limit+max(1, a.limit/8))
 		a.grant()
@@ -245,12 +242,12 @@ func (a *admission) adapt() {
 
 // pressed says whether the limit is near: calls wait, or most slots are in use.
 func (a *admission) pressed() bool {
-	return a != nil && (a.queued.Load() > 0 || a.running.Load() >= a.shedAt.Load())
+	return a != nil && (a.queued.Load() > 0 || a.inFlight.Load() >= a.shedAt.Load())
 }
 
 // counts are the calls holding a slot and those waiting (camproxy_in_flight, _queued).
 func (a *admission) counts() (inFlight, queued int) {
-	return int(a.running.Load()), int(a.queued.Load())
+	return int(a.inFlight.Load()), int(a.queued.Load())
 }
 
 // gauges are camproxy_in_flight, _queued and _in_flight_limit.
