@@ -92,14 +92,33 @@ func (s *tui) waitFor(what string, cond func() bool) {
 }
 
 // typeLine types text, then Enter as its own key (typed in one go, a TUI may take the
-// newline as part of a paste).
-func (s *tui) typeLine(text string) {
+// newline as part of a paste), and waits until sent holds. A TUI under load may still
+// count the Enter as part of the typing burst (Codex then inserts a newline), so Enter
+// is pressed again every 3 s until sent holds; on an empty composer it does nothing.
+func (s *tui) typeLine(text string, sent func() bool) {
 	s.t.Helper()
-	if err := exec.Command("tmux", "send-keys", "-t", s.name, "-l", text).Run(); err != nil {
-		s.t.Fatal(err)
-	}
+	s.keys("-l", text)
+	s.waitFor("the typed text on screen", func() bool { return strings.Contains(s.screen(), text) })
 	time.Sleep(300 * time.Millisecond)
-	if err := exec.Command("tmux", "send-keys", "-t", s.name, "Enter").Run(); err != nil {
+	s.keys("Enter")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for tick := 0; !sent(); tick++ {
+		select {
+		case <-ctx.Done():
+			s.t.Fatalf("waiting for %q to be sent; the screen:\n%s", text, s.screen())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if tick%30 == 29 {
+			s.keys("Enter")
+		}
+	}
+}
+
+// keys sends tmux send-keys arguments to the session.
+func (s *tui) keys(args ...string) {
+	s.t.Helper()
+	if err := exec.Command("tmux", append([]string{"send-keys", "-t", s.name}, args...)...).Run(); err != nil {
 		s.t.Fatal(err)
 	}
 }
@@ -181,13 +200,13 @@ func codexSideScript(body gjson.Result, conv []gjson.Result) testkit.Reply {
 func claudeSideSession(t *testing.T, s *tui, calls func() int) {
 	t.Helper()
 	s.waitFor("the prompt", func() bool { return strings.Contains(s.screen(), "for shortcuts") })
-	s.typeLine("List the files in this repository.")
+	s.typeLine("List the files in this repository.", func() bool { return calls() >= 1 })
 	// The title call races the agent's: both are in once two calls arrived.
 	s.waitFor("the first answer and the title", func() bool { return calls() >= 2 && strings.Contains(s.screen(), "CLAUDE.md and README.md") })
-	s.typeLine("Now explain what CLAUDE.md asks of contributors.")
+	s.typeLine("Now explain what CLAUDE.md asks of contributors.", func() bool { return calls() >= 3 })
 	s.waitFor("the second answer", func() bool { return calls() >= 3 })
 	s.waitFor("the answer on screen", func() bool { return strings.Count(s.screen(), "CLAUDE.md and README.md") >= 2 })
-	s.typeLine("/compact")
+	s.typeLine("/compact", func() bool { return calls() >= 4 })
 	s.waitFor("the compaction", func() bool { return calls() >= 4 && strings.Contains(s.screen(), "Compacted") })
 }
 
@@ -196,9 +215,9 @@ func claudeSideSession(t *testing.T, s *tui, calls func() int) {
 func codexSideSession(t *testing.T, s *tui, calls func() int) {
 	t.Helper()
 	s.waitFor("the prompt", func() bool { return strings.Contains(s.screen(), "for shortcuts") })
-	s.typeLine("List the files in this repository.")
+	s.typeLine("List the files in this repository.", func() bool { return calls() >= 1 })
 	s.waitFor("the answer and the title", func() bool { return calls() >= 2 && strings.Contains(s.screen(), "AGENTS.md and README.md") })
-	s.typeLine("/compact")
+	s.typeLine("/compact", func() bool { return calls() >= 3 })
 	s.waitFor("the compaction", func() bool { return calls() >= 3 && strings.Contains(s.screen(), "compacted") })
 }
 
