@@ -86,6 +86,7 @@ type admission struct {
 	// percentile since its last call); nil: the limit never adapts.
 	cpuWait func() time.Duration
 	adapted atomic.Int64 // when the limit was last adapted (UnixNano)
+	ticking bool         // under mu: tick runs (calls wait)
 }
 
 // waiter is a call waiting for a slot; ready is closed when it got one.
@@ -127,6 +128,10 @@ func (a *admission) enter(conn net.Conn, gone func(net.Conn) bool) string {
 	w := &waiter{ready: make(chan struct{})}
 	a.waiters = append(a.waiters, w)
 	a.queued.Store(int32(len(a.waiters)))
+	if a.cpuWait != nil && !a.ticking {
+		a.ticking = true
+		go a.tick()
+	}
 	a.mu.Unlock()
 
 	timeout := time.NewTimer(a.wait)
@@ -210,7 +215,7 @@ func (a *admission) leave() {
 }
 
 // adapt moves the limit by the CPU (see adaptEvery), at most once per adaptEvery,
-// on the calls' own path: no goroutine, and an idle server does nothing. After a
+// on the calls' own path and, while calls wait, from tick: an idle server does nothing. After a
 // longer pause the waits measured are not this server's doing: they are only taken
 // as the start of the next interval.
 func (a *admission) adapt() {
@@ -238,6 +243,26 @@ func (a *admission) adapt() {
 		return
 	}
 	a.setShed()
+}
+
+// tick adapts the limit every adaptEvery while calls wait, then returns. Arrivals alone
+// do not: when the slots are held by long streams and every client waits in the queue
+// (or backs off after a refusal), no call arrives for longer than two intervals, so
+// the limit a saturated moment lowered under the calls in flight would never climb
+// back, and every call would be refused while the CPU sits idle.
+func (a *admission) tick() {
+	t := time.NewTicker(adaptEvery)
+	defer t.Stop()
+	for range t.C {
+		a.adapt()
+		a.mu.Lock()
+		if len(a.waiters) == 0 {
+			a.ticking = false
+			a.mu.Unlock()
+			return
+		}
+		a.mu.Unlock()
+	}
 }
 
 // pressed says whether the limit is near: calls wait, or most slots are in use.

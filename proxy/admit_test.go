@@ -474,6 +474,52 @@ func TestAdmissionAdaptsToCPU(t *testing.T) {
 	})
 }
 
+// TestAdmissionClimbsWhileCallsWait: streams that hold their slots for long (agents'
+// idle streams) keep the calls in flight above a limit that a saturated moment
+// lowered; once the CPU is idle again the limit climbs back above them and admits the
+// calls waiting, though no call arrives meanwhile (the clients all wait in the queue).
+// It used to adapt only when a call arrived: the waiters timed out and were refused
+// while the CPU was idle, and the bench's 10 000 idle streams never all opened.
+func TestAdmissionClimbsWhileCallsWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cpu atomic.Int64 // the injected 90th percentile wait, ns
+		a := newAdmission(1000, time.Second, func() time.Duration { return time.Duration(cpu.Load()) })
+		a.min = 10
+		for range 200 { // held to the end of the test: idle streams
+			if r := a.enter(nil, nil); r != "" {
+				t.Fatal(r)
+			}
+		}
+		cpu.Store(int64(20 * time.Millisecond)) // the streams' opening saturated the CPU
+		time.Sleep(adaptEvery)
+		waiting := make([]chan string, 3)
+		for i := range waiting {
+			waiting[i] = make(chan string, 1)
+			go func() { waiting[i] <- a.enter(nil, nil) }()
+		}
+		synctest.Wait()
+		if l := a.current(); l != 150 {
+			t.Fatalf("limit %d after a saturated interval with 200 in flight, want 150", l)
+		}
+		if n, q := a.counts(); n != 200 || q != 3 {
+			t.Fatalf("in flight %d, queued %d: the calls past the lowered limit should wait", n, q)
+		}
+		cpu.Store(int64(time.Millisecond)) // idle from now on; no call arrives
+		for i, w := range waiting {
+			if r := <-w; r != "" {
+				t.Fatalf("waiting call %d: %q with the CPU idle for its whole wait (limit %d, in flight 200)", i, r, a.current())
+			}
+		}
+		if n, q := a.counts(); n != 203 || q != 0 {
+			t.Fatalf("in flight %d, queued %d, want 203 and 0", n, q)
+		}
+		if l := a.current(); l <= 203 {
+			t.Fatalf("limit %d: not above the calls in flight", l)
+		}
+		time.Sleep(time.Second) // the limit's ticker stops with the queue empty (synctest: no goroutine left)
+	})
+}
+
 // TestCPUWaitQuantile: the 90th percentile of the waits added since the last read,
 // as the upper bound of its bucket; the open-ended last bucket reads as its lower one.
 func TestCPUWaitQuantile(t *testing.T) {
