@@ -237,7 +237,13 @@ func (a *admission) adapt() {
 	case w >= cpuBusy:
 		a.limit = max(a.min, min(a.limit, int(a.inFlight.Load()))*3/4)
 	case w <= cpuIdle && a.limit < a.max:
-		a.limit = min(a.max, a.limit+max(1, a.limit/8))
+		// An eighth over the calls that ran idle, when a cut left the limit under them:
+		// streams that hold their slots (agents' idle streams) do not drain down to it,
+		// and climbing from it an eighth at a time would take as many idle intervals
+		// as the cuts took, losing to every busy one in between, while all new calls
+		// are refused.
+		base := max(a.limit, int(a.inFlight.Load()))
+		a.limit = min(a.max, base+max(1, base/8))
 		a.grant()
 	default:
 		return

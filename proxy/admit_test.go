@@ -478,8 +478,9 @@ func TestAdmissionAdaptsToCPU(t *testing.T) {
 // idle streams) keep the calls in flight above a limit that a saturated moment
 // lowered; once the CPU is idle again the limit climbs back above them and admits the
 // calls waiting, though no call arrives meanwhile (the clients all wait in the queue).
-// It used to adapt only when a call arrived: the waiters timed out and were refused
-// while the CPU was idle, and the bench's 10 000 idle streams never all opened.
+// It used to adapt only when a call arrived, and to climb from the lowered limit, not
+// from the calls in flight: the waiters timed out and were refused while the CPU was
+// idle, and the bench's 10 000 idle streams never all opened.
 func TestAdmissionClimbsWhileCallsWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var cpu atomic.Int64 // the injected 90th percentile wait, ns
@@ -515,6 +516,37 @@ func TestAdmissionClimbsWhileCallsWait(t *testing.T) {
 		}
 		if l := a.current(); l <= 203 {
 			t.Fatalf("limit %d: not above the calls in flight", l)
+		}
+
+		// A long saturation cut the limit to its floor under the 203 streams; then the
+		// CPU is idle one interval in two. An idle interval lifts the limit an eighth
+		// over the calls that ran idle, not over the floor, so the waiters get in.
+		cpu.Store(int64(20 * time.Millisecond))
+		for range 10 {
+			time.Sleep(adaptEvery)
+			a.adapt()
+		}
+		if l := a.current(); l != 10 {
+			t.Fatalf("limit %d after a long saturation, want the floor 10", l)
+		}
+		busy := false
+		a.cpuWait = func() time.Duration {
+			busy = !busy
+			if busy {
+				return 20 * time.Millisecond
+			}
+			return time.Millisecond
+		}
+		for i := range waiting {
+			go func() { waiting[i] <- a.enter(nil, nil) }()
+		}
+		for i, w := range waiting {
+			if r := <-w; r != "" {
+				t.Fatalf("waiting call %d: %q though the CPU was idle every other interval (limit %d, in flight %d)", i, r, a.current(), 203)
+			}
+		}
+		if n, q := a.counts(); n != 206 || q != 0 {
+			t.Fatalf("in flight %d, queued %d, want 206 and 0", n, q)
 		}
 		time.Sleep(time.Second) // the limit's ticker stops with the queue empty (synctest: no goroutine left)
 	})
