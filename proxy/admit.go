@@ -45,9 +45,9 @@ func DefaultMaxInFlight() int { return inFlightPerCore * runtime.GOMAXPROCS(0) }
 // that are ready to run wait for a core (the Go scheduler's latency). While they wait
 // long (cpuBusy at the 90th percentile over adaptEvery), the limit comes down to 3/4
 // of the calls in flight, never below minPerCore per GOMAXPROCS; while they do not
-// (cpuIdle), it climbs back by an eighth at a time. Additive increase, multiplicative
-// decrease, as TCP finds a link's rate: admitted calls keep their latency instead of
-// every call slowing down.
+// (cpuIdle), it climbs back by an eighth at a time (an eighth over the calls in flight
+// when it is under them). Additive increase, multiplicative decrease, as TCP finds a
+// link's rate: admitted calls keep their latency instead of every call slowing down.
 const (
 	adaptEvery = 100 * time.Millisecond
 	cpuBusy    = 10 * time.Millisecond
