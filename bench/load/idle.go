@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -89,13 +90,27 @@ func startChild(args ...string) (*child, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "ADDR ") {
+	type started struct {
+		line string
+		err  error
+	}
+	got := make(chan started, 1)
+	go func() {
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		got <- started{line, err}
+	}()
+	var st started
+	select {
+	case st = <-got:
+	case <-time.After(childStartTimeout):
+		st.err = fmt.Errorf("no address within %v", childStartTimeout)
+	}
+	if st.err != nil || !strings.HasPrefix(st.line, "ADDR ") {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return nil, fmt.Errorf("child %v did not start: %q %v", args, line, err)
+		return nil, fmt.Errorf("child %v did not start: %q %w", args, st.line, st.err)
 	}
-	return &child{cmd: cmd, stdin: stdin, addr: strings.TrimSpace(strings.TrimPrefix(line, "ADDR "))}, nil
+	return &child{cmd: cmd, stdin: stdin, addr: strings.TrimSpace(strings.TrimPrefix(st.line, "ADDR "))}, nil
 }
 
 func (c *child) stop() {
@@ -162,6 +177,7 @@ func idleStreams(role, upstreamAddr, dataPath string, c0 *conv, n int) (*IdleRes
 	}
 	defer px.stop()
 	tg := newTarget(role, px.addr)
+	tg.hc.ReadTimeout, tg.hc.WriteTimeout = idleCallTimeout, idleCallTimeout
 	for i := range 50 { // warm: connections, the CAM cache, the pools
 		body := c0.body(nil, 0, instances.Add(1), i%2 == 0)
 		if r := tg.call(body, replyKey(nil, c0, 0), i%2 == 0, "", time.Now()); r.err != nil {
@@ -177,19 +193,31 @@ func idleStreams(role, upstreamAddr, dataPath string, c0 *conv, n int) (*IdleRes
 	var mu sync.Mutex
 	var failed int
 	var firstErr error
+	var refusals int
 	work := make(chan int)
 	start := time.Now()
+	// The whole opening has a deadline: a proxy that stops admitting streams fails
+	// the part with the count it reached instead of holding the run forever.
+	deadline := start.Add(idleOpenTimeout(n))
 	var wg sync.WaitGroup
 	for range 64 {
 		wg.Go(func() {
 			var buf [4096]byte
 			for range work {
-				conn, err := openIdle(px.addr, c0, buf[:])
+				conn, err := openIdle(px.addr, c0, buf[:], deadline)
 				// Refused while the box was saturated by the opening itself: retried
-				// after a pause, as the SDKs retry a 503.
-				for try := 0; errors.Is(err, errRefused) && try < 100; try++ {
-					time.Sleep(100 * time.Millisecond)
-					conn, err = openIdle(px.addr, c0, buf[:])
+				// after a pause with jitter, as the SDKs retry a 503.
+				for errors.Is(err, errRefused) {
+					mu.Lock()
+					refusals++
+					mu.Unlock()
+					pause := 50*time.Millisecond + rand.N(100*time.Millisecond)
+					if time.Now().Add(pause).After(deadline) {
+						err = fmt.Errorf("%w until the deadline", err)
+						break
+					}
+					time.Sleep(pause)
+					conn, err = openIdle(px.addr, c0, buf[:], deadline)
 				}
 				mu.Lock()
 				if err != nil {
@@ -205,6 +233,12 @@ func idleStreams(role, upstreamAddr, dataPath string, c0 *conv, n int) (*IdleRes
 		})
 	}
 	for i := range n {
+		if time.Now().After(deadline) {
+			mu.Lock()
+			failed += n - i // never tried
+			mu.Unlock()
+			break
+		}
 		work <- i
 	}
 	close(work)
@@ -218,6 +252,10 @@ func idleStreams(role, upstreamAddr, dataPath string, c0 *conv, n int) (*IdleRes
 	if len(conns) == 0 {
 		return nil, fmt.Errorf("no idle stream opened through %s: %v", role, firstErr)
 	}
+	if time.Now().After(deadline) && len(conns) < n {
+		return nil, fmt.Errorf("%s opened only %d of %d idle streams within %v (%d refusals with 503 on the way); first error: %w",
+			role, len(conns), n, idleOpenTimeout(n), refusals, firstErr)
+	}
 	if firstErr != nil {
 		fmt.Fprintf(os.Stderr, "idle streams through %s: %d failed, first: %v\n", role, failed, firstErr)
 	}
@@ -228,16 +266,21 @@ func idleStreams(role, upstreamAddr, dataPath string, c0 *conv, n int) (*IdleRes
 }
 
 // openIdle starts one streaming call that the upstream holds open after its first
-// event, and returns once that event has arrived.
-func openIdle(addr string, c0 *conv, buf []byte) (net.Conn, error) {
-	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
+// event, and returns once that event has arrived: within idleCallTimeout, and never
+// past deadline.
+func openIdle(addr string, c0 *conv, buf []byte, deadline time.Time) (net.Conn, error) {
+	end := time.Now().Add(idleCallTimeout)
+	if deadline.Before(end) {
+		end = deadline
+	}
+	conn, err := net.DialTimeout("tcp", addr, time.Until(end))
 	if err != nil {
 		return nil, err
 	}
 	body := c0.body(nil, 0, instances.Add(1), true)
 	req := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAuthorization: Bearer sk-bench\r\n"+
 		"%s: 1\r\n%s: 1\r\n%s: %d.0\r\nContent-Length: %d\r\n\r\n", addr, hdrStream, hdrIdle, hdrReply, c0.id, len(body))
-	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	_ = conn.SetDeadline(end)
 	if _, err := conn.Write(append([]byte(req), body...)); err != nil {
 		conn.Close()
 		return nil, err
@@ -267,6 +310,19 @@ func openIdle(addr string, c0 *conv, buf []byte) (net.Conn, error) {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// The idle part's deadlines: a child prints its address, one call (the warm-up's, or
+// opening a stream up to its first event) answers, and all the streams open (a
+// second per 100 streams and two minutes on top: 10 000 open in well under a minute
+// on 2 cores).
+const (
+	childStartTimeout = time.Minute
+	idleCallTimeout   = 30 * time.Second
+)
+
+func idleOpenTimeout(n int) time.Duration {
+	return 2*time.Minute + time.Duration(n)*10*time.Millisecond
+}
 
 // idleInFlight is the idle-stream child's server.max_in_flight: above the streams it holds.
 const idleInFlight = 1 << 15
