@@ -18,6 +18,7 @@ import (
 // keeps holds it exactly once. The replay buffer has the episode with that one
 // context and the whole trajectory.
 func TestOpenAIAgents(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	e := newEnv(t, nil)
 	out := gjson.ParseBytes(nodeScript(t, "openai-agents.mjs", "CAMPROXY_BASE_URL="+e.base+"/v1",
 		"CAMPROXY_TASK="+frameworkTask, "CAMPROXY_FOLLOWUP="+frameworkFollowup, "OPENAI_API_KEY=sk-agents-client"))

@@ -15,6 +15,7 @@ import (
 // answer past it reaches the agent whole, while its step records the first bytes and
 // says how many it lacks, with the usage of the whole answer.
 func TestAnswerCapRecorded(t *testing.T) {
+	t.Parallel() // its own camproxy; its 66 KB stream overlaps the agent tests' waits
 	const limit = 2 << 10
 	e := newEnv(t, func(c *config.Config) { c.Replay.MaxAnswerBytes = limit })
 	long := strings.Repeat("the quick brown fox jumps over the lazy dog ", 1500) // 66 KB

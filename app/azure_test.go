@@ -90,8 +90,10 @@ func checkAzureCall(t *testing.T, e *env, a azureAuth, i int, sent gjson.Result,
 // configured api-key (no Authorization reaches the resource); without it the
 // client's Entra bearer goes through untouched.
 func TestAzureOpenAIClient(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	for _, a := range []azureAuth{apiKeyAuth, entraKeyAuth, entraAuth} {
 		t.Run(a.name, func(t *testing.T) {
+			t.Parallel() // a node client each, against its own camproxy
 			const task = "Rebook passenger Mia Li onto the earliest flight to Boston."
 			e, out := runAzureClient(t, a, task, nil)
 			if out.Get("toolCall.function.name").String() != "lookup" || out.Get("content").String() != "Done after 4 messages." {
@@ -138,6 +140,7 @@ func TestAzureOpenAIClient(t *testing.T) {
 // (and each event as the client parsed it), and one episode is recorded with the
 // streamed answer.
 func TestAzureResponsesStream(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	const answer = "You are rebooked on UA 200, leaving 09:10."
 	rep := testkit.Reply{Content: answer}
 	for _, tc := range []struct {
@@ -149,6 +152,7 @@ func TestAzureResponsesStream(t *testing.T) {
 		{"v1", "/openai/v1/responses", entraAuth},
 	} {
 		t.Run(tc.form+", "+tc.auth.name, func(t *testing.T) {
+			t.Parallel() // a node client each, against its own camproxy
 			task := "Rebook passenger Mia Li onto the earliest flight to Boston (" + tc.form + ")."
 			e, out := runAzureClient(t, tc.auth, task, func(u *testkit.Upstream) {
 				u.RespondTo = func(gjson.Result, []gjson.Result) testkit.Reply { return rep }

@@ -23,6 +23,7 @@ import (
 // the context in the conversation once, identical: every HTTP call carries it; over
 // the upstream's socket the first turn carries it and the continuations build on it.
 func TestCodexDocumentedSetup(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	tasks := []struct {
 		name   string
 		args   []string
@@ -37,6 +38,7 @@ func TestCodexDocumentedSetup(t *testing.T) {
 	}{{"websocket upstream", 0}, {"http-only upstream", http.StatusMethodNotAllowed}} {
 		for _, task := range tasks {
 			t.Run(upstream.name+"/"+task.name, func(t *testing.T) {
+				t.Parallel() // four Codex sessions, each with its own camproxy and fakes
 				e := newEnv(t, nil)
 				e.up.Configure(func(u *testkit.Upstream) {
 					u.RespondTo = codexScript

@@ -25,6 +25,7 @@ func guidance(task string) string { return "Guidance for: " + task + "\n- check 
 // read-only tasks, then gpt-5.5 editing a file through the freeform apply_patch tool
 // (a custom_tool_call answered by Codex's custom_tool_call_output).
 func TestCodexCLI(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	e := newEnv(t, nil)
 	e.up.Configure(func(u *testkit.Upstream) { u.RespondTo = codexScript })
 	c := newCodexCLI(t, e.base+"/v1")
@@ -103,6 +104,7 @@ func TestCodexCLI(t *testing.T) {
 // sends no configuration_update; its HTTP fallback does, and TestCodexConfiguration*
 // replays those captured calls.)
 func TestCodexCLIDefaultModel(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	e := newEnv(t, nil)
 	e.up.Configure(func(u *testkit.Upstream) {
 		u.RespondTo = codexScript
@@ -135,6 +137,7 @@ func TestCodexCLIDefaultModel(t *testing.T) {
 // the same prompt in a new session on another day (the same instant seen from UTC+14,
 // then UTC-11).
 func TestClaudeCode(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	e, an := newAnthropicEnv(t, nil)
 	c := newClaudeCode(t, e.base)
 	an.Configure(func(a *testkit.Anthropic) { a.ReplyFn = claudeScript(filepath.Join(c.work, "README.md")) })
@@ -199,6 +202,7 @@ func TestClaudeCode(t *testing.T) {
 // ChatOpenAI, a system prompt, one tool, a MemorySaver thread) doing a task then a
 // follow-up in the same thread: four calls, one episode, one context.
 func TestFrameworkLangGraph(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	e := newEnv(t, nil)
 	out := gjson.ParseBytes(nodeScript(t, "langgraph-agent.mjs", "CAMPROXY_BASE_URL="+e.base+"/v1",
 		"CAMPROXY_TASK="+frameworkTask, "CAMPROXY_FOLLOWUP="+frameworkFollowup))

@@ -33,6 +33,7 @@ import (
 // episode opened with a click. Then the CAM breaks, and the open page shows the
 // breaker open on its own.
 func TestDashboardInChromium(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	bin := findChromium(t)
 	e := newEnv(t, func(c *config.Config) {
 		c.Experiment.Name = "dash"

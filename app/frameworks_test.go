@@ -29,6 +29,7 @@ var frameworkCalls = []struct{ stream bool }{{false}, {false}, {true}, {true}}
 // TestFrameworkLangChain: @langchain/openai's ChatOpenAI bound to one tool, driven by
 // a model → tool → model loop for two requests; the second request uses .stream().
 func TestFrameworkLangChain(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	e := newEnv(t, nil)
 	out := gjson.ParseBytes(nodeScript(t, "langchain-agent.mjs", "CAMPROXY_BASE_URL="+e.base+"/v1",
 		"CAMPROXY_TASK="+frameworkTask, "CAMPROXY_FOLLOWUP="+frameworkFollowup, "OPENAI_API_KEY=sk-langchain-client"))
@@ -71,6 +72,7 @@ func TestFrameworkLangChain(t *testing.T) {
 // generateText, then streamText with the first's response messages as history, each
 // looping with stopWhen: stepCountIs(5).
 func TestFrameworkAISDK(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	e := newEnv(t, nil)
 	out := gjson.ParseBytes(nodeScript(t, "ai-sdk-agent.mjs", "CAMPROXY_BASE_URL="+e.base+"/v1",
 		"CAMPROXY_TASK="+frameworkTask, "CAMPROXY_FOLLOWUP="+frameworkFollowup, "OPENAI_API_KEY=sk-ai-sdk-client"))
@@ -115,6 +117,7 @@ func TestFrameworkAISDK(t *testing.T) {
 // stream_options.include_usage; the usage chunk (no choices) arrives through camproxy
 // as the last chunk, and each recorded step carries its call's token counts.
 func TestFrameworkOpenAINodeUsage(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	e := newEnv(t, nil)
 	const task = "Rebook passenger Mia Li onto the earliest flight to Boston."
 	out := gjson.ParseBytes(nodeScript(t, "openai-chat.mjs", "CAMPROXY_BASE_URL="+e.base+"/v1", "CAMPROXY_TASK="+task))

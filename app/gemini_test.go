@@ -90,6 +90,7 @@ func geminiKey(key string) map[string]string {
 // bearer token goes through untouched, configured key or not: no API key is added
 // (the fake accepts only the credential it expects).
 func TestNodeGenAI(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	const token, project, location = "ya29.a0-vertex-access-token", "cam-proj-7", "europe-west4"
 	bearer := map[string]string{"Authorization": "Bearer " + token, "X-Goog-Api-Key": ""}
 	for _, tc := range []struct {
@@ -163,6 +164,7 @@ func TestNodeGenAI(t *testing.T) {
 // right after the task and the same in each, one CAM call, one episode whose export
 // holds the function call and its response.
 func TestAISDKGoogle(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	e, g := newGeminiEnv(t, nil)
 	g.Configure(func(g *testkit.Gemini) { g.APIKey = "gm-ai-sdk-client" })
 	out := gjson.ParseBytes(nodeScript(t, "ai-sdk-google.mjs", "CAMPROXY_BASE_URL="+e.base+"/v1beta",
@@ -266,6 +268,7 @@ func geminiCLIScript(body gjson.Result) testkit.Reply {
 // camproxy keeps what the CLI sent: the router call and the two turns are the
 // gemini-cli captures (written with -capture, else their shape is checked).
 func TestGeminiCLI(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	bin := nodeModule(t, "@google/gemini-cli/bundle/gemini.js")
 	e, g := newGeminiEnv(t, nil)
 	g.Configure(func(g *testkit.Gemini) { g.APIKey, g.ReplyFn = "gm-cli-client", geminiCLIScript })

@@ -160,6 +160,7 @@ func modelCalls(reqs []testkit.Captured, path string) [][]byte {
 }
 
 func TestCaptureHarness(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	// The harnesses at once: each has its own fake, home and work folders (and tmux
 	// session) and writes its own capture files, and each mostly waits, on node
 	// starting an agent or on a terminal UI's screen; one after the other they were

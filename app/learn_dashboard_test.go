@@ -14,6 +14,7 @@ import (
 // candidate with its traffic share and state, and the champion; left open, it shows
 // the promotion on its own.
 func TestLearnDashboardInChromium(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	bin := findChromium(t)
 	fake := &learntest.Step{}
 	e := newEnvWith(t, learnConfig(t, filepath.Join(t.TempDir(), "playbook")), Options{Logger: testLogger(t), LearnStep: fake.Step})

@@ -37,6 +37,7 @@ func nodeScript(t *testing.T, script string, env ...string) []byte {
 
 // TestNodeOpenAIClient: the npm openai client gets the same behaviour as openai-go.
 func TestNodeOpenAIClient(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	e := newEnv(t, nil)
 	const task = "Rebook passenger Mia Li onto the earliest flight to Boston (économie, \"no fees\")."
 	out := gjson.ParseBytes(nodeScript(t, "openai-chat.mjs", "CAMPROXY_BASE_URL="+e.base+"/v1", "CAMPROXY_TASK="+task))

@@ -46,6 +46,7 @@ func TestNodeBedrockSDK(t *testing.T) {
 
 // TestNodeAnthropicSDK: @anthropic-ai/sdk, streaming and not, through camproxy.
 func TestNodeAnthropicSDK(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	e, an := newAnthropicEnv(t, nil)
 	const task = "Change the shipping address of order 77."
 	out := gjson.ParseBytes(nodeScript(t, "anthropic-messages.mjs", "CAMPROXY_BASE_URL="+e.base, "CAMPROXY_TASK="+task, "ANTHROPIC_API_KEY=sk-ant-node"))

@@ -21,6 +21,7 @@ import (
 // with the context spliced after the task, byte for byte the same every call; one CAM
 // call, one episode of four steps, each recorded as a websocket turn.
 func TestOpenAIResponsesWebSocket(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	e := newEnv(t, nil)
 	e.up.Configure(func(u *testkit.Upstream) { u.RefuseUpgrade = http.StatusMethodNotAllowed })
 	out := gjson.ParseBytes(nodeScript(t, "openai-responses-ws.mjs", "CAMPROXY_BASE_URL="+e.base+"/v1",

@@ -45,6 +45,7 @@ else:
 // live camproxy whose rollout runner is a scripted harness: each call drives a real
 // two-turn episode through the data plane and the harness rewards the context it saw.
 func TestRewardPy(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 not installed")
 	}

@@ -86,6 +86,7 @@ func TestSideCallsThroughProxy(t *testing.T) {
 // of two turns and one CAM call; its title and compaction calls reach the upstream
 // without context.
 func TestClaudeCodeSideCalls(t *testing.T) {
+	t.Parallel() // its own fakes, dirs and processes (TestMain: agentParallel)
 	e, an := newAnthropicEnv(t, nil)
 	an.Configure(func(a *testkit.Anthropic) { a.ReplyFn = claudeSideScript })
 	c := newClaudeCode(t, e.base)
