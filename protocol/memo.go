@@ -375,9 +375,10 @@ type Hits[V any] struct {
 	// walked holds what Next read since Begin: the elements of the array walked last
 	// (on a duplicate key, the last array is the one a decoder keeps); walkedE their
 	// entries (nil: too long to remember), left as runs at Release.
-	walked  []Placed[V]
-	walkedE []*memoEntry[V]
-	n       int // elements of Skip's array so far
+	walked     []Placed[V]
+	walkedE    []*memoEntry[V]
+	best, cand []*memoEntry[V] // follow's scratch
+	n          int             // elements of Skip's array so far
 	// lookups counts the elements Skip looked up one by one, ran those it took from
 	// a run (tests: a resent history is taken whole).
 	lookups, ran int
@@ -447,16 +448,18 @@ func (h *Hits[V]) Skip(b []byte, i int, first bool, skip func([]byte, int) int) 
 // so that the stretch is as valid as its elements are. It returns the offset after
 // the last element taken (end when none is).
 func (h *Hits[V]) follow(b []byte, end int, e *memoEntry[V]) int {
-	var best []weak.Pointer[memoEntry[V]]
+	// The elements of the best run so far, and of the one compared, resolved once
+	// each (a weak pointer's Value costs tens of nanoseconds).
+	best, cand := h.best[:0], h.cand[:0]
 	for k := range e.runs {
 		r := e.runs[k].Load()
 		if r == nil {
 			continue
 		}
 		els := r.els[1:]
-		n := 0
-		for p := end; n < len(els); n++ {
-			x := els[n].Value()
+		cand = cand[:0]
+		for p := end; len(cand) < len(els); {
+			x := els[len(cand)].Value()
 			if x == nil {
 				break
 			}
@@ -464,18 +467,23 @@ func (h *Hits[V]) follow(b []byte, end int, e *memoEntry[V]) int {
 			if i < 0 || !matches(b, i, x.raw) {
 				break
 			}
+			cand = append(cand, x)
 			p = i + len(x.raw)
 		}
-		if n > len(best) {
-			best = els[:n]
+		if len(cand) > len(best) {
+			best, cand = cand, best
 		}
-		if n == len(els) && n > 0 {
+		if len(best) == len(els) && len(els) > 0 {
 			break // all of it: the previous call of the episode, the usual case
 		}
 	}
-	for _, w := range best {
-		x := w.Value() // not nil: it was a moment ago, and the run holds it
-		if x == nil || !h.m.live(x) {
+	defer func() { // kept for the next call, holding no entry
+		clear(best[:cap(best)])
+		clear(cand[:cap(cand)])
+		h.best, h.cand = best[:0], cand[:0]
+	}()
+	for _, x := range best {
+		if !h.m.live(x) {
 			break
 		}
 		i := nextElement(b, end)
