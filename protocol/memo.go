@@ -1,9 +1,11 @@
 package protocol
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"weak"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/tidwall/gjson"
@@ -49,6 +51,9 @@ const (
 // calls it was read from, and elements of memoPrefix bytes or more are indexed by
 // their first memoPrefix bytes, so that at an element's start a walker guesses which
 // remembered element it is, compares the bytes at memory speed and jumps past it.
+// The second element of an array also remembers the arrays walked lately that went on
+// from it (memoEntry.runs): a call that resends the previous call's history takes it
+// from that run by comparing bytes alone, with no lookup per element.
 type Memo[V any] struct {
 	shards    [memoShards]memoShard[V]
 	shardMax  int // bytes per generation of a shard
@@ -71,6 +76,9 @@ const (
 type memoShard[V any] struct {
 	mu       sync.Mutex
 	cur, old memoGen[V]
+	// gen numbers cur: bumped (under mu) each time a new generation starts. An entry
+	// stamped with it is in cur, known without the lock (Hits' runs, see live).
+	gen atomic.Uint64
 }
 
 // memoGen is one generation of a shard: the entries by the hash of their bytes, and
@@ -90,7 +98,36 @@ type memoEntry[V any] struct {
 	// must not be kept alive by a link.
 	next   [memoWays]atomic.Uint64
 	nextAt atomic.Uint32
+	// gen is the shard's generation this entry was last put in (memoShard.gen).
+	gen atomic.Uint64
+	// runs are the arrays walked lately that went on from this element (a ring
+	// written at runAt): each call of an episode resends the one before it, so its
+	// array goes on with the run the previous call left, compared entry by entry
+	// without a lookup (Hits.Skip). An array's second element holds them: the first
+	// is often a system prompt that many episodes share, more of them at once than
+	// a ring holds, while the second (the task, or the first answer) mostly tells
+	// them apart.
+	runs  [memoWays]atomic.Pointer[memoRun[V]]
+	runAt int // the next slot of runs written; runs are written under the shard's lock
+	// runCost is the cost of runs, accounted as part of the entry's (see memoRun).
+	runCost int
+	// self is the entry's weak pointer, made once, which runs hold.
+	self weak.Pointer[memoEntry[V]]
 }
+
+// memoRun is the elements of an array a walk read, in order, from one that holds
+// the run: els[0] is that element. Weak pointers, unlike next's hashes, so that no
+// lookup finds them, and a run keeps no element alive that the memo dropped (the
+// memo's bound holds; the run's own cost, its pointers, is accounted with the entry
+// that holds it). Skip takes an element of a run only while the memo holds it (live).
+type memoRun[V any] struct {
+	els  []weak.Pointer[memoEntry[V]]
+	cost int
+}
+
+// runFrom is the index in its array of the element whose runs are tried and left
+// (see memoEntry.runs).
+const runFrom = 1
 
 // NewMemo returns a memo that accounts for at most maxBytes (see MemoBytes).
 func NewMemo[V any](maxBytes int) *Memo[V] {
@@ -127,6 +164,7 @@ func (m *Memo[V]) read(raw []byte, read func(s string) V) *memoEntry[V] {
 	}
 	s := string(raw)
 	e := &memoEntry[V]{raw: s, hash: h, v: read(s)}
+	e.self = weak.Make(e)
 	sh := &m.shards[h%memoShards]
 	sh.mu.Lock()
 	sh.add(e, m.shardMax)
@@ -162,13 +200,14 @@ func (m *Memo[V]) get(h uint64) *memoEntry[V] {
 
 // add puts e into the current generation, starting a new one when it is full.
 func (sh *memoShard[V]) add(e *memoEntry[V], limit int) {
-	cost := memoCost(e.raw)
+	cost := memoCost(e.raw) + e.runCost
 	sh.room(cost, limit)
 	if prev, ok := sh.cur.entries[e.hash]; ok {
-		sh.cur.bytes -= memoCost(prev.raw)
+		sh.cur.bytes -= memoCost(prev.raw) + prev.runCost
 	}
 	sh.cur.entries[e.hash] = e
 	sh.cur.bytes += cost
+	e.gen.Store(sh.gen.Load())
 }
 
 // index files the entry of hash h under the hash p of its first memoPrefix bytes.
@@ -202,6 +241,7 @@ func (sh *memoShard[V]) room(cost, limit int) bool {
 		return false
 	}
 	sh.old = sh.cur
+	sh.gen.Add(1)
 	sh.cur = memoGen[V]{entries: make(map[uint64]*memoEntry[V]), prefix: make(map[uint64][memoWays]uint64)}
 	return true
 }
@@ -333,8 +373,15 @@ type Hits[V any] struct {
 	prev *memoEntry[V] // Skip's previous element, when it was found
 	last *memoEntry[V] // the walk's previous element, when remembered
 	// walked holds what Next read since Begin: the elements of the array walked last
-	// (on a duplicate key, the last array is the one a decoder keeps).
-	walked []Placed[V]
+	// (on a duplicate key, the last array is the one a decoder keeps); walkedE their
+	// entries (nil: too long to remember), left as runs at Release.
+	walked     []Placed[V]
+	walkedE    []*memoEntry[V]
+	best, cand []*memoEntry[V] // follow's scratch
+	n          int             // elements of Skip's array so far
+	// lookups counts the elements Skip looked up one by one, ran those it took from
+	// a run (tests: a resent history is taken whole).
+	lookups, ran int
 }
 
 // Placed is one element of an array as a walk read it: its value, and where it sits
@@ -360,9 +407,12 @@ func (m *Memo[V]) Hits() *Hits[V] {
 
 // Release returns h to its memo; h must not be used after.
 func (h *Hits[V]) Release() {
+	h.m.remember(h.walkedE)
 	clear(h.at)
 	clear(h.walked)
-	h.at, h.k, h.prev, h.last, h.walked = h.at[:0], 0, nil, nil, h.walked[:0]
+	clear(h.walkedE)
+	h.at, h.k, h.prev, h.last, h.walked, h.walkedE = h.at[:0], 0, nil, nil, h.walked[:0], h.walkedE[:0]
+	h.n, h.lookups, h.ran = 0, 0, 0
 	h.m.hits.Put(h)
 }
 
@@ -375,8 +425,10 @@ func (h *Hits[V]) Release() {
 // bounded on any bytes, and only a guess until the bytes compare equal).
 func (h *Hits[V]) Skip(b []byte, i int, first bool, skip func([]byte, int) int) int {
 	if first {
-		h.prev = nil
+		h.prev, h.n = nil, 0
 	}
+	h.n++
+	h.lookups++
 	e := h.m.at(b, i, h.prev, skip)
 	h.prev = e
 	if e == nil {
@@ -384,13 +436,195 @@ func (h *Hits[V]) Skip(b []byte, i int, first bool, skip func([]byte, int) int) 
 	}
 	end := i + len(e.raw)
 	h.at = append(h.at, memoHit[V]{i: i, end: end, e: e})
+	if h.n == runFrom+1 {
+		end = h.follow(b, end, e)
+	}
 	return end
+}
+
+// follow takes, after the element e that ends at b[end], the longest stretch of the
+// elements that followed e in a run of e's which b holds next: each compared by its
+// bytes as at compares one, separated from the one before by ',' and whitespace only,
+// so that the stretch is as valid as its elements are. It returns the offset after
+// the last element taken (end when none is).
+func (h *Hits[V]) follow(b []byte, end int, e *memoEntry[V]) int {
+	// The elements of the best run so far, and of the one compared, resolved once
+	// each (a weak pointer's Value costs tens of nanoseconds).
+	best, cand := h.best[:0], h.cand[:0]
+	for k := range e.runs {
+		r := e.runs[k].Load()
+		if r == nil {
+			continue
+		}
+		els := r.els[1:]
+		cand = cand[:0]
+		for p := end; len(cand) < len(els); {
+			x := els[len(cand)].Value()
+			if x == nil {
+				break
+			}
+			i := nextElement(b, p)
+			if i < 0 || !matches(b, i, x.raw) {
+				break
+			}
+			cand = append(cand, x)
+			p = i + len(x.raw)
+		}
+		if len(cand) > len(best) {
+			best, cand = cand, best
+		}
+		if len(best) == len(els) && len(els) > 0 {
+			break // all of it: the previous call of the episode, the usual case
+		}
+	}
+	defer func() { // kept for the next call, holding no entry
+		clear(best[:cap(best)])
+		clear(cand[:cap(cand)])
+		h.best, h.cand = best[:0], cand[:0]
+	}()
+	for _, x := range best {
+		if !h.m.live(x) {
+			break
+		}
+		i := nextElement(b, end)
+		end = i + len(x.raw)
+		h.at = append(h.at, memoHit[V]{i: i, end: end, e: x})
+		h.prev = x
+		h.n++
+		h.ran++
+	}
+	return end
+}
+
+// nextElement returns where the array element after the one that ends at b[end]
+// starts: past whitespace, ',' and whitespace; -1 when b does not go on so.
+func nextElement(b []byte, end int) int {
+	k := skipWS(b, end)
+	if k >= len(b) || b[k] != ',' {
+		return -1
+	}
+	return skipWS(b, k+1)
+}
+
+func skipWS(b []byte, i int) int {
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// live reports whether the memo still holds e, carrying it into its shard's current
+// generation as get does: a run's element is taken only while it does, so that
+// runs keep nothing alive the memo no longer accounts for, and an element taken
+// from runs alone stays in the memo as one looked up would.
+func (m *Memo[V]) live(e *memoEntry[V]) bool {
+	if e.gen.Load() == m.shards[e.hash%memoShards].gen.Load() {
+		return true
+	}
+	return m.get(e.hash) == e
+}
+
+// remember leaves els, the entries of an array walked (nil: an element too long to
+// remember, which ends the run), as a run of the element at runFrom. A run that it
+// already holds whole is not left again (a call that resent only what the one
+// before it sent), and a run replaces one it extends (the previous call of the
+// episode): the ring keeps other episodes' runs.
+func (m *Memo[V]) remember(els []*memoEntry[V]) {
+	if len(els) < runFrom+2 {
+		return
+	}
+	els = els[runFrom:]
+	n := 0
+	for n < len(els) && els[n] != nil {
+		n++
+	}
+	if n < 2 || els[0].holds(els[:n]) {
+		return
+	}
+	r := &memoRun[V]{els: make([]weak.Pointer[memoEntry[V]], n), cost: memoRunCost + n*memoRunSlot}
+	for i, x := range els[:n] {
+		r.els[i] = x.self
+	}
+	m.addRun(els[0], r)
+}
+
+// A run is accounted for memoRunCost, and memoRunSlot per element.
+const (
+	memoRunCost = 64
+	memoRunSlot = 8
+)
+
+// holds reports whether a run of e's begins with els.
+func (e *memoEntry[V]) holds(els []*memoEntry[V]) bool {
+	for k := range e.runs {
+		r := e.runs[k].Load()
+		if r == nil || len(r.els) < len(els) {
+			continue
+		}
+		i := 0
+		for i < len(els) && r.els[i] == els[i].self {
+			i++
+		}
+		if i == len(els) {
+			return true
+		}
+	}
+	return false
+}
+
+// prefixOf reports whether a begins b.
+func prefixOf[T comparable](a, b []T) bool {
+	return len(a) <= len(b) && slices.Equal(a, b[:len(a)])
+}
+
+// addRun puts r among e's runs, in place of one r extends, else in the ring's next
+// slot, and accounts for it: e is filed again at its new cost, as if read anew. An
+// entry the memo no longer holds gets no run (it would be accounted nowhere), nor
+// does one whose cost would outgrow a generation.
+func (m *Memo[V]) addRun(e *memoEntry[V], r *memoRun[V]) {
+	sh := &m.shards[e.hash%memoShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	in := sh.cur.entries[e.hash] == e
+	if !in && sh.old.entries[e.hash] != e {
+		return
+	}
+	k := -1
+	for j := range e.runs {
+		if old := e.runs[j].Load(); old != nil && prefixOf(old.els, r.els) {
+			k = j
+			break
+		}
+	}
+	if k < 0 {
+		k = e.runAt
+		e.runAt = (e.runAt + 1) % memoWays
+	}
+	oldCost := 0
+	if old := e.runs[k].Load(); old != nil {
+		oldCost = old.cost
+	}
+	if memoCost(e.raw)+e.runCost-oldCost+r.cost > m.shardMax {
+		return
+	}
+	if in { // its charge in cur is made again below, at the new cost
+		sh.cur.bytes -= memoCost(e.raw) + e.runCost
+		delete(sh.cur.entries, e.hash)
+	}
+	e.runs[k].Store(r)
+	e.runCost += r.cost - oldCost
+	sh.add(e, m.shardMax)
 }
 
 // Begin starts the walk of an array's elements (Next, or Take and Read, in order).
 func (h *Hits[V]) Begin() {
 	clear(h.walked)
-	h.last, h.walked = nil, h.walked[:0]
+	clear(h.walkedE)
+	h.last, h.walked, h.walkedE = nil, h.walked[:0], h.walkedE[:0]
 }
 
 // Next reads the walk's next element, at b[i]: the value Skip vouched for without
@@ -404,6 +638,7 @@ func (h *Hits[V]) Next(b []byte, i int, skip func([]byte, int) int, read func(s 
 		v = h.Read(b[i:end], read)
 	}
 	h.walked = append(h.walked, Placed[V]{V: v, At: i, End: end})
+	h.walkedE = append(h.walkedE, h.last)
 	return end
 }
 

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -210,6 +211,132 @@ func TestSkipBeyondPrefixWays(t *testing.T) {
 		h.Release()
 		if got := end == len(tt.body)-1; got != tt.want || end >= 0 && !got {
 			t.Errorf("%.40s…%s (skip given: %v): Skip = %d", tt.body, tt.body[len(tt.body)-14:], tt.skip != nil, end)
+		}
+	}
+}
+
+// runCall is one call's use of the memo as an adapter's parse makes it: validation
+// asks Skip at each element it reaches (known elements, and runs of them, are
+// jumped), then the walk reads every element (Next). It returns the values walked,
+// and how many elements Skip looked up one by one and took from a run.
+func runCall(m *Memo[string], body string, reads *int) (vals []string, lookups, ran int) {
+	b := []byte(body)
+	endOf := func(b []byte, i int) int { return i + strings.IndexByte(string(b[i:]), '}') + 1 }
+	read := func(s string) string { *reads++; return s }
+	h := m.Hits()
+	for i, first := 1, true; i < len(b)-1; first = false {
+		end := h.Skip(b, i, first, endOf)
+		if end < 0 {
+			end = endOf(b, i)
+		}
+		i = skipWS(b, skipWS(b, end)+1)
+	}
+	h.Begin()
+	for i := 1; i < len(b)-1; {
+		i = skipWS(b, skipWS(b, h.Next(b, i, endOf, read))+1)
+	}
+	for _, p := range h.Walked() {
+		vals = append(vals, p.V)
+	}
+	lookups, ran = h.lookups, h.ran
+	h.Release()
+	return vals, lookups, ran
+}
+
+func runElems(tag string, n int) []string {
+	els := []string{`{"role":"system","content":"` + strings.Repeat("policy ", 12) + tag + `"}`}
+	for k := 1; k < n; k++ {
+		els = append(els, fmt.Sprintf(`{"role":"user","content":"turn %d of %s %s"}`, k, tag, strings.Repeat("z", k%7*20)))
+	}
+	return els
+}
+
+// TestRunsTakeResentHistory: a call that resends the previous call's array takes it
+// whole from that call's run, with two lookups (its first element, and the second,
+// which holds the run) and one for each new element; where the history was rewritten (an earlier message edited, the
+// history compacted, whitespace changed) it takes the run only as far as the bytes
+// are the same, and every call reads what a fresh read gives.
+func TestRunsTakeResentHistory(t *testing.T) {
+	m := NewMemo[string](MemoBytes)
+	els := runElems("Session 1", 24)
+	reads := 0
+	check := func(name string, arr []string, sep string, wantLookups, wantRan int) {
+		t.Helper()
+		before := reads
+		vals, lookups, ran := runCall(m, "["+strings.Join(arr, sep)+"]", &reads)
+		if fmt.Sprint(vals) != fmt.Sprint(arr) {
+			t.Fatalf("%s: walked %v, want %v", name, vals, arr)
+		}
+		if wantLookups >= 0 && (lookups != wantLookups || ran != wantRan) {
+			t.Errorf("%s: %d lookups, %d taken from a run; want %d and %d (%d reads)", name, lookups, ran, wantLookups, wantRan, reads-before)
+		}
+	}
+	check("turn 1", els[:2], ",", -1, 0)
+	for n := 4; n <= 20; n += 2 {
+		// The previous call's n-2 elements: the first looked up, the rest taken from
+		// its run; the two new ones looked up (and read).
+		check(fmt.Sprintf("turn of %d", n), els[:n], ",", 4, n-4)
+	}
+	check("same again, other whitespace", els[:20], " ,\n ", 2, 18)
+	edited := slices.Clone(els[:22])
+	edited[5] = `{"role":"user","content":"an earlier message the agent edited"}`
+	check("an edited earlier message", edited, ",", -1, 3)
+	if before := reads; true {
+		check("the edit resent", edited, ",", 2, 20)
+		if reads != before {
+			t.Errorf("the edited history was read again (%d reads)", reads-before)
+		}
+	}
+	compacted := append([]string{els[0], `{"role":"user","content":"summary of the conversation so far"}`}, els[18:22]...)
+	check("a compacted history", compacted, ",", -1, -1)
+	// Other episodes that share the system prompt, more than a ring holds: each
+	// takes its history from the run its second element holds.
+	for k := range 3 * memoWays {
+		other := append([]string{els[0]}, runElems(fmt.Sprintf("Session x%d", k), 8)[1:]...)
+		check("other episode, first call", other[:6], ",", -1, -1)
+		check("other episode, next call", other[:8], ",", 4, 4)
+	}
+	// An element the memo dropped is not taken from a run that still names it: the
+	// run is taken up to it, and it is read again.
+	hist := els[:12]
+	check("before an element ages out", hist, ",", 2, 10)
+	shard := func(raw string) uint64 { return xxhash.Sum64String(raw) % memoShards }
+	k := 3 // an element whose shard no element before it shares
+	for ; k < len(hist); k++ {
+		if !slices.ContainsFunc(hist[:k], func(e string) bool { return shard(e) == shard(hist[k]) }) {
+			break
+		}
+	}
+	if k == len(hist) {
+		t.Fatal("no element to age out alone")
+	}
+	sh := &m.shards[shard(hist[k])]
+	sh.mu.Lock()
+	sh.room(m.shardMax+1, m.shardMax) // two new generations: its entries age out
+	sh.room(m.shardMax+1, m.shardMax)
+	sh.mu.Unlock()
+	before := reads
+	_, lookups, ran := runCall(m, "["+strings.Join(hist, ",")+"]", &reads)
+	if ran != k-2 || lookups != len(hist)-ran || reads == before {
+		t.Errorf("element %d aged out: %d lookups, %d taken from a run, %d reads; want %d taken", k, lookups, ran, reads-before, k-2)
+	}
+	check("after", hist, ",", -1, -1)
+}
+
+// TestRunsBounded: runs are accounted with the entries that hold them, so however
+// many arrays go through, the memo's bytes stay under its bound.
+func TestRunsBounded(t *testing.T) {
+	for _, bound := range []int{0, 64 << 10, 1 << 20} {
+		m := NewMemo[string](bound)
+		reads := 0
+		for k := range 400 {
+			els := runElems(fmt.Sprintf("Session %d", k%40), 30+k%17)
+			for n := 2; n <= len(els); n += 7 {
+				runCall(m, "["+strings.Join(els[:n], ",")+"]", &reads)
+			}
+			if got := m.Bytes(); got > bound {
+				t.Fatalf("bound %d: the memo accounts for %d bytes", bound, got)
+			}
 		}
 	}
 }

@@ -51,7 +51,7 @@ func (s *Server) forward(fc *fasthttp.RequestCtx, up *Upstream, body []byte, ide
 		return f.fail(err, "no first byte within "+up.FirstByteTimeout.String()+" (first_byte_timeout)")
 	}
 	f.ex = ex
-	s.m.UpstreamTTFB.WithLabelValues(up.Name).Observe(f.ttfb.Seconds())
+	s.stats.upstreamTTFB(s.m, up.Name).Observe(f.ttfb.Seconds())
 	h := ex.head()
 	if h.StatusCode() == http.StatusSwitchingProtocols {
 		// camproxy never asks for an upgrade (Upgrade is hop-by-hop): whatever the

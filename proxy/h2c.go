@@ -159,16 +159,37 @@ func (s *sniffListener) Close() error {
 type prefixConn struct {
 	net.Conn
 	pending []byte
+	ahead   *[]byte // the pooled buffer pending lies in, if any (readAhead)
 }
 
 func (c *prefixConn) Read(p []byte) (int, error) {
 	if len(c.pending) > 0 {
 		n := copy(p, c.pending)
 		c.pending = c.pending[n:]
+		if len(c.pending) == 0 && c.ahead != nil {
+			aheadBufs.Put(c.ahead)
+			c.ahead, c.pending = nil, nil
+		}
 		return n, nil
+	}
+	if len(p) == 1 {
+		// fasthttp's wait for a connection's next request (ReduceMemoryUsage): one
+		// byte, then its read buffer for the rest, a second read of the socket.
+		// Read ahead instead, into a buffer taken only once bytes have arrived: the
+		// request costs one read, as it would with a read buffer held while idle.
+		if n, ok, err := c.readAhead(p); ok {
+			return n, err
+		}
 	}
 	return c.Conn.Read(p)
 }
+
+// aheadBufs are readAhead's buffers, as large as the server's read buffer: the bytes
+// of a request that fasthttp's read buffer takes at once.
+var aheadBufs = sync.Pool{New: func() any { b := make([]byte, readBufferSize); return &b }}
+
+// readBufferSize is the server's read buffer (fasthttp.Server.ReadBufferSize).
+const readBufferSize = 16 << 10
 
 // Close closes as net/http does: the answer already written is followed by a FIN, and
 // what the client still sends is read and dropped for a moment (lingerTimeout) before

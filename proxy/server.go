@@ -209,7 +209,7 @@ func New(o Options) *Server {
 		// A proxy forwards multipart bodies (file uploads) as bytes; parsing them here
 		// would reject or rewrite what the upstream should judge.
 		DisablePreParseMultipartForm: true,
-		ReadBufferSize:               16 << 10,
+		ReadBufferSize:               readBufferSize,
 		// Many long-lived connections: a connection between requests, or one whose
 		// answer is streaming, holds no read buffer (16 KiB each) and no body buffers.
 		ReduceMemoryUsage: true,

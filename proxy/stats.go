@@ -22,6 +22,17 @@ var contextSources = [...]string{"miss", "hit", "episode", "none", "fail-open", 
 type stats struct {
 	arms   sync.Map // armKey → *armCounters
 	series sync.Map // seriesKey → *callSeries
+	ttfb   sync.Map // upstream name → prometheus.Observer (upstream_ttfb_seconds)
+}
+
+// upstreamTTFB returns the series of the upstream's time to first byte, looked up in
+// the vector once per upstream rather than on every call.
+func (s *stats) upstreamTTFB(m *metrics.Metrics, upstream string) prometheus.Observer {
+	if o, ok := s.ttfb.Load(upstream); ok {
+		return o.(prometheus.Observer)
+	}
+	o, _ := s.ttfb.LoadOrStore(upstream, m.UpstreamTTFB.WithLabelValues(upstream))
+	return o.(prometheus.Observer)
 }
 
 // armKey is an arm of an experiment: two experiments may each have an arm of one name.

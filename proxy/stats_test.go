@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/camproxy/camproxy/metrics"
 )
@@ -145,5 +146,28 @@ camproxy_context_total{arm="cam",experiment="support",result="hit"} 1
 	}
 	if got := s.snapshot().Experiments["support"]["cam"].Context; !maps.Equal(got, map[string]int64{"hit": 1, "Source(9)": 1}) {
 		t.Fatalf("the dashboard counted %v", got)
+	}
+}
+
+// TestUpstreamTTFBSeries: the upstream's time-to-first-byte series is looked up once
+// per upstream and counts in the series of its label, as WithLabelValues did.
+func TestUpstreamTTFBSeries(t *testing.T) {
+	m := metrics.New(prometheus.NewRegistry())
+	var s stats
+	o := s.upstreamTTFB(m, "openai")
+	if again := s.upstreamTTFB(m, "openai"); again != o {
+		t.Fatal("the upstream's series was looked up twice")
+	}
+	o.Observe(0.1)
+	s.upstreamTTFB(m, "anthropic").Observe(0.2)
+	s.upstreamTTFB(m, "openai").Observe(0.3)
+	for name, want := range map[string]uint64{"openai": 2, "anthropic": 1} {
+		var d dto.Metric
+		if err := m.UpstreamTTFB.WithLabelValues(name).(prometheus.Metric).Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.GetHistogram().GetSampleCount(); got != want {
+			t.Errorf("%s: %d observations, want %d", name, got, want)
+		}
 	}
 }

@@ -144,6 +144,18 @@ var skipPairs = [][2]string{
 		`[{"role":"user","content":"Task: the remembered message, long enough to be indexed"}]`},
 	{`{"messages":[{"role":"user","content":"Task: the remembered message, long enough to be indexed"}]}`,
 		`{"m":{"messages":[{"role":"user","content":"Task: the remembered message, long enough to be indexed"}]}}`},
+	// A history resent (taken from the run the first body left) where it was edited,
+	// cut, or is no longer valid between or after its elements.
+	{`{"messages":[{"role":"system","content":"a system prompt long enough to be indexed by its prefix ok"},{"role":"user","content":"Task: one"},{"role":"assistant","content":"done"},{"role":"user","content":"Task: two"}]}`,
+		`{"messages":[{"role":"system","content":"a system prompt long enough to be indexed by its prefix ok"},{"role":"user","content":"Task: one"},{"role":"assistant","content":"edited"},{"role":"user","content":"Task: two"}]}`},
+	{`{"messages":[{"role":"system","content":"a system prompt long enough to be indexed by its prefix ok"},{"role":"user","content":"Task: one"},{"role":"assistant","content":"done"},{"role":"user","content":"Task: two"}]}`,
+		`{"messages":[{"role":"system","content":"a system prompt long enough to be indexed by its prefix ok"},{"role":"user","content":"Task: one"} , {"role":"assistant","content":"done"}]}`},
+	{`{"messages":[{"role":"system","content":"a system prompt long enough to be indexed by its prefix ok"},{"role":"user","content":"Task: one"},{"role":"assistant","content":"done"},{"role":"user","content":"Task: two"}]}`,
+		`{"messages":[{"role":"system","content":"a system prompt long enough to be indexed by its prefix ok"},{"role":"user","content":"Task: one"},,{"role":"assistant","content":"done"},{"role":"user","content":"Task: two"}]}`},
+	{`{"messages":[{"role":"system","content":"a system prompt long enough to be indexed by its prefix ok"},{"role":"user","content":"Task: one"},{"role":"assistant","content":"done"},{"role":"user","content":"Task: two"}]}`,
+		`{"messages":[{"role":"system","content":"a system prompt long enough to be indexed by its prefix ok"},{"role":"user","content":"Task: one"},{"role":"assistant","content":"done"},{"role":"user","content":"Task: two"}`},
+	{`{"messages":[{"role":"system","content":"a system prompt long enough to be indexed by its prefix ok"},{"role":"user","content":"Task: one"},{"role":"assistant","content":"done"},{"role":"user","content":"Task: two"}]}`,
+		`{"messages":[{"role":"system","content":"a system prompt long enough to be indexed by its prefix ok"},{"role":"user","content":"Task: one"},{"role":"assistant","content":"done"}x{"role":"user","content":"Task: two"}]}`},
 	// Another order, a repeat, whitespace around them.
 	{`{"messages":[{"role":"system","content":"a system prompt long enough to be indexed by its prefix ok"},{"role":"user","content":"Task: one"},{"role":"user","content":"Task: two"}]}`,
 		`{"messages":[ {"role":"user","content":"Task: two"} , {"role":"system","content":"a system prompt long enough to be indexed by its prefix ok"},{"role":"user","content":"Task: one"},{"role":"user","content":"Task: one"}]}`},

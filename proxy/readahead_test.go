@@ -1,0 +1,120 @@
+//go:build unix
+
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// tcpPair returns both ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+// waitReadable returns once bytes wait on conn (no clock: the test's timeout bounds it).
+func waitReadable(t *testing.T, conn net.Conn) {
+	t.Helper()
+	for {
+		closed, waiting, ok := peek(conn)
+		if !ok || closed {
+			t.Fatal("the connection cannot be peeked, or closed")
+		}
+		if waiting {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestPrefixConnReadAhead: fasthttp's one-byte wait for the next request reads what
+// has arrived at once (the next read is served from it, not from the socket), and the
+// bytes come out whole and in order, however they are read: the sniffed prefix, the
+// byte, what was read ahead, then the socket again.
+func TestPrefixConnReadAhead(t *testing.T) {
+	client, server := tcpPair(t)
+	c := &prefixConn{Conn: server, pending: []byte("PO")}
+	req := []byte("ST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n")
+	if _, err := client.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	buf := make([]byte, 1)
+	for range 2 { // the sniffed prefix first
+		n, err := c.Read(buf)
+		if n != 1 || err != nil {
+			t.Fatalf("Read = %d, %v", n, err)
+		}
+		got = append(got, buf[0])
+	}
+	waitReadable(t, server)
+	if n, err := c.Read(buf); n != 1 || err != nil {
+		t.Fatalf("the one-byte read = %d, %v", n, err)
+	}
+	got = append(got, buf[0])
+	if len(c.pending) != len(req)-1 || c.ahead == nil {
+		t.Fatalf("the one-byte read left %d bytes pending, want the %d that had arrived", len(c.pending), len(req)-1)
+	}
+	// The rest of the request, then a second request written after the first was read.
+	big := make([]byte, readBufferSize-1)
+	n, err := c.Read(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, big[:n]...)
+	if c.ahead != nil || len(c.pending) != 0 {
+		t.Fatal("the read-ahead buffer was kept once its bytes were read")
+	}
+	second := bytes.Repeat([]byte("x"), 3*readBufferSize)
+	go func() { _, _ = client.Write(second); client.Close() }()
+	for {
+		p := big
+		if len(c.pending) == 0 && c.ahead == nil && bytes.Equal(got[len(got)-1:], []byte("\n")) {
+			p = buf // between requests, fasthttp reads one byte
+		}
+		n, err := c.Read(p)
+		got = append(got, p[:n]...)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := append(append([]byte("PO"), req...), second...); !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes, want %d (equal: %v)", len(got), len(want), bytes.Equal(got, want))
+	}
+}
+
+// TestPrefixConnReadAheadDeadline: the one-byte wait keeps the read deadline
+// (fasthttp's idle timeout) as Conn.Read does.
+func TestPrefixConnReadAheadDeadline(t *testing.T) {
+	_, server := tcpPair(t)
+	c := &prefixConn{Conn: server}
+	if err := server.SetReadDeadline(time.Unix(1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Read(make([]byte, 1)); n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read past the deadline = %d, %v", n, err)
+	}
+}
