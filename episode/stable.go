@@ -3,6 +3,7 @@ package episode
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -11,12 +12,15 @@ import (
 
 // The stable form of a long text is remembered: an agent resends the same system
 // prompt and the same earlier messages on every call, and scanning them for volatile
-// parts was most of a first turn's cost. The memo is bounded (shards × slots × the
+// parts was most of a first turn's cost. It is remembered by blocks of lines
+// (stableBlocks), so that a text that differs from one seen before only in its last
+// lines — a harness's system prompt tagged with its session, or with the day at its
+// end — is scanned in its last block only. The memo is bounded (shards × slots × the
 // longest text kept) and sharded so that calls do not queue behind one lock.
 const (
 	memoShards = 16
 	memoSlots  = 16       // per shard; a full shard is emptied
-	memoMinLen = 512      // shorter texts are scanned, not remembered
+	memoMinLen = 512      // shorter texts and blocks are scanned, not remembered
 	memoMaxLen = 64 << 10 // longer texts are scanned, not remembered
 )
 
@@ -27,27 +31,72 @@ type stableMemo struct {
 		mu sync.Mutex
 		m  map[uint64]memoEntry
 	}
+	scanned atomic.Int64 // bytes given to protocol.Stable: what the memo did not spare
 }
 
-// stable is protocol.Stable(text), remembered for texts of memoMinLen to memoMaxLen
-// bytes.
+// stable is protocol.Stable(text), remembered by block for texts of memoMinLen to
+// memoMaxLen bytes.
 func (s *stableMemo) stable(text string) string {
 	if len(text) < memoMinLen || len(text) > memoMaxLen {
-		return protocol.Stable(text)
+		return s.scan(text)
 	}
-	h := xxhash.Sum64String(text)
+	var b strings.Builder // unused until a block's stable form differs from it
+	for start := 0; start < len(text); {
+		end := blockEnd(text, start)
+		blk := text[start:end]
+		st := s.block(blk)
+		if st != blk && b.Cap() == 0 {
+			b.Grow(len(text) + 16)
+			b.WriteString(text[:start])
+		}
+		if b.Cap() > 0 {
+			b.WriteString(st)
+		}
+		start = end
+	}
+	if b.Cap() == 0 {
+		return text // nothing volatile: no copy, as protocol.Stable
+	}
+	return b.String()
+}
+
+// blockEnd is the end of the block of text that starts at start: its first line end
+// ('\n', kept in the block) at least memoMinLen bytes on, or the text's end. Stable
+// of a text is the concatenation of Stable of its blocks: no volatile part spans a
+// line end, nor is any recognised by looking past one (each is read a byte class at a
+// time, none of which holds '\n', and a date phrase's rest of line stops at it), and
+// what Stable looks at before a part's start ("10:00" after ':', a path after a
+// letter) is never '\n', as at a text's start (TestStableBlocksAreStable,
+// FuzzStableMemo).
+func blockEnd(text string, start int) int {
+	from := start + memoMinLen - 1
+	if from >= len(text) {
+		return len(text)
+	}
+	if i := strings.IndexByte(text[from:], '\n'); i >= 0 {
+		return from + i + 1
+	}
+	return len(text)
+}
+
+// block is protocol.Stable(blk), remembered when blk is at least memoMinLen long.
+func (s *stableMemo) block(blk string) string {
+	if len(blk) < memoMinLen {
+		return s.scan(blk)
+	}
+	h := xxhash.Sum64String(blk)
 	sh := &s.shards[h%memoShards]
 	sh.mu.Lock()
 	e, ok := sh.m[h]
 	sh.mu.Unlock()
-	// A hit compares the whole text: a hash collision can only miss.
-	if ok && e.text == text {
+	// A hit compares the whole block: a hash collision can only miss.
+	if ok && e.text == blk {
 		return e.stable
 	}
-	out := protocol.Stable(text)
-	// Copies: text usually points into a request body, which must not be kept alive.
-	e = memoEntry{text: strings.Clone(text)}
-	if out == text {
+	out := s.scan(blk)
+	// Copies: blk usually points into a request body, which must not be kept alive.
+	e = memoEntry{text: strings.Clone(blk)}
+	if out == blk {
 		e.stable = e.text
 	} else {
 		e.stable = out
@@ -59,6 +108,12 @@ func (s *stableMemo) stable(text string) string {
 	sh.m[h] = e
 	sh.mu.Unlock()
 	return out
+}
+
+// scan is protocol.Stable, counted.
+func (s *stableMemo) scan(text string) string {
+	s.scanned.Add(int64(len(text)))
+	return protocol.Stable(text)
 }
 
 // memo is the process's stable-text memo: 256 entries of at most 64 KiB (twice, with

@@ -48,11 +48,19 @@ func TestStableMemoBounded(t *testing.T) {
 }
 
 func FuzzStableMemo(f *testing.F) {
-	f.Add("Today's date is 2025-10-20 in /tmp/a/b")
-	f.Add("C:\\Users\\me\\repo 10:42:00 UTC")
-	f.Fuzz(func(t *testing.T, s string) {
+	f.Add("Today's date is 2025-10-20 in /tmp/a/b", uint16(0))
+	f.Add("C:\\Users\\me\\repo 10:42:00 UTC", uint16(3))
+	f.Add("at 10:42\nPM on Oct\n20 2025, /a\n/b ~\n/c Today's date:\n x\n", uint16(7))
+	f.Add("2025-10-20\nT10:00\n4f9a1c2e-0b7d-4c1e-9a3b-2d1e0f9c8b7a\n-x\n", uint16(1))
+	f.Fuzz(func(t *testing.T, s string, shift uint16) {
 		var m stableMemo
-		text := strings.Repeat("a ", memoMinLen/2) + s
+		// Blocks end at line ends past memoMinLen bytes: the padding moves where, so
+		// that block ends fall at every place of s, and s repeated makes several.
+		pad := strings.Repeat("a ", memoMinLen/2)[:memoMinLen-1-int(shift)%memoMinLen]
+		text := pad + s
+		for len(text) < 3*memoMinLen && len(s) > 0 {
+			text += s
+		}
 		want := protocol.Stable(text)
 		if got := m.stable(text); got != want {
 			t.Fatalf("miss: %q != %q", got, want)
@@ -61,4 +69,54 @@ func FuzzStableMemo(f *testing.F) {
 			t.Fatalf("hit: %q != %q", got, want)
 		}
 	})
+}
+
+// A long text's volatile parts are found whatever line they end or start, and
+// wherever its blocks end: Stable of the blocks is Stable of the text.
+func TestStableBlocksAreStable(t *testing.T) {
+	parts := []string{"Today's date is 2025-10-20.", "Today's date is", "Current date:", "10:42", "PM", "Oct", "20 2025",
+		"Monday, October 20, 2025", "/home/u/proj", "/x", "~", "/y", "C:", "\\Users\\me", "4f9a1c2e", "-0b7d-4c1e-9a3b-2d1e0f9c8b7a",
+		"deadbeef1234", "sess_ABCD1234efgh5678ijkl", "word", "", " ", "\n", "2025-10-20", "T10:00:00Z", ":", "."}
+	for i := 0; i < 4000; i++ {
+		var b strings.Builder
+		for b.Len() < 3*memoMinLen {
+			b.WriteString(parts[(i*7+b.Len()*13)%len(parts)])
+			if (i+b.Len())%3 == 0 {
+				b.WriteByte('\n')
+			} else {
+				b.WriteByte(' ')
+			}
+		}
+		text := b.String()
+		var m stableMemo
+		want := protocol.Stable(text)
+		for k := range 2 {
+			if got := m.stable(text); got != want {
+				t.Fatalf("case %d, call %d: the blocks' stable form differs from the text's\ngot  %q\nwant %q", i, k, got, want)
+			}
+		}
+	}
+}
+
+// A system prompt that differs from one seen before only in its last line (a
+// harness's session tag) is scanned in its last block only: every block before is
+// remembered from the first prompt.
+func TestStableMemoScansTheNewBlock(t *testing.T) {
+	var m stableMemo
+	var policy strings.Builder
+	for i := 0; policy.Len() < 8<<10; i++ {
+		fmt.Fprintf(&policy, "Rule %d: follow the airline policy; updated 2025-10-%02d in /srv/policy/r%d.\n", i, i%28+1, i)
+	}
+	first := policy.String() + "\nSession 1"
+	if got, want := m.stable(first), protocol.Stable(first); got != want {
+		t.Fatalf("first prompt: %q, want %q", got, want)
+	}
+	before := m.scanned.Load()
+	second := policy.String() + "\nSession 2"
+	if got, want := m.stable(second), protocol.Stable(second); got != want {
+		t.Fatalf("second prompt: %q, want %q", got, want)
+	}
+	if n := m.scanned.Load() - before; n > 2*memoMinLen {
+		t.Fatalf("the second prompt scanned %d of its %d bytes; only its last block (< %d) is new", n, len(second), 2*memoMinLen)
+	}
 }
