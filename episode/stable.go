@@ -13,7 +13,7 @@ import (
 // The stable form of a long text is remembered: an agent resends the same system
 // prompt and the same earlier messages on every call, and scanning them for volatile
 // parts was most of a first turn's cost. It is remembered by blocks of lines
-// (stableBlocks), so that a text that differs from one seen before only in its last
+// (blockEnd), so that a text that differs from one seen before only in its last
 // lines — a harness's system prompt tagged with its session, or with the day at its
 // end — is scanned in its last block only. The memo is bounded (shards × slots × the
 // longest text kept) and sharded so that calls do not queue behind one lock.
@@ -24,7 +24,10 @@ const (
 	memoMaxLen = 64 << 10 // longer texts are scanned, not remembered
 )
 
-type memoEntry struct{ text, stable string }
+type memoEntry struct {
+	text, stable string
+	same         bool // stable is text: nothing volatile in it
+}
 
 type stableMemo struct {
 	shards [memoShards]struct {
@@ -44,8 +47,8 @@ func (s *stableMemo) stable(text string) string {
 	for start := 0; start < len(text); {
 		end := blockEnd(text, start)
 		blk := text[start:end]
-		st := s.block(blk)
-		if st != blk && b.Cap() == 0 {
+		st, same := s.block(blk)
+		if !same && b.Cap() == 0 {
 			b.Grow(len(text) + 16)
 			b.WriteString(text[:start])
 		}
@@ -79,10 +82,12 @@ func blockEnd(text string, start int) int {
 	return len(text)
 }
 
-// block is protocol.Stable(blk), remembered when blk is at least memoMinLen long.
-func (s *stableMemo) block(blk string) string {
+// block is protocol.Stable(blk), remembered when blk is at least memoMinLen long, and
+// whether it is blk (nothing volatile).
+func (s *stableMemo) block(blk string) (string, bool) {
 	if len(blk) < memoMinLen {
-		return s.scan(blk)
+		out := s.scan(blk)
+		return out, out == blk
 	}
 	h := xxhash.Sum64String(blk)
 	sh := &s.shards[h%memoShards]
@@ -91,15 +96,14 @@ func (s *stableMemo) block(blk string) string {
 	sh.mu.Unlock()
 	// A hit compares the whole block: a hash collision can only miss.
 	if ok && e.text == blk {
-		return e.stable
+		return e.stable, e.same
 	}
 	out := s.scan(blk)
 	// Copies: blk usually points into a request body, which must not be kept alive.
-	e = memoEntry{text: strings.Clone(blk)}
-	if out == blk {
+	e = memoEntry{text: strings.Clone(blk), same: out == blk}
+	e.stable = out
+	if e.same {
 		e.stable = e.text
-	} else {
-		e.stable = out
 	}
 	sh.mu.Lock()
 	if sh.m == nil || len(sh.m) >= memoSlots {
@@ -107,7 +111,7 @@ func (s *stableMemo) block(blk string) string {
 	}
 	sh.m[h] = e
 	sh.mu.Unlock()
-	return out
+	return out, e.same
 }
 
 // scan is protocol.Stable, counted.

@@ -31,6 +31,10 @@ const (
 //
 // Numbers, relative paths, URLs and words are kept: two requests that differ in them
 // are two tasks. The text is returned as is (no copy) when nothing is volatile.
+//
+// No volatile part spans a line end or is recognised by reading past one: Stable of a
+// text is Stable of its lines ('\n' kept) concatenated, which package episode's memo
+// relies on to scan only the lines of a long text it has not seen.
 func Stable(text string) string { return stable(text, true) }
 
 // stable is Stable; without plain it asks wordVolatile at every word, as Stable did
