@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -157,7 +158,7 @@ func MatchSideCall(rules []SideCallRule, v *View, body []byte) (SideCall, bool) 
 
 // sideMatch reports whether rules[i].Match matches a text of the messages a side
 // call states its instruction in (sideText). A message with a slot searches its
-// texts once per rule set (Slot.sideHits): a resent conversation's system prompt,
+// texts once per rule set (Slot.sideHit): a resent conversation's system prompt,
 // thousands of bytes, is not searched again on every call.
 func sideMatch(rules []SideCallRule, i int, v *View) bool {
 	msgs := v.Messages
@@ -166,7 +167,7 @@ func sideMatch(rules []SideCallRule, i int, v *View) bool {
 			continue
 		}
 		if k < len(v.Slots) && v.Slots[k] != nil && i < sideHitBits {
-			if v.Slots[k].sideHits(rules, &msgs[k])>>i&1 != 0 {
+			if v.Slots[k].sideHit(rules, i, &msgs[k]) {
 				return true
 			}
 			continue
@@ -204,32 +205,38 @@ func textMatch(re *regexp.Regexp, t string) bool {
 // sideHitBits rules of a set, its first, have their matches remembered in slots.
 const sideHitBits = 64
 
-// sideHits is what a slot remembers of its message for side-call rules: bit i is set
-// when rules[i].Match matches one of the message's texts. The rule set is known by
-// its first rule's address: sets are compiled once with the configuration and never
-// modified, and the pointer kept holds the set's array, so no other set takes its
-// address while the slot remembers it.
+// sideHits is what a slot remembers of its message for side-call rules: rules[i].Match
+// was searched in the message's texts when bit i of known is set, and matched one
+// when bit i of hits is also set. The rule set is known by its first rule's address:
+// sets are compiled once with the configuration and never modified, and the pointer
+// kept holds the set's array, so no other set takes its address while the slot
+// remembers it.
 type sideHits struct {
-	rules *SideCallRule
-	n     int
-	hits  uint64
+	rules       *SideCallRule
+	n           int
+	known, hits atomic.Uint64
 }
 
-// sideHits returns the match bits of m, the slot's message, for rules (see
-// sideHits), searching m once per rule set. Calls racing on a slot each search
-// and store the same bits.
-func (s *Slot) sideHits(rules []SideCallRule, m *Message) uint64 {
-	if h := s.side.Load(); h != nil && h.rules == &rules[0] && h.n == len(rules) {
-		return h.hits
+// sideHit reports whether rules[i].Match matches one of the texts of m, the slot's
+// message, searching m once per rule set and rule: only the rules a call gets to
+// (past their cheap conditions) are searched. Calls racing on a slot each search
+// and set the same bits.
+func (s *Slot) sideHit(rules []SideCallRule, i int, m *Message) bool {
+	h := s.side.Load()
+	if h == nil || h.rules != &rules[0] || h.n != len(rules) {
+		h = &sideHits{rules: &rules[0], n: len(rules)}
+		s.side.Store(h)
 	}
-	var hits uint64
-	for i := range rules[:min(len(rules), sideHitBits)] {
-		if re := rules[i].Match; re != nil && msgMatch(re, m) {
-			hits |= 1 << i
-		}
+	bit := uint64(1) << i
+	if h.known.Load()&bit != 0 {
+		return h.hits.Load()&bit != 0
 	}
-	s.side.Store(&sideHits{rules: &rules[0], n: len(rules), hits: hits})
-	return hits
+	hit := msgMatch(rules[i].Match, m)
+	if hit {
+		h.hits.Or(bit) // before known: who reads known's bit reads this one
+	}
+	h.known.Or(bit)
+	return hit
 }
 
 // sideTexts are the texts a side call states its instruction in: the system and
