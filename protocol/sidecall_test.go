@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/internal/memotest"
 	"github.com/camproxy/camproxy/protocol/openai"
 )
 
@@ -214,5 +215,34 @@ func TestSideCallSearchOncePerMessage(t *testing.T) {
 	swapped.Slots = nil
 	if sc, ok := protocol.MatchSideCall(rules, &swapped, body); ok {
 		t.Fatalf("no slots: %+v", sc)
+	}
+}
+
+// BenchmarkMatchSideCallResent is the side-call check of one turn of an agent's
+// conversation that resends its long system prompt: tau-bench's (~8 KB) when its
+// trajectories are at hand, read by the adapter as the proxy does (slots, side facts).
+func BenchmarkMatchSideCallResent(b *testing.B) {
+	sys := strings.Repeat("# Airline agent policy. Book, modify and cancel reservations. ", 130)
+	// memotest.TauPath is relative to a directory one level down.
+	if raw, err := os.ReadFile(strings.TrimPrefix(memotest.TauPath, "../")); err == nil {
+		sys = gjson.GetBytes(raw, "0.traj.0.content").Str
+	}
+	content, _ := json.Marshal(sys)
+	body := []byte(`{"model":"gpt-4o","tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"system","content":` +
+		string(content) + `},{"role":"user","content":"Change my flight to Friday."},{"role":"assistant","content":"Which reservation?"},` +
+		`{"role":"user","content":"The one to Boston."}]}`)
+	r, err := openai.Parse(body, protocol.DefaultTaskRules())
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, rules := r.Parsed(), protocol.BuiltinSideCalls()
+	if len(sys) < 4096 {
+		b.Fatalf("a system prompt of %d bytes", len(sys))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := protocol.MatchSideCall(rules, v, body); ok {
+			b.Fatal("a turn taken for a side call")
+		}
 	}
 }
