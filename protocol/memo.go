@@ -714,8 +714,12 @@ func (h *Hits[V]) Read(raw []byte, read func(s string) V) V {
 // of it: stitching's canonical digest (package episode). A View's Slots give each
 // message read from remembered bytes the slot of that reading, shared with every
 // later call that sends the same bytes, so the value is derived once per distinct
-// message rather than once per call.
-type Slot struct{ v atomic.Uint64 } // the value + 1; 0 while unknown
+// message rather than once per call. It also remembers which side-call rules match
+// the message (MatchSideCall).
+type Slot struct {
+	v    atomic.Uint64 // the value + 1; 0 while unknown
+	side atomic.Pointer[sideHits]
+}
 
 // Load returns the value stored, if any.
 func (s *Slot) Load() (uint64, bool) {

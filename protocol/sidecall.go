@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -101,17 +102,15 @@ func (r *SideCallRule) String() string {
 }
 
 // MatchSideCall reports the first rule that recognises the call as a side call. v is
-// the parsed view of body; both are only read.
+// the parsed view of body; both are only read. rules must not be modified once
+// matched with: the view's slots remember the matches of its messages per rule set.
 func MatchSideCall(rules []SideCallRule, v *View, body []byte) (SideCall, bool) {
 	if len(rules) == 0 {
 		return SideCall{}, false
 	}
-	// Read once, and only when a rule gets that far: most calls are agent turns that
-	// the cheap conditions (model, tools, max tokens) already tell apart.
-	var texts []string
-	textsRead := false
 	model := strings.ToLower(v.Model)
 	var facts *SideFacts // read when a rule first asks, unless the view carries them
+	var read SideFacts
 	if v.Side.known {
 		facts = &v.Side
 	}
@@ -124,7 +123,8 @@ func MatchSideCall(rules []SideCallRule, v *View, body []byte) (SideCall, bool) 
 		}
 		if r.Tools != ToolsAny {
 			if facts == nil {
-				facts = new(ReadSideFacts(body))
+				read = ReadSideFacts(body)
+				facts = &read
 			}
 			if (r.Tools == ToolsNone) == facts.tools {
 				continue
@@ -132,21 +132,19 @@ func MatchSideCall(rules []SideCallRule, v *View, body []byte) (SideCall, bool) 
 		}
 		if r.MaxTokens > 0 {
 			if facts == nil {
-				facts = new(ReadSideFacts(body))
+				read = ReadSideFacts(body)
+				facts = &read
 			}
 			if !facts.hasMax || facts.maxTokens > r.MaxTokens {
 				continue
 			}
 		}
-		if (r.Match != nil || r.Quote != nil) && !textsRead {
-			texts, textsRead = sideTexts(v.Messages), true
-		}
-		if r.Match != nil && !anyMatch(r.Match, texts) {
+		if r.Match != nil && !sideMatch(rules, i, v) {
 			continue
 		}
 		sc := SideCall{Reason: r.Reason, Rule: r.Source}
 		if r.Quote != nil {
-			for _, t := range texts {
+			for _, t := range sideTexts(v.Messages) {
 				if task, _, ok := RegexTask(r.Quote, t); ok {
 					sc.Quoted = strings.Clone(task)
 					break
@@ -158,20 +156,87 @@ func MatchSideCall(rules []SideCallRule, v *View, body []byte) (SideCall, bool) 
 	return SideCall{}, false
 }
 
-func anyMatch(re *regexp.Regexp, texts []string) bool {
-	// Every match starts with the regexp's literal prefix, if it has one: a text
-	// without it is passed over by one search, without setting up the matcher (most
-	// calls' system prompts hold none of the side calls' instructions).
-	prefix, _ := re.LiteralPrefix()
-	for _, t := range texts {
-		if prefix != "" && !strings.Contains(t, prefix) {
+// sideMatch reports whether rules[i].Match matches a text of the messages a side
+// call states its instruction in (sideText). A message with a slot searches its
+// texts once per rule set (Slot.sideHit): a resent conversation's system prompt,
+// thousands of bytes, is not searched again on every call.
+func sideMatch(rules []SideCallRule, i int, v *View) bool {
+	msgs := v.Messages
+	for k := range msgs {
+		if !sideText(msgs, k) {
 			continue
 		}
-		if re.MatchString(t) {
+		if k < len(v.Slots) && v.Slots[k] != nil && i < sideHitBits {
+			if v.Slots[k].sideHit(rules, i, &msgs[k]) {
+				return true
+			}
+			continue
+		}
+		if msgMatch(rules[i].Match, &msgs[k]) {
 			return true
 		}
 	}
 	return false
+}
+
+// msgMatch reports whether re matches one of m's texts (appendTexts).
+func msgMatch(re *regexp.Regexp, m *Message) bool {
+	if len(m.Parts) == 0 {
+		return m.Content != "" && textMatch(re, m.Content)
+	}
+	for _, p := range m.Parts {
+		if p.Type == PartText && p.Text != "" && textMatch(re, p.Text) {
+			return true
+		}
+	}
+	return false
+}
+
+func textMatch(re *regexp.Regexp, t string) bool {
+	// Every match starts with the regexp's literal prefix, if it has one: a text
+	// without it is passed over by one search, without setting up the matcher (most
+	// calls' system prompts hold none of the side calls' instructions).
+	if prefix, _ := re.LiteralPrefix(); prefix != "" && !strings.Contains(t, prefix) {
+		return false
+	}
+	return re.MatchString(t)
+}
+
+// sideHitBits rules of a set, its first, have their matches remembered in slots.
+const sideHitBits = 64
+
+// sideHits is what a slot remembers of its message for side-call rules: rules[i].Match
+// was searched in the message's texts when bit i of known is set, and matched one
+// when bit i of hits is also set. The rule set is known by its first rule's address:
+// sets are compiled once with the configuration and never modified, and the pointer
+// kept holds the set's array, so no other set takes its address while the slot
+// remembers it.
+type sideHits struct {
+	rules       *SideCallRule
+	n           int
+	known, hits atomic.Uint64
+}
+
+// sideHit reports whether rules[i].Match matches one of the texts of m, the slot's
+// message, searching m once per rule set and rule: only the rules a call gets to
+// (past their cheap conditions) are searched. Calls racing on a slot each search
+// and set the same bits.
+func (s *Slot) sideHit(rules []SideCallRule, i int, m *Message) bool {
+	h := s.side.Load()
+	if h == nil || h.rules != &rules[0] || h.n != len(rules) {
+		h = &sideHits{rules: &rules[0], n: len(rules)}
+		s.side.Store(h)
+	}
+	bit := uint64(1) << i
+	if h.known.Load()&bit != 0 {
+		return h.hits.Load()&bit != 0
+	}
+	hit := msgMatch(rules[i].Match, m)
+	if hit {
+		h.hits.Or(bit) // before known: who reads known's bit reads this one
+	}
+	h.known.Or(bit)
+	return hit
 }
 
 // sideTexts are the texts a side call states its instruction in: the system and
@@ -181,12 +246,17 @@ func anyMatch(re *regexp.Regexp, texts []string) bool {
 func sideTexts(msgs []Message) []string {
 	var out []string
 	for i := range msgs {
-		m := &msgs[i]
-		if m.Role == "system" || m.Role == "developer" || i == len(msgs)-1 && m.Role == "user" {
-			out = appendTexts(out, m)
+		if sideText(msgs, i) {
+			out = appendTexts(out, &msgs[i])
 		}
 	}
 	return out
+}
+
+// sideText reports whether msgs[i] is one of the messages sideTexts reads.
+func sideText(msgs []Message, i int) bool {
+	r := msgs[i].Role
+	return r == "system" || r == "developer" || i == len(msgs)-1 && r == "user"
 }
 
 // appendTexts adds a message's text: its content (text parts joined with "\n"), or

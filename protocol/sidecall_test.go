@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/internal/memotest"
 	"github.com/camproxy/camproxy/protocol/openai"
 )
 
@@ -169,11 +170,79 @@ func FuzzSideCall(f *testing.F) {
 		if ok && (sc.Rule == "" || sc.Reason == "") {
 			t.Fatalf("match without a rule: %+v", sc)
 		}
-		// The facts the parse collected decide as the body read alone does.
+		// The facts the parse collected decide as the body read alone does, and the
+		// matches the slots remember as the texts searched afresh do.
 		alone := *v
-		alone.Side = protocol.SideFacts{}
+		alone.Side, alone.Slots = protocol.SideFacts{}, nil
 		if sc2, ok2 := protocol.MatchSideCall(rules, &alone, body); ok2 != ok || sc2 != sc {
-			t.Fatalf("with the parse's facts %+v %v, reading the body %+v %v", sc, ok, sc2, ok2)
+			t.Fatalf("with the parse's facts and slots %+v %v, reading the body %+v %v", sc, ok, sc2, ok2)
+		}
+		if sc2, ok2 := protocol.MatchSideCall(rules, v, body); ok2 != ok || sc2 != sc {
+			t.Fatalf("first %+v %v, again from the slots %+v %v", sc, ok, sc2, ok2)
 		}
 	})
+}
+
+// TestSideCallSearchOncePerMessage: a message with a slot (one the adapter
+// remembers, which a conversation resends on every turn) has its texts searched for
+// the side-call rules once per rule set; later calls read the slot and allocate
+// nothing. The slot, not the text, answers the second call here: its message's text
+// is swapped behind it, which no adapter does.
+func TestSideCallSearchOncePerMessage(t *testing.T) {
+	sys := "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.\n" + strings.Repeat("policy ", 1000) +
+		"Your task is to create a detailed summary of the conversation so far"
+	body := []byte(`{"model":"m","tools":[{}],"messages":[]}`)
+	slots := []*protocol.Slot{new(protocol.Slot), new(protocol.Slot)}
+	v := &protocol.View{Model: "m", Slots: slots, Messages: []protocol.Message{
+		{Role: "system", Content: sys}, {Role: "user", Content: "go on"}}}
+	rules := protocol.BuiltinSideCalls()
+	if sc, ok := protocol.MatchSideCall(rules, v, body); !ok || sc.Reason != "compact" {
+		t.Fatalf("first call: %+v %v, want compact", sc, ok)
+	}
+	swapped := *v
+	swapped.Messages = []protocol.Message{{Role: "system", Content: "You are an agent."}, {Role: "user", Content: "go on"}}
+	if sc, ok := protocol.MatchSideCall(rules, &swapped, body); !ok || sc.Reason != "compact" {
+		t.Fatalf("the same slots: %+v %v; the message was searched again", sc, ok)
+	}
+	if n := testing.AllocsPerRun(10, func() { protocol.MatchSideCall(rules, v, body) }); n != 0 {
+		t.Errorf("%v allocations per call from the slots, want 0", n)
+	}
+	// Another rule set searches the message again.
+	if sc, ok := protocol.MatchSideCall(protocol.BuiltinSideCalls(), &swapped, body); ok {
+		t.Fatalf("another rule set took the slot's matches: %+v", sc)
+	}
+	// A message without a slot is searched on every call.
+	swapped.Slots = nil
+	if sc, ok := protocol.MatchSideCall(rules, &swapped, body); ok {
+		t.Fatalf("no slots: %+v", sc)
+	}
+}
+
+// BenchmarkMatchSideCallResent is the side-call check of one turn of an agent's
+// conversation that resends its long system prompt: tau-bench's (~8 KB) when its
+// trajectories are at hand, read by the adapter as the proxy does (slots, side facts).
+func BenchmarkMatchSideCallResent(b *testing.B) {
+	sys := strings.Repeat("# Airline agent policy. Book, modify and cancel reservations. ", 130)
+	// memotest.TauPath is relative to a directory one level down.
+	if raw, err := os.ReadFile(strings.TrimPrefix(memotest.TauPath, "../")); err == nil {
+		sys = gjson.GetBytes(raw, "0.traj.0.content").Str
+	}
+	content, _ := json.Marshal(sys)
+	body := []byte(`{"model":"gpt-4o","tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"system","content":` +
+		string(content) + `},{"role":"user","content":"Change my flight to Friday."},{"role":"assistant","content":"Which reservation?"},` +
+		`{"role":"user","content":"The one to Boston."}]}`)
+	r, err := openai.Parse(body, protocol.DefaultTaskRules())
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, rules := r.Parsed(), protocol.BuiltinSideCalls()
+	if len(sys) < 4096 {
+		b.Fatalf("a system prompt of %d bytes", len(sys))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := protocol.MatchSideCall(rules, v, body); ok {
+			b.Fatal("a turn taken for a side call")
+		}
+	}
 }

@@ -54,9 +54,9 @@ func TestSideFactsFromView(t *testing.T) {
 	}
 }
 
-// TestAnyMatchPrefix: passing over the texts without a regexp's literal prefix
+// TestTextMatchPrefix: passing over the texts without a regexp's literal prefix
 // decides as the regexp does, anchored, case-folded and prefix-less ones included.
-func TestAnyMatchPrefix(t *testing.T) {
+func TestTextMatchPrefix(t *testing.T) {
 	texts := []string{"", "Generate a concise, sentence-case title (3-7 words) now", "generate a concise",
 		"x\nUser prompt:\nhi ", "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.\nYour task is to create a detailed summary of the conversation so far"}
 	for _, r := range BuiltinSideCalls() {
@@ -65,7 +65,7 @@ func TestAnyMatchPrefix(t *testing.T) {
 		}
 		for _, re := range []*regexp.Regexp{r.Match, regexp.MustCompile("(?i)" + r.Match.String()), regexp.MustCompile(`\w+ a concise`)} {
 			for _, text := range texts {
-				if got, want := anyMatch(re, []string{text}), re.MatchString(text); got != want {
+				if got, want := textMatch(re, text), re.MatchString(text); got != want {
 					t.Errorf("%s on %q: %v, the regexp says %v", re, text, got, want)
 				}
 			}
