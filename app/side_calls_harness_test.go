@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,15 +48,20 @@ func startTUI(t *testing.T, dir string, env []string, argv ...string) *tui {
 		t.Fatalf("tmux new-session: %v: %s", err, out)
 	}
 	pid, _ := exec.Command("tmux", "display-message", "-p", "-t", s.name, "#{pane_pid}").Output()
+	// The parent of the test's temp folders (t.TempDir makes each beneath it).
+	root := regexp.QuoteMeta(filepath.Dir(t.TempDir()) + string(filepath.Separator))
 	t.Cleanup(func() {
 		_ = exec.Command("tmux", "kill-session", "-t", s.name).Run()
 		// The agent writes its session files as it goes, from children of the pane's
 		// process too (Claude Code's wrapper runs its native binary): every process of
-		// the pane's session is killed and gone before the temp dirs are removed.
+		// the pane's session is killed and gone before the temp dirs are removed, and so
+		// is every process run from the test's temp folders, which may leave the session
+		// (Codex's app-server daemon outlived the test).
 		sid := strings.TrimSpace(string(pid))
 		for i := 0; i < 200 && sid != ""; i++ {
 			out, _ := exec.Command("pgrep", "-s", sid).Output()
-			left := strings.Fields(string(out))
+			daemons, _ := exec.Command("pgrep", "-f", root).Output()
+			left := strings.Fields(string(out) + " " + string(daemons))
 			if len(left) == 0 {
 				break
 			}
