@@ -91,6 +91,9 @@ type Options struct {
 	// the context cache) skip a Redis that failed (0 = their defaults, 5 s); tests
 	// shorten it.
 	RedisCooldown time.Duration
+	// CacheRedisTimeout bounds each of the context cache's Redis commands (0 = its
+	// default, 500 ms); tests of a fleet on a loaded machine lengthen it.
+	CacheRedisTimeout time.Duration
 	// LearnStep and LearnPair replace the online learner's optimiser step and batch
 	// sampler (tests, the demo); nil = learn.Step with learn:'s models, learn.Pair.
 	LearnStep online.StepFunc
@@ -143,7 +146,7 @@ func New(cfg *config.Config, o Options) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache.redis_url: %w", err)
 	}
-	a.Cache = augment.NewCache(augment.CacheOptions{LocalEntries: cfg.Cache.LocalEntries, TTL: cfg.Cache.TTL, Cooldown: o.RedisCooldown}, cacheRedis, log)
+	a.Cache = augment.NewCache(augment.CacheOptions{LocalEntries: cfg.Cache.LocalEntries, TTL: cfg.Cache.TTL, Cooldown: o.RedisCooldown, OpTimeout: o.CacheRedisTimeout}, cacheRedis, log)
 	if cacheRedis != nil {
 		a.addRedisPart(partCache, cacheRedis, a.Cache.RedisState)
 	}

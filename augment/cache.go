@@ -50,6 +50,9 @@ type CacheOptions struct {
 	TTL          time.Duration // of local and Redis entries; 0 = no expiry
 	// Cooldown is how long the cache stays local-only after a Redis failure; 0 = 5 s.
 	Cooldown time.Duration
+	// OpTimeout bounds one Redis command; 0 = 500 ms. Tests of a fleet on a loaded
+	// machine lengthen it, so that a slow moment is not taken for an outage.
+	OpTimeout time.Duration
 }
 
 // Source says where Get's value came from.
@@ -130,6 +133,9 @@ func NewCache(o CacheOptions, rdb redis.UniversalClient, log *slog.Logger) *Cach
 	}
 	if o.Cooldown > 0 {
 		c.cooldown = o.Cooldown
+	}
+	if o.OpTimeout > 0 {
+		c.opTime = o.OpTimeout
 	}
 	if o.LocalEntries > 0 {
 		c.local = expirable.NewLRU[string, string](o.LocalEntries, nil, o.TTL)

@@ -65,7 +65,12 @@ func serveChild() int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := app.New(cfg, app.Options{Logger: log, RedisCooldown: 300 * time.Millisecond})
+	a, err := app.New(cfg, app.Options{Logger: log, RedisCooldown: 300 * time.Millisecond,
+		// The fleet's checks count one CAM call per task across processes: a context
+		// cache read that outlived the 500 ms default on a loaded CI machine was taken
+		// for an outage, and that process called the CAM again. Outages here are
+		// killed masters, which fail at once or within this.
+		CacheRedisTimeout: 3 * time.Second})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
