@@ -60,8 +60,7 @@ func startTUI(t *testing.T, dir string, env []string, argv ...string) *tui {
 		sid := strings.TrimSpace(string(pid))
 		for i := 0; i < 200 && sid != ""; i++ {
 			out, _ := exec.Command("pgrep", "-s", sid).Output()
-			daemons, _ := exec.Command("pgrep", "-f", root).Output()
-			left := strings.Fields(string(out) + " " + string(daemons))
+			left := append(strings.Fields(string(out)), outliving(root)...)
 			if len(left) == 0 {
 				break
 			}
@@ -74,6 +73,20 @@ func startTUI(t *testing.T, dir string, env []string, argv ...string) *tui {
 		}
 	})
 	return s
+}
+
+// outliving lists the processes whose command line names a path under root, the
+// tmux server excepted: the first new-session forks it with that session's command
+// line, and it serves every other test's session.
+func outliving(root string) []string {
+	out, _ := exec.Command("pgrep", "-f", root).Output()
+	var pids []string
+	for _, p := range strings.Fields(string(out)) {
+		if comm, _ := os.ReadFile("/proc/" + p + "/comm"); !strings.HasPrefix(string(comm), "tmux") {
+			pids = append(pids, p)
+		}
+	}
+	return pids
 }
 
 // screen is what the terminal shows now.
