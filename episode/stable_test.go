@@ -18,12 +18,7 @@ func TestStableMemoIsStable(t *testing.T) {
 		pad + "nothing volatile here",
 		strings.Repeat("x", memoMaxLen+1) + " 2025-10-20",
 	} {
-		want := protocol.Stable(text)
-		for i := range 3 {
-			if got := m.stable(text); got != want {
-				t.Fatalf("call %d on %.40q: got %.80q, want %.80q", i, text, got, want)
-			}
-		}
+		sameAsStable(t, &m, text, 3)
 	}
 }
 
@@ -88,13 +83,7 @@ func TestStableBlocksAreStable(t *testing.T) {
 			}
 		}
 		text := b.String()
-		var m stableMemo
-		want := protocol.Stable(text)
-		for k := range 2 {
-			if got := m.stable(text); got != want {
-				t.Fatalf("case %d, call %d: the blocks' stable form differs from the text's\ngot  %q\nwant %q", i, k, got, want)
-			}
-		}
+		sameAsStable(t, new(stableMemo), text, 2)
 	}
 }
 
@@ -118,5 +107,16 @@ func TestStableMemoScansTheNewBlock(t *testing.T) {
 	}
 	if n := m.scanned.Load() - before; n > 2*memoMinLen {
 		t.Fatalf("the second prompt scanned %d of its %d bytes; only its last block (< %d) is new", n, len(second), 2*memoMinLen)
+	}
+}
+
+// sameAsStable fails unless calls calls of m.stable(text) each give protocol.Stable(text).
+func sameAsStable(t *testing.T, m *stableMemo, text string, calls int) {
+	t.Helper()
+	want := protocol.Stable(text)
+	for k := range calls {
+		if got := m.stable(text); got != want {
+			t.Fatalf("call %d on %.40q: the memo's stable form differs from the text's\ngot  %.200q\nwant %.200q", k, text, got, want)
+		}
 	}
 }
