@@ -190,7 +190,11 @@ func codexTUI(t *testing.T, c *codexCLI, extraEnv ...string) *tui {
 		t.Fatal(err)
 	}
 	env := append(append(append([]string{}, c.env...), "TERM=xterm-256color"), extraEnv...)
-	return startTUI(t, c.work, env, "node", c.bin)
+	// --no-daemon: the UI runs its app server in process. By default it first installs
+	// a background server (a 400 MB copy of itself into CODEX_HOME) and lets a prompt
+	// wait "for startup" until that serves: on a loaded CI box past the harness's
+	// minute. The model calls are the same, made by the same app-server code.
+	return startTUI(t, c.work, env, "node", c.bin, "--no-daemon")
 }
 
 // claudeSideScript answers Claude Code's calls: a title call (structured output)
