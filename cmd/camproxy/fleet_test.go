@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,42 +24,6 @@ import (
 	"github.com/camproxy/camproxy/policies"
 	"github.com/camproxy/camproxy/replay"
 )
-
-// serveProc is one `camproxy serve` child process and the addresses it bound.
-type serveProc struct {
-	cmd         *exec.Cmd
-	data, admin string
-}
-
-// startServeAddrs runs `camproxy serve --config cfg` as a child process (this test
-// binary re-executed as main) and reads the addresses it serves on from its log.
-func startServeAddrs(t *testing.T, cfg string) *serveProc {
-	t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "CAMPROXY_BE_MAIN=1", "CAMPROXY_ARGS=serve --config "+cfg)
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	up := make(chan [2]string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			if l := gjson.Parse(sc.Text()); l.Get("msg").String() == "camproxy serving" {
-				up <- [2]string{l.Get("listen").String(), l.Get("admin").String()}
-			}
-		}
-	}()
-	select {
-	case a := <-up:
-		return &serveProc{cmd: cmd, data: a[0], admin: a[1]}
-	case <-time.After(testkit.Patience(t)):
-		t.Fatal("camproxy did not start")
-	}
-	return nil
-}
 
 // status is the process's /v1/status (empty while it does not answer).
 func (p *serveProc) status(t *testing.T) gjson.Result {
@@ -104,7 +66,7 @@ func startFleet(t *testing.T, cfg *config.Config, dir string, n int) []*servePro
 		if err := os.WriteFile(path, y, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		procs = append(procs, startServeAddrs(t, path))
+		procs = append(procs, startServe(t, path))
 	}
 	return procs
 }

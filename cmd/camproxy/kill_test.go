@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,12 +26,12 @@ func TestSIGKILLLeavesReadableBuffer(t *testing.T) {
 	up := testkit.NewUpstream()
 	defer up.Close()
 	dir := t.TempDir()
-	listen, adminAddr := freeAddr(t), freeAddr(t)
-	cfg := writeConfig(t, fmt.Sprintf(`server: {listen: %q, admin_listen: %q}
+	cfg := writeConfig(t, fmt.Sprintf(`server: {listen: "127.0.0.1:0", admin_listen: "127.0.0.1:0"}
 upstreams: {openai: {base_url: %q}}
 replay: {sinks: ["file://%s/replay"], spool_dir: "%s/spool"}
-`, listen, adminAddr, up.URL, dir, dir))
-	cmd := startServe(t, cfg)
+`, up.URL, dir, dir))
+	p := startServe(t, cfg)
+	listen := p.data
 
 	var ok atomic.Int64
 	ctx, stop := context.WithCancel(context.Background())
@@ -52,11 +49,9 @@ replay: {sinks: ["file://%s/replay"], spool_dir: "%s/spool"}
 			}
 		})
 	}
-	for ok.Load() < 300 {
-		time.Sleep(10 * time.Millisecond)
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
+	wait(t, "300 answered calls", func() bool { return ok.Load() >= 300 })
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.Wait()
 	stop()
 	wg.Wait()
 
@@ -103,12 +98,12 @@ func TestSIGTERMDrainsStreams(t *testing.T) {
 		}
 	})
 	dir := t.TempDir()
-	listen, adminAddr := freeAddr(t), freeAddr(t)
-	cfg := writeConfig(t, fmt.Sprintf(`server: {listen: %q, admin_listen: %q, shutdown_grace: 20s}
+	cfg := writeConfig(t, fmt.Sprintf(`server: {listen: "127.0.0.1:0", admin_listen: "127.0.0.1:0", shutdown_grace: 20s}
 upstreams: {openai: {base_url: %q}}
 replay: {sinks: ["file://%s/replay"], spool_dir: "%s/spool"}
-`, listen, adminAddr, up.URL, dir, dir))
-	cmd := startServe(t, cfg)
+`, up.URL, dir, dir))
+	p := startServe(t, cfg)
+	listen := p.data
 	const n = 6
 	results := make(chan string, n)
 	for i := range n {
@@ -136,7 +131,7 @@ replay: {sinks: ["file://%s/replay"], spool_dir: "%s/spool"}
 		}
 	}
 	start := time.Now()
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	wait(t, "camproxy to stop accepting after SIGTERM", func() bool {
 		c, err := net.Dial("tcp", listen)
 		if err == nil {
@@ -150,7 +145,7 @@ replay: {sinks: ["file://%s/replay"], spool_dir: "%s/spool"}
 			t.Fatalf("a stream in flight at SIGTERM did not finish whole: %q", r)
 		}
 	}
-	if err := cmd.Wait(); err != nil {
+	if err := p.Wait(); err != nil {
 		t.Fatalf("camproxy exited with %v after SIGTERM", err)
 	}
 	took := time.Since(start)
@@ -160,32 +155,4 @@ replay: {sinks: ["file://%s/replay"], spool_dir: "%s/spool"}
 	}
 	t.Logf("FAULT\tprocess\tSIGTERM with %d streams in flight\tall %d streams complete ([DONE]); exit 0 after %v\t%d/%d episodes recorded",
 		n, n, took.Round(time.Millisecond), len(buf.Episodes), n)
-}
-
-// startServe runs `camproxy serve --config cfg` as a child process (this test binary
-// re-executed as main) and returns once it logs that it serves; it is killed at cleanup.
-func startServe(t *testing.T, cfg string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "CAMPROXY_BE_MAIN=1", "CAMPROXY_ARGS=serve --config "+cfg)
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	serving := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "camproxy serving") {
-				close(serving)
-			}
-		}
-	}()
-	select {
-	case <-serving:
-	case <-time.After(testkit.Patience(t)):
-		t.Fatal("camproxy did not start")
-	}
-	return cmd
 }

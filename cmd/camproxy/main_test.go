@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -67,46 +65,23 @@ func writeConfig(t *testing.T, text string) string {
 }
 
 func TestSIGTERMExitsZero(t *testing.T) {
-	listen, adminAddr := freeAddr(t), freeAddr(t)
-	cfg := writeConfig(t, "server:\n  listen: \""+listen+"\"\n  admin_listen: \""+adminAddr+"\"\n  shutdown_grace: 5s\n")
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "CAMPROXY_BE_MAIN=1", "CAMPROXY_ARGS=serve --config "+cfg)
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stderr)
-	serving := make(chan struct{})
-	var logs bytes.Buffer
-	go func() {
-		for sc.Scan() {
-			logs.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "camproxy serving") {
-				close(serving)
-			}
-		}
-	}()
-	select {
-	case <-serving:
-	case <-time.After(testkit.Patience(t)):
-		_ = cmd.Process.Kill()
-		t.Fatalf("camproxy did not start:\n%s", logs.String())
-	}
-	if c, err := net.Dial("tcp", listen); err != nil {
+	cfg := writeConfig(t, "server:\n  listen: 127.0.0.1:0\n  admin_listen: 127.0.0.1:0\n  shutdown_grace: 5s\n")
+	p := startServe(t, cfg)
+	if c, err := net.Dial("tcp", p.data); err != nil {
 		t.Fatalf("data plane not listening: %v", err)
 	} else {
 		c.Close()
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { done <- p.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v", err)
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.Logs())
 		}
 	case <-time.After(testkit.Patience(t)):
-		_ = cmd.Process.Kill()
+		_ = p.cmd.Process.Kill()
 		t.Fatal("camproxy did not exit after SIGTERM")
 	}
 }
