@@ -33,7 +33,8 @@ if [ "${ARCHIVE:-1}" = 1 ]; then
   # records the generator's hash, which must not depend on where it was built).
   tools=$(mktemp -d)
   trap 'rm -rf "$tools"' EXIT
-  "$go" build -trimpath -o "$tools/" github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod ./internal/relarchive
+  # Without cgo, as camproxy is built: the standard library compiled for it serves them.
+  CGO_ENABLED=0 "$go" build -trimpath -o "$tools/" github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod ./internal/relarchive
 fi
 for t in "${targets[@]}"; do
   os=${t%/*} arch=${t#*/}

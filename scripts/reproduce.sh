@@ -5,7 +5,7 @@
 # the archives, the SBOMs and SHA256SUMS byte for byte. Exit 1 on any difference.
 #   scripts/reproduce.sh [-o DIR] [OS/ARCH ...]    linux/amd64 by default; -o keeps the first build's files in DIR
 # REPRODUCE_CACHE=shared reuses this machine's build cache (seconds instead of a full
-# compile, the two builds side by side; `make test` does this, deploy/release_test.go).
+# compile; `make test` does this, deploy/release_test.go).
 # The copies are of the tracked files as they are now (uncommitted edits included,
 # untracked files not).
 set -euo pipefail
@@ -21,10 +21,10 @@ export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 work=$(mktemp -d)
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 snapshot=$(git stash create 2>/dev/null || true)  # a commit of the tracked files as they are, or nothing when clean
-# On the shared cache the two builds run side by side: each is then mostly a link, an
-# archive and an SBOM, one core each. Two fresh caches are two full compiles, each of
-# which already uses every core: one after the other.
-pids=()
+# One build after the other. On the shared cache the second is then links, an archive
+# and an SBOM only: side by side, two builds on a cache that lacks a package (the
+# SBOM tool's, on a fresh CI machine) both compiled it, and `make test` is CPU-bound.
+# Two fresh caches are two full compiles, each of which already uses every core.
 for m in one two/another-machine; do
   src=$work/$m/src
   mkdir -p "$src"
@@ -33,15 +33,7 @@ for m in one two/another-machine; do
   [ "${REPRODUCE_CACHE:-fresh}" = shared ] || cache=$work/$m/gocache
   echo "reproduce: building in $src (GOCACHE=$cache)"
   build() { (cd "$src" && GOCACHE=$cache GO=$go ./scripts/release-build.sh -o "$work/$m/dist" "${targets[@]}" >/dev/null); }
-  if [ "${REPRODUCE_CACHE:-fresh}" = shared ]; then
-    build &
-    pids+=($!)
-  else
-    build
-  fi
-done
-for pid in ${pids[@]+"${pids[@]}"}; do
-  wait "$pid" || { echo "reproduce: a build failed" >&2; exit 1; }
+  build || { echo "reproduce: a build failed" >&2; exit 1; }
 done
 status=0
 for f in "$work/one/dist"/SHA256SUMS "$work/one/dist"/*.tar.gz "$work/one/dist"/*.zip "$work/one/dist"/*.cdx.json; do
