@@ -510,9 +510,10 @@ func TestLearnerRefreshesGuidance(t *testing.T) {
 		_, ctx := armTurn(t, e, "rag", task)
 		return strings.Contains(ctx, guidance)
 	})
-	if m := e.metric("camproxy_learn_guidance_total"); !strings.Contains(m, `camproxy_learn_guidance_total{experiment="`+e.cfg.Experiment.Name+`"} 1`) {
-		t.Errorf("metric: %s", m)
-	}
+	// Counted once the refresh returns, which is after the file was written and may be
+	// after the rag arm reloaded it.
+	want := `camproxy_learn_guidance_total{experiment="` + e.cfg.Experiment.Name + `"} 1`
+	eventually(t, "the guidance counted: "+want, func() bool { return strings.Contains(e.metric("camproxy_learn_guidance_total"), want) })
 }
 
 // A step that changes only counts gives the agent the same context: its version is
