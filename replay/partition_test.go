@@ -224,6 +224,7 @@ func sorted(s []string) []string {
 var fileSegmentRE = regexp.MustCompile(`^dt=\d{4}-\d{2}-\d{2}/hr=\d{2}/w-\d{20}-\d{6}\.jsonl$`)
 
 func TestFileSourceWindow(t *testing.T) {
+	t.Parallel() // its own directories and data: it overlaps the package's other heavy tests
 	dir := t.TempDir()
 	s := fileNewSink(t, dir, FileOptions{Writer: "w", SegmentBytes: 1500})
 	byHour := writeBuffer(t, func(at time.Time) { s.now = func() time.Time { return at } }, func(b [][]byte) error {

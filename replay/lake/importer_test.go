@@ -111,6 +111,7 @@ func refMessage(m map[string]any) protocol.Message {
 }
 
 func TestImportTauBenchAirline(t *testing.T) {
+	t.Parallel() // its own directories and data: it overlaps the package's other heavy tests
 	raw, err := os.ReadFile(testkit.TauBenchAirline())
 	if err != nil {
 		t.Skipf("tau-bench data not available (%v): see shared/data/README.md", err)
