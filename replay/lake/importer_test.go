@@ -486,10 +486,12 @@ func TestImportExportTauBench(t *testing.T) {
 			if len(back.Episodes) != 200 || !bytes.Equal(first, second) {
 				t.Fatalf("%d episodes; fixed point %v", len(back.Episodes), bytes.Equal(first, second))
 			}
-			// Into a copy of the source buffer: the same lines, without the other
-			// format's re-import, so the read is of twice the data, not three times.
+			// Into a copy of the source buffer, without the other format's re-import:
+			// its first eighth (whole episodes and a cut one) holds events the export
+			// carries as well as all of it would, and the read is of 9/8 of the data,
+			// not twice it.
 			dir := t.TempDir()
-			importLines(t, dir, lines)
+			importLines(t, dir, lines[:len(lines)/8])
 			importInto(t, dir, func(emit func([]byte) error) error { return e.load(t, first, emit) })
 			if again := readDir(t, dir); len(again.Episodes) != 200 || again.Duplicates == 0 {
 				t.Errorf("re-import into the source: %d episodes, %d duplicates", len(again.Episodes), again.Duplicates)
