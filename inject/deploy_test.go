@@ -1,6 +1,8 @@
 package inject
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -686,6 +688,11 @@ func checkChartTLS(t *testing.T, r *rendered, mwc *admissionregistrationv1.Mutat
 	leaf, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The key cert-manager would make (privateKey ECDSA 256), not RSA: cheap to make
+	// on every install.
+	if k, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok || k.Curve != elliptic.P256() || leaf.SignatureAlgorithm != x509.ECDSAWithSHA256 {
+		t.Errorf("Secret %s: a %v key signed %v, want ECDSA P-256 signed by an ECDSA CA", s.Name, leaf.PublicKeyAlgorithm, leaf.SignatureAlgorithm)
 	}
 	for _, w := range mwc.Webhooks {
 		roots := x509.NewCertPool()

@@ -89,17 +89,26 @@ var (
 	_ windowSource = (*S3Source)(nil)
 )
 
-// monthStart is the first hour of the 30-day buffers the window tests write.
-var monthStart = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+// bufStart is the first hour of the bufDays-day buffers the window tests write: they
+// cross midnights and a month's end (Feb 28 to Mar 1), the boundaries a window's
+// listing turns at in both layouts (dt=…/hr=… and the legacy YYYY/MM/DD/HH). A few
+// days cross the same boundaries a month would, at a fifth of the objects.
+var bufStart = time.Date(2026, 2, 27, 0, 0, 0, 0, time.UTC)
 
-// writeMonth writes one batch an hour for 30 days through write, the clock set to
+const bufDays = 6
+
+// bufDay is the day the window tests read: the first of a month, the day after a
+// month's last.
+var bufDay = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+
+// writeBuffer writes one batch an hour for bufDays days through write, the clock set to
 // that hour (plus a few minutes), and returns every line by the hour it was written.
-func writeMonth(t *testing.T, setNow func(time.Time), write func([][]byte) error) map[time.Time][]string {
+func writeBuffer(t *testing.T, setNow func(time.Time), write func([][]byte) error) map[time.Time][]string {
 	t.Helper()
 	byHour := map[time.Time][]string{}
 	pad := strings.Repeat("x", 400)
-	for h := range 30 * 24 {
-		hour := monthStart.Add(time.Duration(h) * time.Hour)
+	for h := range bufDays * 24 {
+		hour := bufStart.Add(time.Duration(h) * time.Hour)
 		setNow(hour.Add(17 * time.Minute))
 		batch := make([][]byte, 5)
 		for i := range batch {
@@ -125,10 +134,11 @@ func linesIn(byHour map[time.Time][]string, from, to time.Time) []string {
 	return out
 }
 
-// checkWindows reads windows of a 30-day buffer and checks that each returns exactly
-// the lines of its hours plus extra (the unpartitioned lines), and that a one-day
-// window reads at most 1/20 of the buffer's bytes: counted as the bytes the source
-// read (bytesRead), the bytes it delivered, and the bytes SizeWindow announces.
+// checkWindows reads windows of a bufDays-day buffer and checks that each returns
+// exactly the lines of its hours plus extra (the unpartitioned lines), and that a
+// one-day window reads no more than its day's share (1/bufDays) with slack for one
+// object's size, never a second day's: counted as the bytes the source read
+// (bytesRead), the bytes it delivered, and the bytes SizeWindow announces.
 func checkWindows(t *testing.T, src windowSource, byHour map[time.Time][]string, extra []string) {
 	t.Helper()
 	ctx := t.Context()
@@ -159,11 +169,11 @@ func checkWindows(t *testing.T, src windowSource, byHour map[time.Time][]string,
 		t.Fatalf("Size = %d, %v; Scan read %d bytes", size, err, allStored)
 	}
 	slices.Sort(all)
-	if want := append(linesIn(byHour, monthStart, monthStart.AddDate(0, 1, 0)), extra...); !slices.Equal(all, sorted(want)) {
+	if want := append(linesIn(byHour, bufStart, bufStart.AddDate(0, 0, bufDays)), extra...); !slices.Equal(all, sorted(want)) {
 		t.Fatalf("Scan read %d lines, want %d", len(all), len(want))
 	}
 
-	day := monthStart.AddDate(0, 0, 14)
+	day := bufDay
 	for _, tc := range []struct {
 		name     string
 		from, to time.Time
@@ -172,18 +182,20 @@ func checkWindows(t *testing.T, src windowSource, byHour map[time.Time][]string,
 		{"one day, off the hour", day.Add(30 * time.Minute), day.AddDate(0, 0, 1).Add(30 * time.Minute)},
 		{"an hour", day.Add(5 * time.Hour), day.Add(6 * time.Hour)},
 		{"a minute", day.Add(5*time.Hour + time.Minute), day.Add(5*time.Hour + 2*time.Minute)},
-		{"open start", time.Time{}, monthStart.Add(3 * time.Hour)},
-		{"open end", monthStart.AddDate(0, 0, 29).Add(20 * time.Hour), time.Time{}},
-		{"before the buffer", monthStart.AddDate(-1, 0, 0), monthStart.AddDate(0, 0, -1)},
-		{"the whole month", monthStart, monthStart.AddDate(0, 1, 0)},
+		{"over the month's end", day.Add(-90 * time.Minute), day.Add(90 * time.Minute)},
+		{"open start", time.Time{}, bufStart.Add(3 * time.Hour)},
+		{"open end", bufStart.AddDate(0, 0, bufDays-1).Add(20 * time.Hour), time.Time{}},
+		{"before the buffer", bufStart.AddDate(0, -1, 0), bufStart.AddDate(0, 0, -1)},
+		{"after the buffer", bufStart.AddDate(0, 0, bufDays+1), bufStart.AddDate(0, 1, 0)},
+		{"the whole buffer", bufStart, bufStart.AddDate(0, 0, bufDays)},
 	} {
 		from, to := tc.from, tc.to
 		lines, delivered, stored := read(from, to)
 		if from.IsZero() {
-			from = monthStart.AddDate(-10, 0, 0)
+			from = bufStart.AddDate(-10, 0, 0)
 		}
 		if to.IsZero() {
-			to = monthStart.AddDate(10, 0, 0)
+			to = bufStart.AddDate(10, 0, 0)
 		}
 		want := sorted(append(linesIn(byHour, from, to), extra...))
 		if !slices.Equal(lines, want) {
@@ -194,10 +206,11 @@ func checkWindows(t *testing.T, src windowSource, byHour map[time.Time][]string,
 			t.Errorf("%s: SizeWindow = %d, %v; ScanWindow read %d bytes", tc.name, sz, err, stored)
 		}
 		if tc.name == "one day" {
-			t.Logf("one day of 30: %d of %d bytes read (1/%.1f), %d of %d delivered (1/%.1f)",
+			t.Logf("one day of %d: %d of %d bytes read (1/%.1f), %d of %d delivered (1/%.1f)", bufDays,
 				stored, allStored, float64(allStored)/float64(stored), delivered, allDelivered, float64(allDelivered)/float64(delivered))
-			if stored*20 > allStored || delivered*20 > allDelivered {
-				t.Errorf("one day of 30 read %d of %d bytes, delivered %d of %d: more than 1/20", stored, allStored, delivered, allDelivered)
+			// A day's share is 1/bufDays; a second day read too would be 2/bufDays.
+			if limit := int64(bufDays - 2); stored*limit > allStored || delivered*limit > allDelivered {
+				t.Errorf("one day of %d read %d of %d bytes, delivered %d of %d: more than 1/%d", bufDays, stored, allStored, delivered, allDelivered, limit)
 			}
 		}
 	}
@@ -211,9 +224,10 @@ func sorted(s []string) []string {
 var fileSegmentRE = regexp.MustCompile(`^dt=\d{4}-\d{2}-\d{2}/hr=\d{2}/w-\d{20}-\d{6}\.jsonl$`)
 
 func TestFileSourceWindow(t *testing.T) {
+	t.Parallel() // its own directories and data: it overlaps the package's other heavy tests
 	dir := t.TempDir()
 	s := fileNewSink(t, dir, FileOptions{Writer: "w", SegmentBytes: 1500})
-	byHour := writeMonth(t, func(at time.Time) { s.now = func() time.Time { return at } }, func(b [][]byte) error {
+	byHour := writeBuffer(t, func(at time.Time) { s.now = func() time.Time { return at } }, func(b [][]byte) error {
 		return s.Write(t.Context(), b)
 	})
 	// Every batch is in the partition of the hour it was written in.

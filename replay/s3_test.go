@@ -257,14 +257,14 @@ func TestS3SourceWindow(t *testing.T) {
 	fake := testkit.StartS3(t, "replay")
 	c := fake.Client()
 	sink := NewS3Sink(c, "replay", "fleet", "w")
-	byHour := writeMonth(t, func(at time.Time) { sink.now = func() time.Time { return at } }, func(b [][]byte) error {
+	byHour := writeBuffer(t, func(at time.Time) { sink.now = func() time.Time { return at } }, func(b [][]byte) error {
 		return sink.Write(t.Context(), b)
 	})
 	src := NewS3Source(c, "replay", "fleet")
 	checkWindows(t, src, byHour, nil)
 
 	// A one-day window lists the top level once and then only the days it needs.
-	day := monthStart.AddDate(0, 0, 14)
+	day := bufDay
 	before := fake.Requests()
 	if _, err := src.SizeWindow(t.Context(), day.Add(time.Hour), day.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
@@ -277,7 +277,7 @@ func TestS3SourceWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := fake.Requests() - before; n != 3 {
-		t.Errorf("a window over midnight listed %d times, want 3", n)
+		t.Errorf("a window over midnight (and a month's end) listed %d times, want 3", n)
 	}
 
 	// Keys of the layout before partitioning (YYYY/MM/DD/HH/) are windowed too, and
@@ -293,8 +293,8 @@ func TestS3SourceWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for h := range 30 * 24 {
-		hour := monthStart.Add(time.Duration(h) * time.Hour)
+	for h := range bufDays * 24 {
+		hour := bufStart.Add(time.Duration(h) * time.Hour)
 		line := fmt.Appendf(nil, `{"legacy":%d}`, h)
 		put(fmt.Sprintf("fleet/%s/%020d-old-%06d.jsonl.gz", hour.Format("2006/01/02/15"), hour.UnixNano(), h), [][]byte{line})
 		byHour[hour] = append(byHour[hour], string(line))

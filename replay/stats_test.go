@@ -112,6 +112,8 @@ func TestStatsJSON(t *testing.T) {
 // StatsOf, one streaming pass with a spill, says what computeStats says of Read's
 // buffer; the selection narrows it to what it selects.
 func TestStatsOfSameAsComputeStats(t *testing.T) {
+	t.Parallel() // its own directories and data: it overlaps the package's other heavy tests
+
 	dir := streamMessyBuffer(t, 4) // all of it: a light read spills past the smallest memtable
 	src := NewFileSource(dir)
 	b, err := Read(context.Background(), src)

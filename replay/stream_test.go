@@ -113,6 +113,7 @@ func writeLines(t *testing.T, dir string, lines [][]byte) {
 }
 
 func TestEpisodesTauBenchSameAsRead(t *testing.T) {
+	t.Parallel() // its own directories and data: it overlaps the package's other heavy tests
 	dir := t.TempDir()
 	writeLines(t, dir, streamTauLines(t))
 	want := streamWant(t, NewFileSource(dir))
@@ -218,6 +219,7 @@ func streamMessyBuffer(t *testing.T, trials int) string {
 }
 
 func TestEpisodesMessyBufferSameAsRead(t *testing.T) {
+	t.Parallel() // its own directories and data: it overlaps the package's other heavy tests
 	dir := streamMessyBuffer(t, 1)
 	if n := len(fileSegmentsOf(t, dir)); n < 6 {
 		t.Fatalf("only %d segments: the test wants an episode's events spread over several", n)
@@ -446,6 +448,7 @@ func (s streamSizedSource) Size(context.Context) (int64, error) {
 }
 
 func TestEpisodesProgress(t *testing.T) {
+	t.Parallel() // its own directories and data: it overlaps the package's other heavy tests
 	lines := streamTauLines(t)
 	src := streamSizedSource{readerSource(lines)}
 	total, _ := src.Size(context.Background())
@@ -529,6 +532,7 @@ func FuzzLightStep(f *testing.F) {
 // TestCollectSameAsRead: Collect's Buffer is Read's, episodes in Buffer order and
 // the counts on it, whatever the read's memory.
 func TestCollectSameAsRead(t *testing.T) {
+	t.Parallel() // its own directories and data: it overlaps the package's other heavy tests
 	dir := streamMessyBuffer(t, 1)
 	want, err := Read(context.Background(), NewFileSource(dir))
 	if err != nil {

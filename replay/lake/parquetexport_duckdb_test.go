@@ -111,6 +111,7 @@ func tauBuffer(t *testing.T) *replay.Buffer {
 // partitions of the episodes, nested messages that queries reach into, and the
 // mean reward and success rate the Go report computes, by arm and by task and arm.
 func TestParquetPartitionedInDuckDB(t *testing.T) {
+	t.Parallel() // its own directories and data: it overlaps the package's other heavy tests
 	b := tauBuffer(t)
 	dir := filepath.Join(t.TempDir(), "lake")
 	m, err := ExportParquetPartitioned(t.Context(), NewDirDest(dir), bufferEpisodes(b),

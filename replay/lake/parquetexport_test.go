@@ -152,6 +152,7 @@ func readPartFile(t *testing.T, path string) (rows []parquetRow, cols []string, 
 }
 
 func TestExportParquetPartitioned(t *testing.T) {
+	t.Parallel() // its own directories and data: it overlaps the package's other heavy tests
 	// 60 episodes: every arm × task, a null arm, 60 distinct hours over four days,
 	// and more rows than the unpartitioned case's 50-row groups.
 	eps := exportEpisodes(60)
@@ -308,6 +309,7 @@ func must(b []byte, err error) []byte {
 }
 
 func TestExportParquetPartitionedBounds(t *testing.T) {
+	t.Parallel() // its own directories and data: it overlaps the package's other heavy tests
 	// Two open files at most, partitions interleaved: files are finished and new
 	// part files started, numbered across the export, never two with one name.
 	eps := exportEpisodes(60)
