@@ -167,10 +167,11 @@ func (r *streamRead) load(ctx context.Context, src Source) error {
 	g, gctx := errgroup.WithContext(ctx)
 	jobs := make(chan *streamChunk, r.o.Workers)
 	order := make(chan *streamChunk, 2*r.o.Workers)
+	_, valid := src.(validLines)
 	for range r.o.Workers {
 		g.Go(func() error {
 			for c := range jobs {
-				c.decode(r.o.Light)
+				c.decode(r.o.Light, valid)
 				close(c.done)
 			}
 			return nil
@@ -234,9 +235,18 @@ func (r *streamRead) load(ctx context.Context, src Source) error {
 	return err
 }
 
-// decode turns each line of c into what the spill keeps.
-func (c *streamChunk) decode(light bool) {
+// validLines is a Source whose Scan and ScanWindow hand fn only lines that
+// gjson.ValidBytes accepts (it skips the others), so a reader need not check again.
+type validLines interface{ validLines() }
+
+// decode turns each line of c into what the spill keeps; valid: the source
+// validated the lines (validLines).
+func (c *streamChunk) decode(light, valid bool) {
 	c.out = make([]streamEvent, len(c.ends))
+	step := lightStep
+	if valid {
+		step = lightStepValid
+	}
 	start := 0
 	for i, end := range c.ends {
 		line := c.data[start:end:end]
@@ -244,7 +254,7 @@ func (c *streamChunk) decode(light bool) {
 		// Most lines are steps, and lightStep reads one (proving Decode would) at a
 		// quarter of Decode's cost: a full read spills the line, marked as proven,
 		// and decodes it once, when it delivers (fullStep).
-		if s, id, ep, ok := lightStep(line); ok {
+		if s, id, ep, ok := step(line); ok {
 			c.out[i] = streamEvent{id: id, ep: ep}
 			if light {
 				c.out[i].val = appendLightStep(nil, s)

@@ -37,11 +37,20 @@ var (
 // lightStep returns what reassembly needs of a step line and its id and episode,
 // and ok when Decode would certainly decode it as a step to the same values.
 func lightStep(line []byte) (s readStep, id, ep string, ok bool) {
+	if !gjson.ValidBytes(line) {
+		return s, "", "", false
+	}
+	return lightStepValid(line)
+}
+
+// lightStepValid is lightStep on a line gjson.ValidBytes accepted already: what a
+// validLines source delivers.
+func lightStepValid(line []byte) (s readStep, id, ep string, ok bool) {
 	// Decode's json.Unmarshal validates with encoding/json's scanner, which
 	// also caps nesting at 10 000; gjson's validator is the same grammar
 	// (fuzzed against it) without the cap, so only a line that might nest that
 	// deep pays for the second check.
-	if !gjson.ValidBytes(line) || bytes.Count(line, []byte("["))+bytes.Count(line, []byte("{")) > 9000 && !json.Valid(line) {
+	if bytes.Count(line, []byte("["))+bytes.Count(line, []byte("{")) > 9000 && !json.Valid(line) {
 		return s, "", "", false
 	}
 	return walkStep(line, false)
