@@ -350,6 +350,7 @@ func TestTrainPlaybookUsage(t *testing.T) {
 // TestTrainPlaybookAirline runs the loop on the real tau-bench buffer against the
 // scripted model over HTTP (the SIGKILL resume on its sample).
 func TestTrainPlaybookAirline(t *testing.T) {
+	t.Parallel()
 	uri := importedAirline(t)
 	seed := filepath.Join(t.TempDir(), "seed.json")
 	if err := os.WriteFile(seed, []byte(seedJSON), 0o644); err != nil {
