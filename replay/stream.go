@@ -167,10 +167,11 @@ func (r *streamRead) load(ctx context.Context, src Source) error {
 	g, gctx := errgroup.WithContext(ctx)
 	jobs := make(chan *streamChunk, r.o.Workers)
 	order := make(chan *streamChunk, 2*r.o.Workers)
+	_, valid := src.(validLines)
 	for range r.o.Workers {
 		g.Go(func() error {
 			for c := range jobs {
-				c.decode(r.o.Light)
+				c.decode(r.o.Light, valid)
 				close(c.done)
 			}
 			return nil
@@ -234,20 +235,31 @@ func (r *streamRead) load(ctx context.Context, src Source) error {
 	return err
 }
 
-// decode turns each line of c into what the spill keeps.
-func (c *streamChunk) decode(light bool) {
+// validLines is a Source whose Scan and ScanWindow hand fn only lines that
+// gjson.ValidBytes accepts (it skips the others), so a reader need not check again.
+type validLines interface{ validLines() }
+
+// decode turns each line of c into what the spill keeps; valid: the source
+// validated the lines (validLines).
+func (c *streamChunk) decode(light, valid bool) {
 	c.out = make([]streamEvent, len(c.ends))
+	step := lightStep
+	if valid {
+		step = lightStepValid
+	}
 	start := 0
 	for i, end := range c.ends {
 		line := c.data[start:end:end]
 		start = end
 		// Most lines are steps, and lightStep reads one (proving Decode would) at a
-		// quarter of Decode's cost: a full read spills the line as it is and decodes
-		// it once, when it delivers.
-		if s, id, ep, ok := lightStep(line); ok {
-			c.out[i] = streamEvent{id: id, ep: ep, val: line}
+		// quarter of Decode's cost: a full read spills the line, marked as proven,
+		// and decodes it once, when it delivers (fullStep).
+		if s, id, ep, ok := step(line); ok {
+			c.out[i] = streamEvent{id: id, ep: ep}
 			if light {
 				c.out[i].val = appendLightStep(nil, s)
+			} else {
+				c.out[i].val = append(append(make([]byte, 0, 1+len(line)), fullStepTag), line...)
 			}
 			continue
 		}
@@ -276,8 +288,12 @@ func (c *streamChunk) decode(light bool) {
 	}
 }
 
-// lightStepTag starts a light step's spilled form; an event line starts with '{'.
-const lightStepTag = 0x01
+// lightStepTag starts a light step's spilled form, fullStepTag a step line that
+// lightStep accepted; an event line starts with '{'.
+const (
+	lightStepTag = 0x01
+	fullStepTag  = 0x02
+)
 
 // appendLightStep encodes what aggregates need of a step (no messages) in ~40
 // bytes instead of its line: a light read spills a twentieth of the data.
@@ -425,6 +441,13 @@ func (r *streamRead) deliver(ctx context.Context, fn func(*Episode) error) error
 			s, err := decodeLightStep(v)
 			cur.steps = append(cur.steps, s)
 			return err
+		}
+		if len(v) > 0 && v[0] == fullStepTag {
+			if s, ok := fullStep(v[1:]); ok {
+				cur.steps = append(cur.steps, s)
+				return nil
+			}
+			v = v[1:] // not expected: lightStep proved it; Decode decides
 		}
 		ev, err := Decode(v)
 		if err != nil {

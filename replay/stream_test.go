@@ -483,7 +483,8 @@ func TestEpisodesProgress(t *testing.T) {
 }
 
 // FuzzLightStep: whatever lightStep accepts, Decode decodes as a step to the same
-// values (it may refuse more: those lines go to Decode).
+// values (it may refuse more: those lines go to Decode), and fullStep decodes to
+// what stepOf keeps of Decode's step, messages and answer included.
 func FuzzLightStep(f *testing.F) {
 	for _, l := range readerEncode(f, readerStep("e1", 2, 5, "user:hi", "tool:ok"), readerFailed(readerStep("e1", 0, 1, "user:x"), 500, "boom"),
 		readerReward("e1", 1, 3, nil, ""), readerEpisode("e1", "t", 0)) {
@@ -501,9 +502,16 @@ func FuzzLightStep(f *testing.F) {
 		`{"v":1,"type":"step","episode_id":"e","usage":{"input_tokens":9223372036854775808},"status":200}`,
 		`{"v":1,"type":"step","episode_id":"e","at":"2026-13-01T00:00:00Z"}`,
 		`{"v":1,"type":"step","episode_id":"e","\u212Aurn":3}`,
+		`{"v":1,"type":"step","episode_id":"e","messages":[],"response":{"role":"assistant","content":null,"tool_calls":[]},"status":200}`,
+		`{"v":1,"type":"step","episode_id":"e","messages":[{"role":"user","content":"a\n\"b\" \ud83d\ude00 \ud800 \u00e9","name":null},{"role":"tool","tool_call_id":"c\u0031","content":"ÿþ"}],"status":200}`,
+		`{"v":1,"type":"step","episode_id":"e","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}},{"id":"d","custom":{"name":"p","input":"x"}}],"raw":[ {"type":"reasoning"} ,null]}],"status":200}`,
+		`{"v":1,"type":"step","episode_id":"e","messages":[{"role":"user","content":"x","Content":"y"}],"status":200}`,
+		`{"v":1,"type":"step","episode_id":"e","messages":[null],"status":200}`,
+		`{"v":1,"type":"step","episode_id":"e","messages":[{"role":"user","content":"failed"}],"status":500,"error":"boom"}`,
 	} {
 		f.Add([]byte(s))
 	}
+	f.Add([]byte("{\"v\":1,\"type\":\"step\",\"episode_id\":\"e\",\"messages\":[{\"role\":\"user\",\"content\":\"bad \xff\xfe utf-8\"}],\"status\":200}"))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		s, id, ep, ok := lightStep(line)
 		if !ok {
@@ -525,6 +533,10 @@ func FuzzLightStep(f *testing.F) {
 		back, err := decodeLightStep(appendLightStep(nil, s))
 		if err != nil || !reflect.DeepEqual(back, s) {
 			t.Fatalf("spilled form: %+v, %v; want %+v", back, err, s)
+		}
+		full, ok := fullStep(line)
+		if want := stepOf(st); !ok || !reflect.DeepEqual(full, want) {
+			t.Fatalf("fullStep %+v (ok %v), Decode %+v", full, ok, want)
 		}
 	})
 }

@@ -3,11 +3,14 @@ package replay
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/protocol"
 )
 
 // A light read decodes most of its lines, the steps, only to learn a turn, a time,
@@ -34,13 +37,39 @@ var (
 // lightStep returns what reassembly needs of a step line and its id and episode,
 // and ok when Decode would certainly decode it as a step to the same values.
 func lightStep(line []byte) (s readStep, id, ep string, ok bool) {
+	if !gjson.ValidBytes(line) {
+		return s, "", "", false
+	}
+	return lightStepValid(line)
+}
+
+// lightStepValid is lightStep on a line gjson.ValidBytes accepted already: what a
+// validLines source delivers.
+func lightStepValid(line []byte) (s readStep, id, ep string, ok bool) {
 	// Decode's json.Unmarshal validates with encoding/json's scanner, which
 	// also caps nesting at 10 000; gjson's validator is the same grammar
 	// (fuzzed against it) without the cap, so only a line that might nest that
 	// deep pays for the second check.
-	if !gjson.ValidBytes(line) || bytes.Count(line, []byte("["))+bytes.Count(line, []byte("{")) > 9000 && !json.Valid(line) {
+	if bytes.Count(line, []byte("["))+bytes.Count(line, []byte("{")) > 9000 && !json.Valid(line) {
 		return s, "", "", false
 	}
+	return walkStep(line, false)
+}
+
+// fullStep is what stepOf keeps of a step line that lightStep accepted, messages
+// and answer included, as Decode would make it: a full read delivers most of its
+// lines through it. Decode's nested json.Unmarshals scan a message's bytes five
+// times over (the line's validation, a skip, the message's own validation and
+// decoding, the content's again); this is one walk of the line, each string
+// unquoted once (fullString). ok is false only for a line lightStep refuses.
+func fullStep(line []byte) (readStep, bool) {
+	s, _, _, ok := walkStep(line, true)
+	return s, ok
+}
+
+// walkStep is lightStep after the validation; full decodes the messages and the
+// answer too.
+func walkStep(line []byte, full bool) (s readStep, id, ep string, ok bool) {
 	var ev StepEvent
 	var version, step bool // Decode needs both
 	ok = lightObject(gjson.ParseBytes(line), lightStepFields, func(k string, v gjson.Result) bool {
@@ -93,8 +122,18 @@ func lightStep(line []byte) (s readStep, id, ep string, ok bool) {
 				return v.Type == gjson.Number && err == nil
 			})
 		case "messages":
+			if full {
+				ev.Messages, ok = fullMessages(v)
+				return ok
+			}
 			return lightArray(v, lightMessage)
 		case "response":
+			if full {
+				var m protocol.Message
+				m, ok = fullMessage(v)
+				ev.Response = &m
+				return ok
+			}
 			return lightMessage(v)
 		}
 		return true
@@ -176,6 +215,76 @@ func lightMessage(m gjson.Result) bool {
 		}
 		return lightStringOrNull(v)
 	})
+}
+
+// fullMessages decodes a messages array lightArray(lightMessage) accepts: null is
+// none, [] an empty list (as json makes them).
+func fullMessages(a gjson.Result) ([]protocol.Message, bool) {
+	if a.Type == gjson.Null {
+		return nil, true
+	}
+	if !a.IsArray() {
+		return nil, false
+	}
+	msgs := []protocol.Message{}
+	ok := true
+	a.ForEach(func(_, v gjson.Result) bool {
+		var m protocol.Message
+		m, ok = fullMessage(v)
+		msgs = append(msgs, m)
+		return ok
+	})
+	return msgs, ok
+}
+
+// fullMessage decodes a message lightMessage accepts as protocol.Message's
+// UnmarshalJSON does: its strings (content a string or null) unquoted here, its tool
+// calls and raw items, rarer and smaller, by encoding/json itself. It checks no more
+// than it needs to decode: the line was proven by lightStep.
+func fullMessage(m gjson.Result) (protocol.Message, bool) {
+	var msg protocol.Message
+	if m.Type == gjson.Null {
+		return msg, false // as lightMessage: json would call UnmarshalJSON with null
+	}
+	ok := lightObject(m, lightMessageFields, func(k string, v gjson.Result) bool {
+		var err error
+		switch k {
+		case "role":
+			msg.Role, err = fullString(v)
+		case "content":
+			msg.Content, err = fullString(v)
+		case "tool_call_id":
+			msg.ToolCallID, err = fullString(v)
+		case "name":
+			msg.Name, err = fullString(v)
+		case "tool_calls":
+			err = json.Unmarshal([]byte(v.Raw), &msg.ToolCalls)
+		case "raw":
+			err = json.Unmarshal([]byte(v.Raw), &msg.Raw)
+		}
+		return err == nil
+	})
+	return msg, ok
+}
+
+// fullString is a string field as json decodes it (null is ""). Text without
+// escapes that is valid UTF-8 is the value itself, as encoding/json would leave
+// it; anything else is unquoted by encoding/json.
+func fullString(v gjson.Result) (string, error) {
+	switch v.Type {
+	case gjson.Null:
+		return "", nil
+	case gjson.String:
+	default:
+		return "", fmt.Errorf("not a string: %.20s", v.Raw)
+	}
+	raw := v.Raw[1 : len(v.Raw)-1]
+	if strings.IndexByte(raw, '\\') < 0 && utf8.ValidString(raw) {
+		return strings.Clone(raw), nil // not a view that keeps the whole line alive
+	}
+	var out string
+	err := json.Unmarshal([]byte(v.Raw), &out)
+	return out, err
 }
 
 func lightToolCall(tc gjson.Result) bool {

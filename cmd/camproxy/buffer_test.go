@@ -56,6 +56,7 @@ func statsEpisodes(t *testing.T, args ...string) int {
 // of the real data: each case is two reads, and the selections split 20 runs as
 // they split 200.
 func TestSelectionFlags(t *testing.T) {
+	t.Parallel()
 	uri := airlineSample(t)
 	all := exportedRows(t, uri)
 	if len(all) != 4*airlineSampleTasks {
@@ -133,6 +134,7 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // names every problem of its flags. The sample of the real data makes five task
 // partitions.
 func TestExportPartitioned(t *testing.T) {
+	t.Parallel()
 	uri := airlineSample(t)
 	all := exportedRows(t, uri)
 	dir := filepath.Join(t.TempDir(), "lake")

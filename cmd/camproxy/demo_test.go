@@ -14,6 +14,7 @@ import (
 // TestReportReproducesTheDemo: `camproxy report --format json` on the buffer the
 // demo wrote gives exactly the figures of the demo's last line (make demo).
 func TestReportReproducesTheDemo(t *testing.T) {
+	t.Parallel()
 	line, _, err := demoapp.Run(context.Background(), demoapp.Options{Dir: filepath.Join(t.TempDir(), "demo"), Rounds: 6,
 		Concurrency: 8, Harmful: true, Learning: demo.DefaultLearning()})
 	if err != nil {

@@ -25,10 +25,18 @@ func TestMain(m *testing.M) {
 		return
 	}
 	quickChildExit()
+	testkit.DefaultParallel(cliParallel)
 	code := m.Run()
 	removeAirline()
 	os.Exit(code)
 }
+
+// cliParallel is how many of this package's t.Parallel tests run at once unless
+// -parallel is given. They run after the serial ones: two (TestQuickstart,
+// TestMakeRun) mostly wait on a build and a shell, the rest run CLI commands in
+// process on the shared airline import; go test's default (GOMAXPROCS, 2 on CI)
+// would leave a core idle while the waiting two hold both slots.
+const cliParallel = 3
 
 // quickChildExit stops the children this binary starts (itself as camproxy or as a
 // stand-in tool) from idling a second when they exit: a -race binary sleeps

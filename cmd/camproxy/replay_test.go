@@ -140,6 +140,7 @@ func removeAirline() {
 // TestReplayAirline runs the commands that read the real data on the shared import,
 // and the re-import, which adds duplicates, on a copy.
 func TestReplayAirline(t *testing.T) {
+	t.Parallel() // reads only: the shared import, and its own copy
 	uri := importedAirline(t)
 	t.Run("stats", func(t *testing.T) { checkStats(t, uri) })
 	t.Run("export", func(t *testing.T) { checkExport(t, uri) })

@@ -350,6 +350,9 @@ func TestTrainPlaybookUsage(t *testing.T) {
 // TestTrainPlaybookAirline runs the loop on the real tau-bench buffer against the
 // scripted model over HTTP (the SIGKILL resume on its sample).
 func TestTrainPlaybookAirline(t *testing.T) {
+	// Not parallel: checkPlaybookSIGKILL counts the calls the upstream saw right
+	// after the kill, and a call still in flight then (likelier on a busier box) is
+	// counted as the rerun's.
 	uri := importedAirline(t)
 	seed := filepath.Join(t.TempDir(), "seed.json")
 	if err := os.WriteFile(seed, []byte(seedJSON), 0o644); err != nil {

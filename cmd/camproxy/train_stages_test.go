@@ -97,6 +97,7 @@ func capturedCAMPrompt(t *testing.T, cfgPath string, cam *testkit.CAM, task stri
 // and GRPO files that LLaMA-Factory's format and an independent Parquet reader
 // accept, whose prompts are byte for byte what the running camproxy sent its CAM.
 func TestTrainStagesAirline(t *testing.T) {
+	t.Parallel()
 	uri := importedAirline(t)
 	dir := t.TempDir()
 	up := scriptedOpenAI()
