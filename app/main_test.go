@@ -1,10 +1,10 @@
 package app
 
 import (
-	"flag"
 	"os"
-	"strconv"
 	"testing"
+
+	"github.com/camproxy/camproxy/internal/testkit"
 )
 
 // agentParallel is how many of this package's t.Parallel tests run at once unless
@@ -17,13 +17,6 @@ import (
 const agentParallel = 4
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		if err := flag.Set("test.parallel", strconv.Itoa(agentParallel)); err != nil {
-			panic(err)
-		}
-	}
+	testkit.DefaultParallel(agentParallel)
 	os.Exit(m.Run())
 }
