@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 	"weak"
 
 	"github.com/cespare/xxhash/v2"
@@ -123,6 +124,41 @@ type memoEntry[V any] struct {
 type memoRun[V any] struct {
 	els  []weak.Pointer[memoEntry[V]]
 	cost int
+	// resolved holds els[1:] as plain pointers (nil from the first element gone), in
+	// an array that only this weak pointer reaches: Skip resolves the run through it
+	// with one weak pointer rather than one per element (each costs tens of
+	// nanoseconds, more while the GC marks). Nothing holds the array strongly, so a
+	// GC cycle frees it, and with it every entry that only it held: it keeps no
+	// element alive longer than els' weak pointers do. Made with the run from the
+	// entries the walk held, and again by the first Skip that finds it gone (the
+	// runs of a conversation that many episodes replay outlive many GC cycles).
+	resolved atomic.Pointer[weak.Pointer[*memoEntry[V]]]
+}
+
+// resolve returns the elements of r after the one that holds it (els[1:]), nil
+// from the first the GC freed, through r.resolved, which it makes again when the
+// GC freed it.
+func (r *memoRun[V]) resolve() []*memoEntry[V] {
+	n := len(r.els) - 1
+	if w := r.resolved.Load(); w != nil {
+		if p := w.Value(); p != nil {
+			return unsafe.Slice(p, n)
+		}
+	}
+	xs := make([]*memoEntry[V], n)
+	for k := range xs {
+		if xs[k] = r.els[k+1].Value(); xs[k] == nil {
+			break
+		}
+	}
+	r.keep(xs)
+	return xs
+}
+
+// keep makes xs, els[1:] resolved, r's resolved array.
+func (r *memoRun[V]) keep(xs []*memoEntry[V]) {
+	w := weak.Make(&xs[0])
+	r.resolved.Store(&w)
 }
 
 // runFrom is the index in its array of the element whose runs are tried and left
@@ -375,10 +411,9 @@ type Hits[V any] struct {
 	// walked holds what Next read since Begin: the elements of the array walked last
 	// (on a duplicate key, the last array is the one a decoder keeps); walkedE their
 	// entries (nil: too long to remember), left as runs at Release.
-	walked     []Placed[V]
-	walkedE    []*memoEntry[V]
-	best, cand []*memoEntry[V] // follow's scratch
-	n          int             // elements of Skip's array so far
+	walked  []Placed[V]
+	walkedE []*memoEntry[V]
+	n       int // elements of Skip's array so far
 	// lookups counts the elements Skip looked up one by one, ran those it took from
 	// a run (tests: a resent history is taken whole).
 	lookups, ran int
@@ -448,18 +483,16 @@ func (h *Hits[V]) Skip(b []byte, i int, first bool, skip func([]byte, int) int) 
 // so that the stretch is as valid as its elements are. It returns the offset after
 // the last element taken (end when none is).
 func (h *Hits[V]) follow(b []byte, end int, e *memoEntry[V]) int {
-	// The elements of the best run so far, and of the one compared, resolved once
-	// each (a weak pointer's Value costs tens of nanoseconds).
-	best, cand := h.best[:0], h.cand[:0]
+	var best []*memoEntry[V] // the longest stretch so far, a prefix of its run's elements
 	for k := range e.runs {
 		r := e.runs[k].Load()
 		if r == nil {
 			continue
 		}
-		els := r.els[1:]
-		cand = cand[:0]
-		for p := end; len(cand) < len(els); {
-			x := els[len(cand)].Value()
+		els := r.resolve()
+		n := 0
+		for p := end; n < len(els); n++ {
+			x := els[n]
 			if x == nil {
 				break
 			}
@@ -467,21 +500,15 @@ func (h *Hits[V]) follow(b []byte, end int, e *memoEntry[V]) int {
 			if i < 0 || !matches(b, i, x.raw) {
 				break
 			}
-			cand = append(cand, x)
 			p = i + len(x.raw)
 		}
-		if len(cand) > len(best) {
-			best, cand = cand, best
+		if n > len(best) {
+			best = els[:n]
 		}
-		if len(best) == len(els) && len(els) > 0 {
+		if n == len(els) && n > 0 {
 			break // all of it: the previous call of the episode, the usual case
 		}
 	}
-	defer func() { // kept for the next call, holding no entry
-		clear(best[:cap(best)])
-		clear(cand[:cap(cand)])
-		h.best, h.cand = best[:0], cand[:0]
-	}()
 	for _, x := range best {
 		if !h.m.live(x) {
 			break
@@ -549,6 +576,7 @@ func (m *Memo[V]) remember(els []*memoEntry[V]) {
 	for i, x := range els[:n] {
 		r.els[i] = x.self
 	}
+	r.keep(slices.Clone(els[1:n]))
 	m.addRun(els[0], r)
 }
 
