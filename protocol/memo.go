@@ -337,7 +337,16 @@ func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V], skip func([]byte, int)
 		ways = sh.old.prefix[p]
 	}
 	sh.mu.Unlock()
-	for _, h := range ways {
+	// A prefix that indexes memoWays elements may be shared by many more (the
+	// sessions of a harness, each with its own tag, see below), and each way tried
+	// costs a lookup that misses the cache: of a full prefix only the newest way is
+	// tried (the session that sent last, often this one) before the hash of the
+	// bytes, which finds any of them.
+	tries := ways[:]
+	if skip != nil && ways[memoWays-1] != 0 {
+		tries = ways[:1]
+	}
+	for _, h := range tries {
 		if h == 0 {
 			break
 		}
