@@ -2,7 +2,6 @@ package episode
 
 import (
 	"reflect"
-	"slices"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
@@ -114,43 +113,5 @@ func TestChainsAllocateOnce(t *testing.T) {
 	_ = append(strict, 1)
 	if !reflect.DeepEqual(loose, want) {
 		t.Fatal("appending to the strict chain wrote into the loose one")
-	}
-}
-
-// TestAnswerDigestCarriedOver: the digest Digest computed for an answer is the one
-// Chains takes when the agent sends that answer back (and forgets), and a message
-// that differs from an answer in any field the digest reads gets its own digest.
-func TestAnswerDigestCarriedOver(t *testing.T) {
-	answer := protocol.Message{Role: "assistant", Content: "Let me check  that.", ToolCalls: []protocol.ToolCall{
-		{ID: "call_1", Type: "function", Name: "get_user_details", Arguments: `{"user_id": "mia_li_3668"}`}}}
-	variants := []func(m *protocol.Message){
-		func(m *protocol.Message) {},
-		func(m *protocol.Message) { m.Content = "Let me check this." },
-		func(m *protocol.Message) { m.ToolCalls[0].ID = "call_2" },
-		func(m *protocol.Message) { m.ToolCalls[0].Name = "get_reservation" },
-		func(m *protocol.Message) { m.ToolCalls[0].Arguments = `{"user_id": "ann"}` },
-		func(m *protocol.Message) {
-			m.ToolCalls = append(m.ToolCalls, protocol.ToolCall{ID: "call_3", Name: "x"})
-		},
-		func(m *protocol.Message) { m.ToolCallID = "call_1" },
-		func(m *protocol.Message) { m.Role = "user" },
-	}
-	for k, vary := range variants {
-		sent := answer
-		sent.ToolCalls = slices.Clone(answer.ToolCalls)
-		vary(&sent)
-		var d xxhash.Digest
-		want := []uint64{link(0, digest(&d, &sent, false))}
-		dg := Digest(&answer)
-		if got := Chain([]protocol.Message{sent}); !reflect.DeepEqual(got, want) {
-			t.Fatalf("variant %d: Chain %x, want %x", k, got, want)
-		}
-		_, held := answers.take(answerKey(&d, &answer))
-		if k == 0 && (held || dg != digest(&d, &answer, false)) {
-			t.Fatalf("the answer sent back: digest %x held %v; want it taken", dg, held)
-		}
-		if k > 0 && !held {
-			t.Fatalf("variant %d took the answer's digest", k)
-		}
 	}
 }

@@ -172,11 +172,11 @@ func chainInto(out []uint64, h uint64, msgs []protocol.Message, slots []*protoco
 		case i < len(slots) && slots[i] != nil:
 			var ok bool
 			if dg, ok = slots[i].Load(); !ok {
-				dg = strictDigest(&d, m)
+				dg = digest(&d, m, false)
 				slots[i].Store(dg)
 			}
 		default:
-			dg = strictDigest(&d, m)
+			dg = digest(&d, m, false)
 		}
 		h = link(h, dg)
 		out[i] = h
@@ -190,30 +190,14 @@ func Extend(prev uint64, m *protocol.Message) uint64 { return ExtendBy(prev, Dig
 
 // Digest is the hash of m's canonical form, which Extend links to a history: a
 // caller extending several chains by one answer (the strict and the loose) hashes it
-// once. The digest of an assistant message is remembered for the call that sends it
-// back (answerMemo), whose Chains then does not hash it again.
+// once.
 func Digest(m *protocol.Message) uint64 {
 	var d xxhash.Digest
-	dg := digest(&d, m, false)
-	if m.Role == "assistant" {
-		answers.put(answerKey(&d, m), dg)
-	}
-	return dg
+	return digest(&d, m, false)
 }
 
 // ExtendBy is Extend(prev, m) given m's Digest.
 func ExtendBy(prev, digest uint64) uint64 { return link(prev, digest) }
-
-// strictDigest is digest(d, m, false), taken from answerMemo for an answer Digest
-// hashed (an answer sent back).
-func strictDigest(d *xxhash.Digest, m *protocol.Message) uint64 {
-	if m.Role == "assistant" {
-		if dg, ok := answers.take(answerKey(d, m)); ok {
-			return dg
-		}
-	}
-	return digest(d, m, false)
-}
 
 // digest is the hash of m's canonical form.
 func digest(d *xxhash.Digest, m *protocol.Message, loose bool) uint64 {
