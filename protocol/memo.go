@@ -124,6 +124,12 @@ type memoEntry[V any] struct {
 type memoRun[V any] struct {
 	els  []weak.Pointer[memoEntry[V]]
 	cost int
+	// head is the length and the last bytes (memoTail at most) of els[1], the first
+	// element a walk takes from the run: a run whose head does not end where the
+	// array's next element would is passed over without being resolved. A copy: it
+	// keeps no element's bytes alive.
+	headLen  int
+	headTail [memoTail]byte
 	// resolved holds els[1:] as plain pointers (nil from the first element gone), in
 	// an array that only this weak pointer reaches: Skip resolves the run through it
 	// with one weak pointer rather than one per element (each costs tens of
@@ -377,13 +383,20 @@ func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V], skip func([]byte, int)
 }
 
 // matches reports whether b holds raw at offset i, then (after whitespace) ',' or ']'.
-// The cheap tests go first: what follows the element, then its last bytes. A
+// The cheap tests go first: what follows the element, then its last bytes (ends). A
 // candidate that is not the element mostly differs there (a remembered system
 // prompt whose session tag at its end differs, a longer or shorter message), and
 // comparing it whole first would read kilobytes to find that out.
 func matches(b []byte, i int, raw string) bool {
-	end := i + len(raw)
-	if end > len(b) {
+	tail := max(0, len(raw)-memoTail)
+	return ends(b, i, len(raw), raw[tail:]) && string(b[i:i+tail]) == raw[:tail]
+}
+
+// ends reports whether an element of n bytes at b[i] would be followed (after
+// whitespace) by ',' or ']', and end with tail.
+func ends[T string | []byte](b []byte, i, n int, tail T) bool {
+	end := i + n
+	if i < 0 || end > len(b) {
 		return false
 	}
 	k := end
@@ -397,11 +410,7 @@ func matches(b []byte, i int, raw string) bool {
 		}
 		break
 	}
-	if k == len(b) {
-		return false
-	}
-	tail := max(0, len(raw)-memoTail)
-	return string(b[i+tail:end]) == raw[tail:] && string(b[i:i+tail]) == raw[:tail]
+	return k < len(b) && string(b[end-len(tail):end]) == string(tail)
 }
 
 // memoTail is how many last bytes matches compares before the rest.
@@ -493,9 +502,12 @@ func (h *Hits[V]) Skip(b []byte, i int, first bool, skip func([]byte, int) int) 
 // the last element taken (end when none is).
 func (h *Hits[V]) follow(b []byte, end int, e *memoEntry[V]) int {
 	var best []*memoEntry[V] // the longest stretch so far, a prefix of its run's elements
+	next := nextElement(b, end)
 	for k := range e.runs {
 		r := e.runs[k].Load()
-		if r == nil {
+		// Resolving a run costs a weak pointer's Value: passed over when it cannot
+		// beat the best, or does not go on with the array's next element.
+		if r == nil || len(r.els)-1 <= len(best) || !ends(b, next, r.headLen, r.headTail[:min(r.headLen, memoTail)]) {
 			continue
 		}
 		els := r.resolve()
@@ -585,6 +597,8 @@ func (m *Memo[V]) remember(els []*memoEntry[V]) {
 	for i, x := range els[:n] {
 		r.els[i] = x.self
 	}
+	r.headLen = len(els[1].raw)
+	copy(r.headTail[:], els[1].raw[max(0, r.headLen-memoTail):])
 	r.keep(slices.Clone(els[1:n]))
 	m.addRun(els[0], r)
 }
