@@ -78,8 +78,12 @@ type memoShard[V any] struct {
 	mu       sync.Mutex
 	cur, old memoGen[V]
 	// gen numbers cur: bumped (under mu) each time a new generation starts. An entry
-	// stamped with it is in cur, known without the lock (Hits' runs, see live).
+	// stamped with it is in cur, known without the lock (Hits' runs, see live). It
+	// sits in a cache line of its own: live reads it for every element a run gives,
+	// and the line of mu and cur is written by every call that locks the shard.
+	_   [64]byte
 	gen atomic.Uint64
+	_   [56]byte
 }
 
 // memoGen is one generation of a shard: the entries by the hash of their bytes, and
