@@ -97,14 +97,17 @@ type memoGen[V any] struct {
 type memoEntry[V any] struct {
 	raw  string
 	hash uint64
-	v    V
+	// gen is the shard's generation this entry was last put in (memoShard.gen). By
+	// raw and hash, and v after it: a call reads the four of every element a run
+	// gives it (matches, live, Take), and entries are cold; in one cache line, one
+	// miss rather than two, most often.
+	gen atomic.Uint64
+	v   V
 	// next holds hash+1 of the elements seen right after this one (0: none), a ring
 	// written at nextAt. Hashes, not pointers: an entry that aged out of the memo
 	// must not be kept alive by a link.
 	next   [memoWays]atomic.Uint64
 	nextAt atomic.Uint32
-	// gen is the shard's generation this entry was last put in (memoShard.gen).
-	gen atomic.Uint64
 	// runs are the arrays walked lately that went on from this element (a ring
 	// written at runAt): each call of an episode resends the one before it, so its
 	// array goes on with the run the previous call left, compared entry by entry
