@@ -3,6 +3,7 @@ package episode
 import (
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -105,4 +106,17 @@ func benchChain(b *testing.B, collapse func(*xxhash.Digest, string, bool)) {
 			h = d.Sum64()
 		}
 	}
+}
+
+// FuzzAppendQuote: appendQuote spells every string as strconv.AppendQuote does: the
+// canonical form of tool arguments, and so the digests of stored tips, is unchanged.
+func FuzzAppendQuote(f *testing.F) {
+	for _, s := range []string{"", "user_id", "a b", `say "hi"`, `back\slash`, "tab\t", "ü", "\x7f", "\x00", "\xff", "mia_li_3668"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := appendQuote([]byte("x"), s), strconv.AppendQuote([]byte("x"), s); string(got) != string(want) {
+			t.Fatalf("appendQuote(%q) = %s, want %s", s, got, want)
+		}
+	})
 }

@@ -307,7 +307,7 @@ func canonicalJSON(dst []byte, v gjson.Result) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = strconv.AppendQuote(dst, e.k)
+			dst = appendQuote(dst, e.k)
 			dst = append(dst, ':')
 			dst = canonicalJSON(dst, e.v)
 		}
@@ -325,11 +325,23 @@ func canonicalJSON(dst []byte, v gjson.Result) []byte {
 		})
 		return append(dst, ']')
 	case v.Type == gjson.String:
-		return strconv.AppendQuote(dst, v.Str)
+		return appendQuote(dst, v.Str)
 	case v.Type == gjson.Number:
 		return strconv.AppendFloat(dst, v.Num, 'g', -1, 64)
 	}
 	return append(dst, v.Raw...)
+}
+
+// appendQuote is strconv.AppendQuote, byte for byte (a digest is a stored tip): a
+// string of printable ASCII other than '"' and '\\', which tool arguments' keys and
+// most of their values are, is quoted as it is, without strconv's rune by rune walk.
+func appendQuote(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return strconv.AppendQuote(dst, s)
+		}
+	}
+	return append(append(append(dst, '"'), s...), '"')
 }
 
 // writeCollapsed hashes s with runs of whitespace collapsed to one space (or dropped

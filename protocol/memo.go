@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 	"weak"
 
 	"github.com/cespare/xxhash/v2"
@@ -77,8 +78,12 @@ type memoShard[V any] struct {
 	mu       sync.Mutex
 	cur, old memoGen[V]
 	// gen numbers cur: bumped (under mu) each time a new generation starts. An entry
-	// stamped with it is in cur, known without the lock (Hits' runs, see live).
+	// stamped with it is in cur, known without the lock (Hits' runs, see live). It
+	// sits in a cache line of its own: live reads it for every element a run gives,
+	// and the line of mu and cur is written by every call that locks the shard.
+	_   [64]byte
 	gen atomic.Uint64
+	_   [56]byte
 }
 
 // memoGen is one generation of a shard: the entries by the hash of their bytes, and
@@ -92,14 +97,17 @@ type memoGen[V any] struct {
 type memoEntry[V any] struct {
 	raw  string
 	hash uint64
-	v    V
+	// gen is the shard's generation this entry was last put in (memoShard.gen). By
+	// raw and hash, and v after it: a call reads the four of every element a run
+	// gives it (matches, live, Take), and entries are cold; in one cache line, one
+	// miss rather than two, most often.
+	gen atomic.Uint64
+	v   V
 	// next holds hash+1 of the elements seen right after this one (0: none), a ring
 	// written at nextAt. Hashes, not pointers: an entry that aged out of the memo
 	// must not be kept alive by a link.
 	next   [memoWays]atomic.Uint64
 	nextAt atomic.Uint32
-	// gen is the shard's generation this entry was last put in (memoShard.gen).
-	gen atomic.Uint64
 	// runs are the arrays walked lately that went on from this element (a ring
 	// written at runAt): each call of an episode resends the one before it, so its
 	// array goes on with the run the previous call left, compared entry by entry
@@ -123,6 +131,47 @@ type memoEntry[V any] struct {
 type memoRun[V any] struct {
 	els  []weak.Pointer[memoEntry[V]]
 	cost int
+	// head is the length and the last bytes (memoTail at most) of els[1], the first
+	// element a walk takes from the run: a run whose head does not end where the
+	// array's next element would is passed over without being resolved. A copy: it
+	// keeps no element's bytes alive.
+	headLen  int
+	headTail [memoTail]byte
+	// resolved holds els[1:] as plain pointers (nil from the first element gone), in
+	// an array that only this weak pointer reaches: Skip resolves the run through it
+	// with one weak pointer rather than one per element (each costs tens of
+	// nanoseconds, more while the GC marks). Nothing holds the array strongly, so a
+	// GC cycle frees it, and with it every entry that only it held: it keeps no
+	// element alive longer than els' weak pointers do. Made with the run from the
+	// entries the walk held, and again by the first Skip that finds it gone (the
+	// runs of a conversation that many episodes replay outlive many GC cycles).
+	resolved atomic.Pointer[weak.Pointer[*memoEntry[V]]]
+}
+
+// resolve returns the elements of r after the one that holds it (els[1:]), nil
+// from the first the GC freed, through r.resolved, which it makes again when the
+// GC freed it.
+func (r *memoRun[V]) resolve() []*memoEntry[V] {
+	n := len(r.els) - 1
+	if w := r.resolved.Load(); w != nil {
+		if p := w.Value(); p != nil {
+			return unsafe.Slice(p, n)
+		}
+	}
+	xs := make([]*memoEntry[V], n)
+	for k := range xs {
+		if xs[k] = r.els[k+1].Value(); xs[k] == nil {
+			break
+		}
+	}
+	r.keep(xs)
+	return xs
+}
+
+// keep makes xs, els[1:] resolved, r's resolved array.
+func (r *memoRun[V]) keep(xs []*memoEntry[V]) {
+	w := weak.Make(&xs[0])
+	r.resolved.Store(&w)
 }
 
 // runFrom is the index in its array of the element whose runs are tried and left
@@ -301,7 +350,16 @@ func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V], skip func([]byte, int)
 		ways = sh.old.prefix[p]
 	}
 	sh.mu.Unlock()
-	for _, h := range ways {
+	// A prefix that indexes memoWays elements may be shared by many more (the
+	// sessions of a harness, each with its own tag, see below), and each way tried
+	// costs a lookup that misses the cache: of a full prefix only the newest way is
+	// tried (the session that sent last, often this one) before the hash of the
+	// bytes, which finds any of them.
+	tries := ways[:]
+	if skip != nil && ways[memoWays-1] != 0 {
+		tries = ways[:1]
+	}
+	for _, h := range tries {
 		if h == 0 {
 			break
 		}
@@ -332,13 +390,20 @@ func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V], skip func([]byte, int)
 }
 
 // matches reports whether b holds raw at offset i, then (after whitespace) ',' or ']'.
-// The cheap tests go first: what follows the element, then its last bytes. A
+// The cheap tests go first: what follows the element, then its last bytes (ends). A
 // candidate that is not the element mostly differs there (a remembered system
 // prompt whose session tag at its end differs, a longer or shorter message), and
 // comparing it whole first would read kilobytes to find that out.
 func matches(b []byte, i int, raw string) bool {
-	end := i + len(raw)
-	if end > len(b) {
+	tail := max(0, len(raw)-memoTail)
+	return ends(b, i, len(raw), raw[tail:]) && string(b[i:i+tail]) == raw[:tail]
+}
+
+// ends reports whether an element of n bytes at b[i] would be followed (after
+// whitespace) by ',' or ']', and end with tail.
+func ends[T string | []byte](b []byte, i, n int, tail T) bool {
+	end := i + n
+	if i < 0 || end > len(b) {
 		return false
 	}
 	k := end
@@ -352,11 +417,7 @@ func matches(b []byte, i int, raw string) bool {
 		}
 		break
 	}
-	if k == len(b) {
-		return false
-	}
-	tail := max(0, len(raw)-memoTail)
-	return string(b[i+tail:end]) == raw[tail:] && string(b[i:i+tail]) == raw[:tail]
+	return k < len(b) && string(b[end-len(tail):end]) == string(tail)
 }
 
 // memoTail is how many last bytes matches compares before the rest.
@@ -375,10 +436,9 @@ type Hits[V any] struct {
 	// walked holds what Next read since Begin: the elements of the array walked last
 	// (on a duplicate key, the last array is the one a decoder keeps); walkedE their
 	// entries (nil: too long to remember), left as runs at Release.
-	walked     []Placed[V]
-	walkedE    []*memoEntry[V]
-	best, cand []*memoEntry[V] // follow's scratch
-	n          int             // elements of Skip's array so far
+	walked  []Placed[V]
+	walkedE []*memoEntry[V]
+	n       int // elements of Skip's array so far
 	// lookups counts the elements Skip looked up one by one, ran those it took from
 	// a run (tests: a resent history is taken whole).
 	lookups, ran int
@@ -448,18 +508,19 @@ func (h *Hits[V]) Skip(b []byte, i int, first bool, skip func([]byte, int) int) 
 // so that the stretch is as valid as its elements are. It returns the offset after
 // the last element taken (end when none is).
 func (h *Hits[V]) follow(b []byte, end int, e *memoEntry[V]) int {
-	// The elements of the best run so far, and of the one compared, resolved once
-	// each (a weak pointer's Value costs tens of nanoseconds).
-	best, cand := h.best[:0], h.cand[:0]
+	var best []*memoEntry[V] // the longest stretch so far, a prefix of its run's elements
+	next := nextElement(b, end)
 	for k := range e.runs {
 		r := e.runs[k].Load()
-		if r == nil {
+		// Resolving a run costs a weak pointer's Value: passed over when it cannot
+		// beat the best, or does not go on with the array's next element.
+		if r == nil || len(r.els)-1 <= len(best) || !ends(b, next, r.headLen, r.headTail[:min(r.headLen, memoTail)]) {
 			continue
 		}
-		els := r.els[1:]
-		cand = cand[:0]
-		for p := end; len(cand) < len(els); {
-			x := els[len(cand)].Value()
+		els := r.resolve()
+		n := 0
+		for p := end; n < len(els); n++ {
+			x := els[n]
 			if x == nil {
 				break
 			}
@@ -467,21 +528,15 @@ func (h *Hits[V]) follow(b []byte, end int, e *memoEntry[V]) int {
 			if i < 0 || !matches(b, i, x.raw) {
 				break
 			}
-			cand = append(cand, x)
 			p = i + len(x.raw)
 		}
-		if len(cand) > len(best) {
-			best, cand = cand, best
+		if n > len(best) {
+			best = els[:n]
 		}
-		if len(best) == len(els) && len(els) > 0 {
+		if n == len(els) && n > 0 {
 			break // all of it: the previous call of the episode, the usual case
 		}
 	}
-	defer func() { // kept for the next call, holding no entry
-		clear(best[:cap(best)])
-		clear(cand[:cap(cand)])
-		h.best, h.cand = best[:0], cand[:0]
-	}()
 	for _, x := range best {
 		if !h.m.live(x) {
 			break
@@ -549,6 +604,9 @@ func (m *Memo[V]) remember(els []*memoEntry[V]) {
 	for i, x := range els[:n] {
 		r.els[i] = x.self
 	}
+	r.headLen = len(els[1].raw)
+	copy(r.headTail[:], els[1].raw[max(0, r.headLen-memoTail):])
+	r.keep(slices.Clone(els[1:n]))
 	m.addRun(els[0], r)
 }
 

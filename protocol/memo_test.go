@@ -2,10 +2,12 @@ package protocol
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"weak"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -339,4 +341,53 @@ func TestRunsBounded(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRunsAcrossGC: a run's elements are resolved through an array only a weak
+// pointer reaches, which a GC cycle frees: the next call still takes the history
+// whole from the run (the array made again), and an element the memo dropped is
+// freed by the GC even while the entry holding the run lives.
+func TestRunsAcrossGC(t *testing.T) {
+	m := NewMemo[string](MemoBytes)
+	els := runElems("Session gc", 16)
+	reads := 0
+	runCall(m, "["+strings.Join(els[:8], ",")+"]", &reads)
+	for n := 10; n <= 14; n += 2 { // each call of the episode after a GC cycle
+		runtime.GC()
+		if _, lookups, ran := runCall(m, "["+strings.Join(els[:n], ",")+"]", &reads); lookups != 4 || ran != n-4 {
+			t.Fatalf("after a GC, %d elements: %d lookups, %d taken from a run; want 4 and %d", n, lookups, ran, n-4)
+		}
+	}
+	// A run that outlived a GC cycle (the history resent as it was).
+	runtime.GC()
+	if _, lookups, ran := runCall(m, "["+strings.Join(els[:14], ",")+"]", &reads); lookups != 2 || ran != 12 {
+		t.Fatalf("the history resent after a GC: %d lookups, %d taken from a run; want 2 and 12", lookups, ran)
+	}
+	holder := m.get(xxhash.Sum64String(els[runFrom]))
+	if holder == nil || holder.runs[0].Load() == nil {
+		t.Fatal("no run held")
+	}
+	var gone []weak.Pointer[memoEntry[string]]
+	for _, raw := range els[runFrom+1 : 12] {
+		e := m.get(xxhash.Sum64String(raw))
+		if e == nil {
+			t.Fatalf("%s not remembered", raw)
+		}
+		gone = append(gone, e.self)
+	}
+	for i := range m.shards { // two new generations everywhere: every entry dropped
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		sh.room(m.shardMax+1, m.shardMax)
+		sh.room(m.shardMax+1, m.shardMax)
+		sh.mu.Unlock()
+	}
+	runtime.GC()
+	runtime.GC()
+	for k, w := range gone {
+		if w.Value() != nil {
+			t.Errorf("element %d outlives the memo: the run holding it keeps it alive", k+runFrom+1)
+		}
+	}
+	runtime.KeepAlive(holder)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/episode"
+	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/internal/memotest"
 )
@@ -18,7 +19,9 @@ import (
 // saturation run: its bodies (64 callers, each running a tau-bench conversation turn by
 // turn, its system prompt tagged with a session number of its own per run, then the
 // next conversation) parsed, checked against the built-in side-call rules and hashed
-// into the stitching chains, in the order the proxy does it.
+// into the stitching chains, then its answer hashed for the episode's tip, in the
+// order the proxy does it (cpu-ns/op: the process's CPU per call, the garbage
+// collector's included, steadier than ns/op on a shared box).
 func BenchmarkLoadCalls(b *testing.B) {
 	raw, err := os.ReadFile(memotest.TauPath)
 	if os.IsNotExist(err) {
@@ -31,6 +34,9 @@ func BenchmarkLoadCalls(b *testing.B) {
 		sys   []byte   // the system message without its closing `"}`
 		msgs  [][]byte // compact JSON of the other messages
 		turns []int    // indexes of the assistant messages: one call each
+		// answers are those messages as the upstream answers them: each call's answer
+		// is hashed for its episode's tip (setTips), and sent back in the next call.
+		answers []protocol.Message
 	}
 	var convs []conv
 	for _, run := range gjson.ParseBytes(raw).Array() {
@@ -47,6 +53,12 @@ func BenchmarkLoadCalls(b *testing.B) {
 			}
 			if m.Get("role").Str == "assistant" && i > 1 {
 				c.turns = append(c.turns, i)
+				a := protocol.Message{Role: "assistant", Content: m.Get("content").Str}
+				for _, tc := range m.Get("tool_calls").Array() {
+					a.ToolCalls = append(a.ToolCalls, protocol.ToolCall{ID: tc.Get("id").Str, Type: "function",
+						Name: tc.Get("function.name").Str, Arguments: tc.Get("function.arguments").Str})
+				}
+				c.answers = append(c.answers, a)
 			}
 			c.msgs = append(c.msgs, buf.Bytes())
 		}
@@ -62,8 +74,7 @@ func BenchmarkLoadCalls(b *testing.B) {
 	}
 	var body []byte
 	k, inst := 0, len(slots)
-	b.ReportAllocs()
-	for b.Loop() {
+	testkit.CPUPerOp(b, func() {
 		sl := &slots[k%len(slots)]
 		c := &convs[sl.c%len(convs)]
 		if sl.turn == len(c.turns) {
@@ -71,7 +82,7 @@ func BenchmarkLoadCalls(b *testing.B) {
 			inst++
 			c = &convs[sl.c%len(convs)]
 		}
-		t := c.turns[sl.turn]
+		t, answer := c.turns[sl.turn], &c.answers[sl.turn]
 		sl.turn++
 		body = append(body[:0], `{"model":"gpt-4o","messages":[`...)
 		body = append(append(body, c.sys...), `\n\nSession `...)
@@ -89,5 +100,6 @@ func BenchmarkLoadCalls(b *testing.B) {
 			b.Fatal("a turn taken for a side call")
 		}
 		episode.Chains(&r.View, "default", "")
-	}
+		episode.Digest(answer)
+	})
 }
