@@ -172,12 +172,17 @@ func TestTrainReflectUsage(t *testing.T) {
 
 // TestTrainReflectAirline runs reflect on the real data. A read of it is a second
 // of CPU under -race, so the plan to check against is read once, and the runs
-// that check a model's wire (Bedrock, custom prompts) read the sample.
+// that check what the command does with a model (OpenAI: flags, progress, summary,
+// rerun; Bedrock; custom prompts) read the sample: trainer.TestReflectOpenAIAirline
+// runs the 50 jobs of the whole data through the same Reflect.
 func TestTrainReflectAirline(t *testing.T) {
 	uri := importedAirline(t)
 	keys := keySet(planJobs(t, uri))
 	t.Run("dry-run", func(t *testing.T) { checkDryRun(t, uri) })
-	t.Run("openai", func(t *testing.T) { checkReflectOpenAI(t, uri, keys) })
+	t.Run("openai", func(t *testing.T) {
+		sample := airlineSample(t)
+		checkReflectOpenAI(t, sample, keySet(planJobs(t, sample)))
+	})
 	t.Run("bedrock", func(t *testing.T) { checkReflectBedrock(t, airlineSample(t)) })
 	t.Run("sigkill", func(t *testing.T) { checkReflectSIGKILL(t, uri, keys) })
 }
@@ -231,10 +236,14 @@ func checkReflectOpenAI(t *testing.T, uri string, keys map[string]bool) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	if !strings.Contains(stdout, "reflect: 50 jobs: 50 written, 0 already in "+out+", 0 failed; 150 model calls, 0 retries") {
-		t.Fatalf("summary: %s", stdout)
+	n := len(keys)
+	if n < 2 {
+		t.Fatalf("the plan of %s has %d jobs", uri, n)
 	}
-	if !strings.Contains(stderr, "50/50 100%") || !strings.Contains(stderr, "written (3 steps") {
+	if want := fmt.Sprintf("reflect: %d jobs: %d written, 0 already in %s, 0 failed; %d model calls, 0 retries", n, n, out, 3*n); !strings.Contains(stdout, want) {
+		t.Fatalf("summary: %s\nwant %q", stdout, want)
+	}
+	if !strings.Contains(stderr, fmt.Sprintf("%d/%d 100%%", n, n)) || !strings.Contains(stderr, "written (3 steps") {
 		t.Fatalf("progress lines:\n%s", stderr)
 	}
 	lines := readGuidance(t, out)
@@ -259,11 +268,11 @@ func checkReflectOpenAI(t *testing.T, uri string, keys map[string]bool) {
 	// A rerun has nothing left to do; the dry run says so.
 	calls := len(up.Requests())
 	stdout, _, code = runCLI(t, args...)
-	if code != 0 || !strings.Contains(stdout, "0 written, 50 already in") || len(up.Requests()) != calls {
+	if code != 0 || !strings.Contains(stdout, fmt.Sprintf("0 written, %d already in", n)) || len(up.Requests()) != calls {
 		t.Fatalf("rerun: exit %d, %s", code, stdout)
 	}
 	stdout, _, _ = runCLI(t, "train", "reflect", "--from", uri, "--out", out, "--dry-run")
-	if !strings.Contains(stdout, "50 already in --out, 0 to run") || strings.Count(stdout, " done\n") != 50 {
+	if !strings.Contains(stdout, fmt.Sprintf("%d already in --out, 0 to run", n)) || strings.Count(stdout, " done\n") != n {
 		t.Fatalf("dry run after the run:\n%s", stdout)
 	}
 
