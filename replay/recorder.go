@@ -145,6 +145,9 @@ func spoolName(s Named) string {
 // It wakes the writers only when the queue starts and at each writer batch's worth
 // of events: an event that joins a waiting batch costs no goroutine hand-off.
 func (r *Recorder) Add(ev any) {
+	if len(r.writers) == 0 {
+		return // no sink: nothing would ever take the queue
+	}
 	typ := eventType(ev)
 	r.mu.Lock()
 	if r.closed {
