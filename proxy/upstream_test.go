@@ -4,9 +4,14 @@ import (
 	"bufio"
 	"context"
 	"github.com/camproxy/camproxy/protocol/registry"
+	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -65,5 +70,68 @@ func TestRequestStaysOnUpstream(t *testing.T) {
 				t.Fatalf("%s forwarded: %q", h, v)
 			}
 		}
+	}
+}
+
+// writeCounter counts the writes made on a connection.
+type writeCounter struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c writeCounter) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestUpstreamRequestOneWrite: a request that fits the write buffer (a 40 KB
+// conversation) goes upstream in one write on the connection, head and body together
+// — not one write per 16 KB of buffer, each a syscall and a TCP push.
+func TestUpstreamRequestOneWrite(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, req.Body)
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	}()
+	base, _ := url.Parse("http://" + ln.Addr().String())
+	up := &Upstream{Name: "openai", Base: base, FirstByteTimeout: time.Minute, IdleTimeout: time.Minute}
+	up.init()
+	var writes atomic.Int64
+	up.hostClient(base.Scheme, base.Host).Dial = func(addr string) (net.Conn, error) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		return writeCounter{Conn: c, writes: &writes}, nil
+	}
+	var fc fasthttp.RequestCtx
+	fc.Request.Header.SetMethod("POST")
+	fc.Request.SetRequestURI("/v1/chat/completions")
+	fc.Request.Header.SetContentType("application/json")
+	body := []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat("x", 40<<10) + `"}]}`)
+	ex, err := up.roundTrip(context.Background(), &upCall{}, &fc, body, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(ex)
+	ex.release(true)
+	if err != nil || string(b) != "ok" {
+		t.Fatalf("answer %q, %v", b, err)
+	}
+	if n := writes.Load(); n != 1 {
+		t.Fatalf("the request took %d writes, want 1", n)
 	}
 }

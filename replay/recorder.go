@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/camproxy/camproxy/metrics"
@@ -35,27 +36,51 @@ type Named struct {
 }
 
 // Recorder takes events off the request path: Add never blocks on I/O it can avoid
-// and never fails. A dispatcher encodes events and fans them out to one writer per
-// sink; a writer batches, and when its sink is down or behind it spools to disk and
-// drains the spool when the sink is back. Nothing accepted is dropped unless the spool
-// itself cannot be written, which is logged as an error and counted.
+// and never fails. Add only queues the event; the sinks' writers take the queue in
+// batches (a writer wakes when the queue starts and when its batch is full or its
+// wait is over, not once per event), encode it once for all sinks and fan the lines
+// out to each writer's batch. A writer batches, and when its sink is down or behind
+// it spools to disk and drains the spool when the sink is back. Nothing accepted is
+// dropped unless the spool itself cannot be written, which is logged as an error and
+// counted.
 type Recorder struct {
 	log       *slog.Logger
 	m         *metrics.Metrics
 	keepMedia bool
-	q         chan item
+	queue     int // events held in memory, queued or in a writer's batch, before they overflow to the spool
 	writers   []*sinkWriter
+	kickEvery int // the smallest writer batch: Add wakes the writers at each multiple
+	// pool holds the buffers of encoded rounds when every sink copies what it is
+	// given (lineCopier); nil: each round's buffer is the garbage collector's.
+	pool *sync.Pool
 
-	mu     sync.RWMutex
-	closed bool
-	done   chan struct{}
+	mu      sync.Mutex // guards pending and closed
+	pending []item     // accepted, not yet encoded, in order
+	spare   []item     // the pending slice last taken, reused
+	closed  bool
+
+	encMu sync.Mutex // one encoding round at a time, so that each writer gets rounds in order
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 type item struct {
 	ev   any // *EpisodeEvent, *StepEvent or *RewardEvent
 	line []byte
 	typ  string
+	rnd  *round // the buffer line is in; nil: the line is its own allocation
 }
+
+// round is the buffer of one encoding round's lines, given back to the recorder's
+// pool once every writer is done with every line in it.
+type round struct {
+	buf  []byte
+	refs atomic.Int64
+}
+
+// lineCopier is a sink that keeps no line it was given once Write returned (it
+// copies them): the recorder may reuse their memory.
+type lineCopier interface{ copiesLines() }
 
 // NewRecorder starts the recorder's goroutines. Leftover spool segments from an
 // earlier process are drained as soon as their sinks answer.
@@ -72,7 +97,9 @@ func NewRecorder(sinks []Named, o RecorderOptions) (*Recorder, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &Recorder{log: o.Logger, m: o.Metrics, keepMedia: o.KeepMedia, q: make(chan item, o.Queue), done: make(chan struct{})}
+	r := &Recorder{log: o.Logger, m: o.Metrics, keepMedia: o.KeepMedia, queue: o.Queue, kickEvery: o.Queue,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	copying := true
 	for _, s := range sinks {
 		sp, err := openSpool(filepath.Join(o.SpoolDir, spoolName(s)))
 		if err != nil {
@@ -82,20 +109,24 @@ func NewRecorder(sinks []Named, o RecorderOptions) (*Recorder, error) {
 		if bp, ok := s.Sink.(interface{ BatchPolicy() BatchPolicy }); ok {
 			policy = bp.BatchPolicy()
 		}
-		w := &sinkWriter{r: r, sink: s, spool: sp, policy: policy, in: make(chan item, o.Queue),
+		policy.MaxEvents = max(policy.MaxEvents, 1)
+		w := &sinkWriter{r: r, sink: s, spool: sp, policy: policy, full: min(policy.MaxEvents, o.Queue), kick: make(chan struct{}, 1),
 			retry: o.RetryEvery, timeout: o.WriteTimeout, label: s.Name()}
 		w.setSpooled()
 		r.writers = append(r.writers, w)
+		r.kickEvery = min(r.kickEvery, w.full)
+		_, c := s.Sink.(lineCopier)
+		copying = copying && c
+	}
+	if copying {
+		r.pool = &sync.Pool{}
 	}
 	var wg sync.WaitGroup
 	for _, w := range r.writers {
 		wg.Go(w.run)
 	}
 	go func() {
-		r.dispatch()
-		for _, w := range r.writers {
-			close(w.in)
-		}
+		<-r.stop
 		wg.Wait()
 		close(r.done)
 	}()
@@ -111,22 +142,38 @@ func spoolName(s Named) string {
 
 // Add accepts an event. It returns at once: when the queue is full the event is
 // encoded and spooled on the caller's goroutine (a local append), never dropped.
+// It wakes the writers only when the queue starts and at each writer batch's worth
+// of events: an event that joins a waiting batch costs no goroutine hand-off.
 func (r *Recorder) Add(ev any) {
+	if len(r.writers) == 0 {
+		return // no sink: nothing would ever take the queue
+	}
 	typ := eventType(ev)
-	r.mu.RLock()
-	defer r.mu.RUnlock()
+	r.mu.Lock()
 	if r.closed {
+		r.mu.Unlock()
 		r.log.Error("replay event after shutdown; spooling it", "type", typ)
 		r.overflow(item{ev: ev, typ: typ})
 		return
 	}
-	select {
-	case r.q <- item{ev: ev, typ: typ}:
-		if r.m != nil {
-			r.m.ReplayQueue.Inc()
-		}
-	default:
+	n := len(r.pending)
+	if n >= r.queue {
+		r.mu.Unlock()
 		r.overflow(item{ev: ev, typ: typ})
+		return
+	}
+	r.pending = append(r.pending, item{ev: ev, typ: typ})
+	r.mu.Unlock()
+	if r.m != nil {
+		r.m.ReplayQueue.Inc()
+	}
+	if n == 0 || (n+1)%r.kickEvery == 0 {
+		for _, w := range r.writers {
+			select {
+			case w.kick <- struct{}{}:
+			default: // woken already
+			}
+		}
 	}
 }
 
@@ -143,67 +190,137 @@ func eventType(ev any) string {
 }
 
 func (r *Recorder) overflow(it item) {
-	line, err := r.encode(it.ev)
+	line, err := r.encode(nil, it.ev)
 	if err != nil {
 		r.log.Error("replay event cannot be encoded", "type", it.typ, "err", err)
 		return
 	}
-	it.line = line
+	it.line, it.ev = line, nil
 	for _, w := range r.writers {
 		w.spoolBatch([]item{it})
 	}
 }
 
-func (r *Recorder) dispatch() {
-	// A sink that is behind gets its events on disk rather than block the others.
-	// They are spooled in batches (one write and fsync each), not one by one: a sink
-	// that fell behind for the length of one slow fsync must not slow the dispatcher
-	// to one fsync per event. Once a sink has events waiting here, its later events
-	// wait behind them, so that its order is kept.
-	spill := make([][]item, len(r.writers))
-	flush := func() {
-		for i, w := range r.writers {
-			if len(spill[i]) > 0 {
-				w.spoolBatch(spill[i])
-				spill[i] = nil
-			}
-		}
+// queued is how many events wait to be encoded.
+func (r *Recorder) queued() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pending)
+}
+
+// encodeQueued encodes the queued events, in order, into one buffer and appends
+// their lines to every writer's batch. A writer whose batch would hold more than the
+// queue's worth of events (its sink is behind) has that batch spooled instead, in
+// order, rather than block the others; its later events then follow it into the
+// spool (write spools while a backlog is there), so its order is kept.
+func (r *Recorder) encodeQueued() {
+	r.encMu.Lock()
+	defer r.encMu.Unlock()
+	r.mu.Lock()
+	evs := r.pending
+	r.pending = r.spare[:0]
+	r.spare = nil
+	r.mu.Unlock()
+	if len(evs) == 0 {
+		r.mu.Lock()
+		r.spare = evs
+		r.mu.Unlock()
+		return
 	}
-	for it := range r.q {
-		if r.m != nil {
-			r.m.ReplayQueue.Dec()
-		}
-		line, err := r.encode(it.ev)
+	if r.m != nil {
+		r.m.ReplayQueue.Sub(float64(len(evs)))
+	}
+	rnd := r.newRound(evs)
+	out := evs[:0] // encoded in place
+	for _, it := range evs {
+		start := len(rnd.buf)
+		buf, err := r.encode(rnd.buf, it.ev)
 		if err != nil {
 			r.log.Error("replay event cannot be encoded", "type", it.typ, "err", err)
 			continue
 		}
-		it.line, it.ev = line, nil
-		for i, w := range r.writers {
-			if len(spill[i]) == 0 {
-				select {
-				case w.in <- it:
-					continue
-				default:
-				}
-			}
-			spill[i] = append(spill[i], it)
-			if len(spill[i]) >= spillBatch {
-				w.spoolBatch(spill[i])
-				spill[i] = nil
-			}
+		rnd.buf = buf
+		out = append(out, item{line: buf[start:len(buf):len(buf)], typ: it.typ, rnd: rnd})
+	}
+	clear(evs[len(out):]) // what an encoding error left: no event kept alive
+	if r.pool != nil {
+		rnd.refs.Store(int64(len(out) * len(r.writers)))
+		if len(out) == 0 {
+			r.pool.Put(rnd)
 		}
-		if len(r.q) == 0 {
-			flush()
+	} else {
+		for i := range out {
+			out[i].rnd = nil
 		}
 	}
-	flush()
+	for _, w := range r.writers {
+		w.mu.Lock()
+		over := len(w.queue)+len(out) > r.queue
+		if !over {
+			w.queue = append(w.queue, out...)
+		}
+		w.mu.Unlock()
+		if over {
+			w.spillQueue(out)
+		}
+	}
+	clear(out)
+	r.mu.Lock()
+	if cap(evs) <= maxGroup { // a burst's slice is not kept
+		r.spare = evs[:0]
+	}
+	r.mu.Unlock()
 }
 
-// encode is an event's line. Media bytes are dropped here, on the recorder's
-// goroutine, so that hashing them never costs the request path; the event is the
-// recorder's once added, and the messages it shares with the request are not touched.
-func (r *Recorder) encode(ev any) ([]byte, error) {
+// newRound is a buffer for the lines of evs, sized for them (stepSize), from the
+// pool when there is one.
+func (r *Recorder) newRound(evs []item) *round {
+	n := 0
+	for _, it := range evs {
+		if s, ok := it.ev.(*StepEvent); ok {
+			n += stepSize(s)
+		} else {
+			n += 512
+		}
+	}
+	var rnd *round
+	if r.pool != nil {
+		rnd, _ = r.pool.Get().(*round)
+	}
+	if rnd == nil {
+		rnd = &round{}
+	}
+	if cap(rnd.buf) < n {
+		rnd.buf = make([]byte, 0, n)
+	}
+	rnd.buf = rnd.buf[:0]
+	return rnd
+}
+
+// release gives back the lines of items a writer is done with (written, spooled or
+// lost): a round's buffer goes back to the pool after its last line.
+func (r *Recorder) release(items []item) {
+	if r.pool == nil {
+		return
+	}
+	for _, it := range items {
+		if it.rnd != nil && it.rnd.refs.Add(-1) == 0 {
+			if cap(it.rnd.buf) <= maxPooledRound {
+				r.pool.Put(it.rnd)
+			}
+		}
+	}
+}
+
+// maxPooledRound is the largest round buffer kept for reuse: one burst must not pin
+// its memory for the life of the process.
+const maxPooledRound = 4 << 20
+
+// encode appends an event's line to b. Media bytes are dropped here, on the
+// recorder's goroutine, so that hashing them never costs the request path; the event
+// is the recorder's once added, and the messages it shares with the request are not
+// touched.
+func (r *Recorder) encode(b []byte, ev any) ([]byte, error) {
 	if s, ok := ev.(*StepEvent); ok && !r.keepMedia {
 		s.Messages = protocol.StripMedia(s.Messages)
 		if s.Response != nil && protocol.HoldsMedia(s.Response) {
@@ -212,23 +329,36 @@ func (r *Recorder) encode(ev any) ([]byte, error) {
 		}
 	}
 	if s, ok := ev.(*StepEvent); ok {
-		return appendStep(make([]byte, 0, stepSize(s)), s), nil
+		if b == nil {
+			b = make([]byte, 0, stepSize(s))
+		}
+		return appendStep(b, s), nil
 	}
-	return json.Marshal(ev)
+	line, err := json.Marshal(ev)
+	if err != nil {
+		return b, err
+	}
+	if b == nil {
+		return line, nil
+	}
+	return append(b, line...), nil
 }
-
-// spillBatch is how many events a sink that is behind has spooled at once.
-const spillBatch = 256
 
 // Close stops accepting, flushes every queued event to its sink (or its spool) and
 // waits until that is done or ctx ends.
 func (r *Recorder) Close(ctx context.Context) error {
 	r.mu.Lock()
-	if !r.closed {
-		r.closed = true
-		close(r.q)
-	}
+	first := !r.closed
+	r.closed = true
 	r.mu.Unlock()
+	if first {
+		go func() {
+			// Every accepted event into the writers' batches before they finish:
+			// none is accepted after closed was set.
+			r.encodeQueued()
+			close(r.stop)
+		}()
+	}
 	select {
 	case <-r.done:
 	case <-ctx.Done():
@@ -264,7 +394,7 @@ type Backlog struct {
 // Backlog reads the queue and the spools (the dashboard). It takes each spool's lock
 // for a moment, as an overflowing Add does; it never waits for a sink.
 func (r *Recorder) Backlog() Backlog {
-	b := Backlog{Queue: len(r.q), Spooled: make(map[string]int, len(r.writers))}
+	b := Backlog{Queue: r.queued(), Spooled: make(map[string]int, len(r.writers))}
 	for _, w := range r.writers {
 		w.mu.Lock()
 		b.Spooled[w.label] += w.spool.pending
@@ -279,75 +409,94 @@ type sinkWriter struct {
 	sink    Named
 	label   string
 	policy  BatchPolicy
-	in      chan item
+	full    int           // events that make a batch: the policy's, at most the queue
+	kick    chan struct{} // Add: events are queued
 	retry   time.Duration
 	timeout time.Duration
 
-	mu    sync.Mutex // guards spool: the writer and overflowing callers share it
+	mu    sync.Mutex // guards spool and queue: the writer, encoding rounds and overflowing callers share them
 	spool *spool
 	down  bool
+	queue []item // encoded lines waiting for this sink's next batch, in order
 }
 
 func (w *sinkWriter) run() {
-	var batch []item
 	flush := time.NewTimer(time.Hour)
 	flush.Stop()
+	armed := false // flush runs: a batch is being gathered
 	retry := time.NewTicker(w.retry)
 	defer retry.Stop()
 	w.drain() // leftovers of an earlier process
 	for {
 		select {
-		case it, ok := <-w.in:
-			if !ok { // shutting down
-				w.finish(batch)
-				return
-			}
-			if len(batch) == 0 {
-				flush.Reset(w.policy.MaxWait)
-			}
-			batch = append(batch, it)
-			if len(batch) >= w.policy.MaxEvents {
-				flush.Stop()
+		case <-w.kick:
+			if w.waiting() >= w.full {
 				// Group commit: the events that queued up during the last write go
 				// into this one, so one write and fsync cover them and a sink that
 				// fell behind catches up instead of spilling into the spool.
-				var closed bool
-				batch, closed = w.takeQueued(batch)
-				if closed {
-					w.finish(batch)
-					return
-				}
-				w.write(batch)
-				batch = nil
+				flush.Stop()
+				armed = false
+				w.flush()
+			} else if !armed {
+				flush.Reset(w.policy.MaxWait)
+				armed = true
 			}
 		case <-flush.C:
-			w.write(batch)
-			batch = nil
+			armed = false
+			w.flush()
 		case <-retry.C:
 			w.drain()
+		case <-w.r.stop: // shutting down: every accepted event is in queue
+			flush.Stop()
+			w.finish(w.take())
+			return
 		}
+		if !armed && w.waiting() > 0 {
+			flush.Reset(w.policy.MaxWait)
+			armed = true
+		}
+	}
+}
+
+// waiting is how many events this writer's next batch would hold.
+func (w *sinkWriter) waiting() int {
+	w.mu.Lock()
+	n := len(w.queue)
+	w.mu.Unlock()
+	return n + w.r.queued()
+}
+
+// take empties the writer's queue.
+func (w *sinkWriter) take() []item {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queue
+	w.queue = nil
+	return q
+}
+
+// flush encodes what is queued and writes the writer's batch.
+func (w *sinkWriter) flush() {
+	w.r.encodeQueued()
+	w.write(w.take())
+}
+
+// spillQueue spools the writer's queue and then more (an encoding round that would
+// overfill it), in order.
+func (w *sinkWriter) spillQueue(more []item) {
+	batch := append(w.take(), more...)
+	for len(batch) > 0 {
+		n := min(len(batch), spillBatch)
+		w.spoolBatch(batch[:n])
+		batch = batch[n:]
 	}
 }
 
 // maxGroup bounds a group-committed batch: events, or the sink's own batch size if larger.
 const maxGroup = 4096
 
-// takeQueued appends to batch the events already waiting, without blocking; closed
-// reports that the recorder is shutting down.
-func (w *sinkWriter) takeQueued(batch []item) ([]item, bool) {
-	for len(batch) < max(maxGroup, w.policy.MaxEvents) {
-		select {
-		case it, ok := <-w.in:
-			if !ok {
-				return batch, true
-			}
-			batch = append(batch, it)
-		default:
-			return batch, false
-		}
-	}
-	return batch, false
-}
+// spillBatch is how many events a sink that is behind has spooled at once.
+const spillBatch = 256
 
 // finish writes what is left at shutdown: a sink known to be down is not waited for.
 func (w *sinkWriter) finish(batch []item) {
@@ -362,12 +511,17 @@ func (w *sinkWriter) finish(batch []item) {
 	w.drain()
 }
 
-// write sends a batch, or spools it when the sink fails or still has a backlog (so
-// the backlog goes first).
+// write sends a batch, at most maxGroup events (or the sink's batch) at a time, or
+// spools it when the sink fails or still has a backlog (so the backlog goes first).
 func (w *sinkWriter) write(batch []item) {
-	if len(batch) == 0 {
-		return
+	for len(batch) > 0 {
+		n := min(len(batch), max(maxGroup, w.policy.MaxEvents))
+		w.writeOne(batch[:n])
+		batch = batch[n:]
 	}
+}
+
+func (w *sinkWriter) writeOne(batch []item) {
 	w.mu.Lock()
 	backlog := w.spool.pending > 0
 	w.mu.Unlock()
@@ -381,6 +535,7 @@ func (w *sinkWriter) write(batch []item) {
 		return
 	}
 	w.count(batch, "written")
+	w.r.release(batch)
 }
 
 func lines(batch []item) [][]byte {
@@ -408,9 +563,13 @@ func (w *sinkWriter) markDown(err error) {
 }
 
 func (w *sinkWriter) spoolBatch(batch []item) {
+	if len(batch) == 0 {
+		return
+	}
 	w.mu.Lock()
 	err := w.spool.append(lines(batch))
 	w.mu.Unlock()
+	w.r.release(batch)
 	if err != nil {
 		w.r.log.Error("REPLAY EVENTS LOST: the spool cannot be written", "sink", w.sink.URI, "events", len(batch), "err", err)
 		w.count(batch, "lost")

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/internal/testkit"
 	"github.com/camproxy/camproxy/metrics"
@@ -210,6 +213,58 @@ func TestRecorderCountsEventsByType(t *testing.T) {
 	for typ, want := range map[string]float64{TypeEpisode: 3, TypeStep: 10} {
 		if got := testutil.ToFloat64(m.ReplayEvents.WithLabelValues(typ, sink.Name(), "written")); got != want {
 			t.Errorf("%s events written: %v, want %v", typ, got, want)
+		}
+	}
+}
+
+// TestRecorderReusesRoundsSafely: with two sinks that copy their lines (file sinks,
+// so the recorder reuses the buffers lines are encoded into), every step reaches
+// both sinks byte for byte as it was encoded on its own, whatever rounds, batch
+// sizes and reuses it went through; a buffer given back while a writer still had
+// a line of it would show as a corrupt or duplicated line.
+func TestRecorderReusesRoundsSafely(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir()}
+	var named []Named
+	for _, d := range dirs {
+		sink, err := NewFileSink(d, FileOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		named = append(named, Named{Sink: sink, URI: "file://" + d})
+	}
+	r, err := NewRecorder(named, RecorderOptions{SpoolDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.pool == nil {
+		t.Fatal("file sinks copy their lines: the recorder should reuse its buffers")
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	want := map[string]string{}
+	for i := range 3000 {
+		s := &StepEvent{V: Version, Type: TypeStep, ID: NewEventID(), EpisodeID: "ep", Turn: i, Status: 200, At: at,
+			Messages: []protocol.Message{{Role: "user", Content: strings.Repeat(string(rune('a'+i%26)), i%700)}}}
+		want[s.ID] = string(appendStep(nil, s))
+		r.Add(s)
+		if i%97 == 0 {
+			runtime.Gosched() // let the writers take rounds of many sizes
+		}
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		got := map[string]bool{}
+		err := NewFileSource(d).Scan(context.Background(), func(line []byte) error {
+			id := gjson.GetBytes(line, "id").String()
+			if w, ok := want[id]; !ok || w != string(line) || got[id] {
+				t.Fatalf("%s: line %.120q is not the step %s as encoded (or came twice)", d, line, id)
+			}
+			got[id] = true
+			return nil
+		})
+		if err != nil || len(got) != len(want) {
+			t.Fatalf("%s: %d of %d steps read back, %v", d, len(got), len(want), err)
 		}
 	}
 }

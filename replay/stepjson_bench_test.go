@@ -66,9 +66,9 @@ func BenchmarkEncodeStep(b *testing.B) {
 	r := &Recorder{}
 	for name, s := range map[string]*StepEvent{"turn=1": first, "turn=3": later} {
 		b.Run(name, func(b *testing.B) {
-			line, _ := r.encode(s)
+			line, _ := r.encode(nil, s)
 			b.SetBytes(int64(len(line)))
-			testkit.CPUPerOp(b, func() { _, _ = r.encode(s) })
+			testkit.CPUPerOp(b, func() { _, _ = r.encode(nil, s) })
 		})
 	}
 }

@@ -94,14 +94,14 @@ func TestEncodeStepAllocatesTheLineOnce(t *testing.T) {
 		{Role: "tool", ToolCallID: "call_1", Content: strings.Repeat(`{"flight": "HAT136", "date": "2024-05-20"}`, 50)}},
 		Response: &protocol.Message{Role: "assistant", Content: "Done."}, Status: 200, At: time.Unix(0, 0).UTC()}
 	r := &Recorder{}
-	line, err := r.encode(s)
+	line, err := r.encode(nil, s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := marshalStep(t, s); !bytes.Equal(line, want) {
 		t.Fatalf("\n got %s\nwant %s", line, want)
 	}
-	if n := testing.AllocsPerRun(20, func() { _, _ = r.encode(s) }); n > 1 {
+	if n := testing.AllocsPerRun(20, func() { _, _ = r.encode(nil, s) }); n > 1 {
 		t.Fatalf("encoding a %d-byte step allocated %.0f times, want once", len(line), n)
 	}
 }

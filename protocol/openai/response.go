@@ -2,6 +2,7 @@ package openai
 
 import (
 	"errors"
+	"unsafe"
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
@@ -20,33 +21,74 @@ func DecodeResponse(body []byte) (protocol.Message, protocol.Usage, error) {
 	return decodeValid(body)
 }
 
-// decodeValid is DecodeResponse on a body already validated.
+// decodeValid is DecodeResponse on a body already validated, read in one pass of
+// the word-at-a-time scanner (jsontext.Members): the root's members, choices[0] and
+// usage are walked without building gjson results for what is skipped. Only the
+// message object is copied out of body (which the caller reuses): the message's
+// strings are views of that copy, as they were of gjson's copy of the whole body.
+// On duplicate keys the last one wins, as in gjson's walk (decodeValidGJSON, the
+// reference the tests compare with).
 func decodeValid(body []byte) (protocol.Message, protocol.Usage, error) {
-	root := gjson.ParseBytes(body)
-	var choices, usage gjson.Result
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "choices":
-			choices = v
-		case "usage":
-			usage = v
-		}
-		return true
-	})
-	u := usageKeys.Read(usage)
-	var msg gjson.Result
-	if choices.IsArray() {
-		choices.ForEach(func(_, c gjson.Result) bool {
-			if c.IsObject() {
-				msg = jsontext.ObjectKey(c, "message")
+	js := unsafe.String(unsafe.SliceData(body), len(body)) // read only; nothing kept aliases it
+	var u protocol.Usage
+	msgAt, msgEnd := -1, -1
+	if i := jsontext.SkipWS(body, 0); i < len(body) && body[i] == '{' {
+		jsontext.Members(body, js, i, func(key string, v int) int {
+			switch key {
+			case "choices":
+				msgAt, msgEnd = -1, -1
+				if body[v] != '[' {
+					return -1
+				}
+				return jsontext.Elements(body, v, func(c int) int {
+					if msgAt == -1 && msgEnd == -1 {
+						msgEnd = 0 // choices[0] only
+						if body[c] == '{' {
+							return jsontext.Members(body, js, c, func(key string, v int) int {
+								if key != "message" {
+									return -1
+								}
+								msgAt, msgEnd = v, jsontext.SkipValue(body, v)
+								return msgEnd
+							})
+						}
+					}
+					return -1
+				})
+			case "usage":
+				u = protocol.Usage{}
+				if body[v] != '{' {
+					return -1
+				}
+				return jsontext.Members(body, js, v, func(key string, v int) int {
+					var n gjson.Result
+					var end int
+					switch key {
+					case usageKeys.Input:
+						n, end = jsontext.ResultAt(body, js, v)
+						u.InputTokens = n.Int()
+					case usageKeys.Output:
+						n, end = jsontext.ResultAt(body, js, v)
+						u.OutputTokens = n.Int()
+					default:
+						return -1
+					}
+					return end
+				})
 			}
-			return false // choices[0] only
+			return -1
 		})
 	}
-	if !msg.IsObject() {
+	if msgAt < 0 || body[msgAt] != '{' {
 		return protocol.Message{}, u, errNoChoice
 	}
-	f := readFields(msg)
+	raw := string(body[msgAt:msgEnd]) // the message outlives body
+	f, _ := scanFields(unsafe.Slice(unsafe.StringData(raw), len(raw)), raw, 0, nil)
+	return answer(f), u, nil
+}
+
+// answer is the message of an answer's fields.
+func answer(f fields) protocol.Message {
 	m := f.message()
 	var parts int
 	m.Content, parts = contentText(f.content, nil)
@@ -54,7 +96,7 @@ func decodeValid(body []byte) (protocol.Message, protocol.Usage, error) {
 	if m.Role == "" {
 		m.Role = "assistant"
 	}
-	return m, u, nil
+	return m
 }
 
 // usageKeys names the token counts of a usage object.
