@@ -6,7 +6,6 @@ import (
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
-	"github.com/tidwall/gjson"
 )
 
 // errNoChoice reports an answer without choices[0].message, such as an error body.
@@ -40,41 +39,25 @@ func decodeValid(body []byte) (protocol.Message, protocol.Usage, error) {
 				if body[v] != '[' {
 					return -1
 				}
+				first := true // choices[0] only
 				return jsontext.Elements(body, v, func(c int) int {
-					if msgAt == -1 && msgEnd == -1 {
-						msgEnd = 0 // choices[0] only
-						if body[c] == '{' {
-							return jsontext.Members(body, js, c, func(key string, v int) int {
-								if key != "message" {
-									return -1
-								}
-								msgAt, msgEnd = v, jsontext.SkipValue(body, v)
-								return msgEnd
-							})
-						}
-					}
-					return -1
-				})
-			case "usage":
-				u = protocol.Usage{}
-				if body[v] != '{' {
-					return -1
-				}
-				return jsontext.Members(body, js, v, func(key string, v int) int {
-					var n gjson.Result
-					var end int
-					switch key {
-					case usageKeys.Input:
-						n, end = jsontext.ResultAt(body, js, v)
-						u.InputTokens = n.Int()
-					case usageKeys.Output:
-						n, end = jsontext.ResultAt(body, js, v)
-						u.OutputTokens = n.Int()
-					default:
+					if !first || body[c] != '{' {
+						first = false
 						return -1
 					}
-					return end
+					first = false
+					return jsontext.Members(body, js, c, func(key string, v int) int {
+						if key != "message" {
+							return -1
+						}
+						msgAt, msgEnd = v, jsontext.SkipValue(body, v)
+						return msgEnd
+					})
 				})
+			case "usage":
+				r, end := jsontext.ResultAt(body, js, v)
+				u = usageKeys.Read(r)
+				return end
 			}
 			return -1
 		})
