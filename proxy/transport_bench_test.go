@@ -1,9 +1,12 @@
+//go:build unix
+
 package proxy
 
 import (
 	"bytes"
 	"context"
 	"net"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,13 +23,18 @@ import (
 // fasthttp server and HostClient in the same process — with the same agent, body and
 // fake upstream. cpu-µs/op is the process's CPU (user and system) per call: agent,
 // upstream and proxy; the difference between the two paths is what camproxy's
-// transport adds. Count system calls per path with, e.g.,
+// transport adds. The agent's and the upstream's goroutines carry the pprof label
+// role (agent, upstream), so that a profile of the proxy alone is
+// -tagignore 'role=agent|upstream'. Count system calls per path with, e.g.,
 //
 //	go test -c -o /tmp/proxy.test ./proxy
 //	strace -f -c /tmp/proxy.test -test.run '^$' -test.bench 'Transport/path=camproxy/callers=1$' -test.benchtime 5000x
 func BenchmarkTransport(b *testing.B) {
 	body := transportBody(32 << 10)
-	up := &fasthttp.Server{Handler: answerCompletion, NoDefaultServerHeader: true, ReadBufferSize: 16 << 10,
+	up := &fasthttp.Server{Handler: func(fc *fasthttp.RequestCtx) {
+		pprof.SetGoroutineLabels(upstreamRole) // the server's worker goroutine, from now on
+		answerCompletion(fc)
+	}, NoDefaultServerHeader: true, ReadBufferSize: 16 << 10,
 		Concurrency: 1 << 20, MaxRequestBodySize: 64 << 20, IdleTimeout: time.Minute}
 	upAddr := serveLoopback(b, up.Serve, func() { _ = up.Shutdown() })
 	paths := []struct {
@@ -42,6 +50,9 @@ func BenchmarkTransport(b *testing.B) {
 		}
 	}
 }
+
+var upstreamRole, agentRole = pprof.WithLabels(context.Background(), pprof.Labels("role", "upstream")),
+	pprof.WithLabels(context.Background(), pprof.Labels("role", "agent"))
 
 // transportBody is a chat body of about n bytes, as large as an agent's mid-episode call.
 func transportBody(n int) []byte {
@@ -110,6 +121,7 @@ func runTransport(b *testing.B, addr string, body []byte, callers int) {
 		var wg sync.WaitGroup
 		for range callers {
 			wg.Go(func() {
+				pprof.SetGoroutineLabels(agentRole)
 				req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 				defer fasthttp.ReleaseRequest(req)
 				defer fasthttp.ReleaseResponse(resp)
