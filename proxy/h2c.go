@@ -159,7 +159,8 @@ func (s *sniffListener) Close() error {
 type prefixConn struct {
 	net.Conn
 	pending []byte
-	ahead   *[]byte // the pooled buffer pending lies in, if any (readAhead)
+	ahead   *[]byte      // the pooled buffer pending lies in, if any (readAhead)
+	waiter  *aheadWaiter // readAhead's, from the connection's first wait between requests
 }
 
 func (c *prefixConn) Read(p []byte) (int, error) {

@@ -118,3 +118,48 @@ func TestPrefixConnReadAheadDeadline(t *testing.T) {
 		t.Fatalf("Read past the deadline = %d, %v", n, err)
 	}
 }
+
+// TestPrefixConnReadAheadAllocs: once a connection has waited for a request, each
+// later wait allocates nothing (its buffer is pooled, its RawConn and callback made
+// once per connection): fasthttp waits so before every request of a keep-alive
+// connection.
+func TestPrefixConnReadAheadAllocs(t *testing.T) {
+	client, server := tcpPair(t)
+	c := &prefixConn{Conn: server}
+	req := []byte("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+	rest := make([]byte, readBufferSize)
+	one := make([]byte, 1)
+	call := func() {
+		if _, err := client.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for got < len(req) {
+			p := rest
+			if got == 0 {
+				p = one // fasthttp's wait for the next request
+			}
+			n, err := c.Read(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += n
+		}
+	}
+	call()
+	if n := testing.AllocsPerRun(200, call); n > 0 {
+		t.Fatalf("a wait for the next request allocates %.1f times, want none", n)
+	}
+}
+
+// TestPeekAllocs: the liveness check of a pooled upstream connection, made each time
+// one is reused, allocates only the socket's RawConn.
+func TestPeekAllocs(t *testing.T) {
+	_, server := tcpPair(t)
+	if _, _, ok := peek(server); !ok {
+		t.Fatal("a TCP connection cannot be peeked")
+	}
+	if n := testing.AllocsPerRun(200, func() { peek(server) }); n > 1 {
+		t.Fatalf("peek allocates %.1f times, want at most 1 (its RawConn)", n)
+	}
+}
