@@ -159,7 +159,8 @@ func (s *sniffListener) Close() error {
 type prefixConn struct {
 	net.Conn
 	pending []byte
-	ahead   *[]byte // the pooled buffer pending lies in, if any (readAhead)
+	ahead   *[]byte      // the pooled buffer pending lies in, if any (readAhead)
+	waiter  *aheadWaiter // readAhead's, from the connection's first wait between requests
 }
 
 func (c *prefixConn) Read(p []byte) (int, error) {
@@ -184,12 +185,18 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// aheadBufs are readAhead's buffers, as large as the server's read buffer: the bytes
-// of a request that fasthttp's read buffer takes at once.
-var aheadBufs = sync.Pool{New: func() any { b := make([]byte, readBufferSize); return &b }}
+// aheadBufs are readAhead's buffers. One holds what a read takes of an agent's
+// request as it arrives (an airline conversation is 10-60 KB): the head and most
+// bodies whole, which fasthttp's read buffer (readBufferSize) then takes in copies
+// instead of a read of the socket per 16 KB. Held only while a request is read.
+var aheadBufs = sync.Pool{New: func() any { b := make([]byte, readAheadSize); return &b }}
 
-// readBufferSize is the server's read buffer (fasthttp.Server.ReadBufferSize).
-const readBufferSize = 16 << 10
+const (
+	// readBufferSize is the server's read buffer (fasthttp.Server.ReadBufferSize).
+	readBufferSize = 16 << 10
+	// readAheadSize is readAhead's buffer.
+	readAheadSize = 64 << 10
+)
 
 // Close closes as net/http does: the answer already written is followed by a FIN, and
 // what the client still sends is read and dropped for a moment (lingerTimeout) before

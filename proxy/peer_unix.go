@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"sync"
 	"syscall"
 )
 
@@ -35,15 +36,31 @@ func peek(conn net.Conn) (closed, waiting, ok bool) {
 	if err != nil {
 		return false, false, false
 	}
-	var buf [1]byte
+	pk := peekers.Get().(*peeker)
 	// Control, not Read: Read honours the read deadline left on the connection and
 	// would stop peeking once it has passed.
-	err = rc.Control(func(fd uintptr) {
-		n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		closed = n == 0 && err == nil || err != nil && !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EINTR)
-		waiting = n > 0
-	})
+	if err = rc.Control(pk.fn); err == nil {
+		closed = pk.n == 0 && pk.err == nil || pk.err != nil && !errors.Is(pk.err, syscall.EAGAIN) && !errors.Is(pk.err, syscall.EINTR)
+		waiting = pk.n > 0
+	}
+	pk.n, pk.err = 0, nil
+	peekers.Put(pk)
 	return closed, waiting, err == nil
+}
+
+// peeker is peek's callback, bound once, and its results: pooled, so that a peek —
+// one per pooled upstream connection reused — allocates only its RawConn.
+type peeker struct {
+	fn  func(fd uintptr) // recv, bound to this peeker
+	buf [1]byte
+	n   int
+	err error
+}
+
+var peekers = sync.Pool{New: func() any { p := new(peeker); p.fn = p.recv; return p }}
+
+func (p *peeker) recv(fd uintptr) {
+	p.n, _, p.err = syscall.Recvfrom(int(fd), p.buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 }
 
 // peerClosed reports whether the client closed its side of conn. A WebSocket turn's

@@ -15,38 +15,30 @@ import (
 // connection holds none. ok is false when the connection is no socket (an in-memory
 // one): the caller reads as usual.
 func (c *prefixConn) readAhead(p []byte) (n int, ok bool, err error) {
-	sc, isSocket := c.Conn.(syscall.Conn)
-	if !isSocket {
-		return 0, false, nil
+	a := c.waiter
+	if a == nil {
+		sc, isSocket := c.Conn.(syscall.Conn)
+		if !isSocket {
+			return 0, false, nil
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return 0, false, nil
+		}
+		a = &aheadWaiter{rc: rc}
+		a.fn = a.read
+		c.waiter = a
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return 0, false, nil
-	}
-	var (
-		buf  *[]byte
-		got  int
-		rerr error
-	)
 	// Read, not Control: it waits for the socket to be readable, within the read
 	// deadline (fasthttp's idle timeout), as Conn.Read does.
-	err = rc.Read(func(fd uintptr) bool {
-		b := aheadBufs.Get().(*[]byte)
-		for {
-			got, rerr = syscall.Read(int(fd), *b)
-			if !errors.Is(rerr, syscall.EINTR) {
-				break
-			}
-		}
-		if errors.Is(rerr, syscall.EAGAIN) {
-			aheadBufs.Put(b)
-			return false
-		}
-		buf = b
-		return true
-	})
+	err = a.rc.Read(a.fn)
+	buf, got, rerr := a.buf, a.got, a.err
+	a.buf, a.err = nil, nil
 	switch {
 	case err != nil:
+		if buf != nil {
+			aheadBufs.Put(buf)
+		}
 		return 0, true, err
 	case rerr != nil:
 		aheadBufs.Put(buf)
@@ -62,4 +54,33 @@ func (c *prefixConn) readAhead(p []byte) (n int, ok bool, err error) {
 	}
 	c.ahead, c.pending = buf, (*buf)[1:got]
 	return 1, true, nil
+}
+
+// aheadWaiter is a connection's readAhead, made at its first wait: the socket's
+// RawConn and the read callback, bound once, with the callback's results, so that a
+// wait between requests allocates nothing (a RawConn and a closure per request
+// otherwise).
+type aheadWaiter struct {
+	rc  syscall.RawConn
+	fn  func(fd uintptr) bool // read, bound to this waiter
+	buf *[]byte               // the pooled buffer read into; nil while waiting
+	got int
+	err error
+}
+
+// read is the socket's read callback: false (wait) while nothing has arrived.
+func (a *aheadWaiter) read(fd uintptr) bool {
+	b := aheadBufs.Get().(*[]byte)
+	for {
+		a.got, a.err = syscall.Read(int(fd), *b)
+		if !errors.Is(a.err, syscall.EINTR) {
+			break
+		}
+	}
+	if errors.Is(a.err, syscall.EAGAIN) {
+		aheadBufs.Put(b)
+		return false
+	}
+	a.buf = b
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -263,6 +264,7 @@ func runOpen(tg *target, convs []*conv, slots []*slot, rate float64, dur time.Du
 		}
 		sl := slots[j%len(slots)]
 		wg.Go(func() {
+			pprof.SetGoroutineLabels(agentRole)
 			sl.mu.Lock()
 			defer sl.mu.Unlock()
 			c, t, inst := sl.nextTurn(convs)
@@ -291,6 +293,7 @@ func runClosed(tg *target, convs []*conv, conns int, dur time.Duration) (done in
 	var wg sync.WaitGroup
 	for _, sl := range slots {
 		wg.Go(func() {
+			pprof.SetGoroutineLabels(agentRole)
 			bp := bodyPool.Get().(*[]byte)
 			defer bodyPool.Put(bp)
 			for time.Now().Before(deadline) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net"
+	"runtime/pprof"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -36,6 +37,7 @@ func (f *floor) start(addr string) (string, error) {
 func (f *floor) close() { _ = f.srv.Shutdown() }
 
 func (f *floor) handle(ctx *fasthttp.RequestCtx) {
+	pprof.SetGoroutineLabels(floorRole) // the server's worker goroutine, from now on
 	req := &ctx.Request
 	req.Header.Del("Connection")
 	if err := f.hc.Do(req, &ctx.Response); err != nil {

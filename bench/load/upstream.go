@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"net"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,7 @@ func (u *upstream) start(addr string) (string, error) {
 func (u *upstream) close() { _ = u.srv.Shutdown() }
 
 func (u *upstream) handle(ctx *fasthttp.RequestCtx) {
+	pprof.SetGoroutineLabels(upstreamRole) // the server's worker goroutine, from now on
 	c, t, ok := u.lookup(ctx.Request.Header.Peek(hdrReply))
 	if !ok || string(ctx.Path()) != "/v1/chat/completions" {
 		ctx.SetStatusCode(fasthttp.StatusNotFound)
