@@ -533,6 +533,7 @@ func (h *Hits[V]) Skip(b []byte, i int, first bool, skip func([]byte, int) int) 
 // the last element taken (end when none is).
 func (h *Hits[V]) follow(b []byte, end int, e *memoEntry[V]) int {
 	var best []*memoEntry[V]            // the longest stretch so far, a prefix of its run's elements
+	bestEnd := end                      // the offset after best
 	spanned, spanOf, ran := 0, 0, h.ran // of best, how many its run's span vouched for
 	next := nextElement(b, end)
 	// The run with a span first (see addRun): it is the longest, and what b holds
@@ -550,26 +551,40 @@ func (h *Hits[V]) follow(b []byte, end int, e *memoEntry[V]) int {
 		// the span's (an array sent with whitespace).
 		n, p := 0, end
 		spanOf = 0
+		more := true // whether elements after the n-th may match
 		if r.span != "" {
 			if n = r.spanned(b, next); n > 0 {
 				p = next + int(r.ends[n-1])
 			}
 			spanOf = n
-			if n <= len(best) && (n == 0 || b[p] == ',') {
+			// After the span's separator, b's next element differs from the run's.
+			more = n > 0 && b[p] != ','
+			if n <= len(best) && !more {
 				continue
 			}
 		}
 		els := r.resolve()
+		if r.span == "" && len(best) > 0 {
+			// To beat best, the run holds best's bytes, and then b's next element:
+			// told by that one element before comparing the run's others.
+			x, i := els[len(best)], nextElement(b, bestEnd)
+			if x == nil || !matches(b, i, x.raw) {
+				continue
+			}
+			if slices.Equal(els[:len(best)], best) { // best's very elements: compared already
+				n, p, spanOf = len(best)+1, i+len(x.raw), spanned
+			}
+		}
 		for j, x := range els[:n] {
 			if x == nil { // freed: what the span vouched for goes this far
-				n, p = j, -1
+				n, p, more = j, end, false
+				if j > 0 {
+					p = next + int(r.ends[j-1])
+				}
 				break
 			}
 		}
-		if r.span != "" && p >= 0 && b[p] == ',' {
-			p = -1 // the span's separator: its next element differs
-		}
-		for p >= 0 && n < len(els) {
+		for more && n < len(els) {
 			x := els[n]
 			if x == nil {
 				break
@@ -582,7 +597,7 @@ func (h *Hits[V]) follow(b []byte, end int, e *memoEntry[V]) int {
 			n++
 		}
 		if n > len(best) {
-			best, spanned = els[:n], min(n, spanOf)
+			best, bestEnd, spanned = els[:n], p, min(n, spanOf)
 		}
 		if n == len(els) && n > 0 {
 			break // all of it

@@ -472,6 +472,8 @@ func TestRunSpans(t *testing.T) {
 	for k := range memoWays - 1 {
 		branch := append(slices.Clone(els[:6]), fmt.Sprintf(`{"role":"user","content":"branch %d"}`, k), els[7])
 		check(fmt.Sprintf("branch %d", k), branch, ",", 4, 4)
+		// Resent, it goes on from the span's stretch in its own run.
+		check(fmt.Sprintf("branch %d resent", k), branch, ",", 6, 4)
 	}
 	if r := spanRun(); r == nil || len(r.els) != 21 {
 		t.Errorf("the span is not the longest run's")
