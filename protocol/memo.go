@@ -624,11 +624,15 @@ func (r *memoRun[V]) spanned(b []byte, i int) int {
 }
 
 // commonPrefix returns how many leading bytes b and s share: compared in blocks at
-// memory speed, the block that differs word by word.
+// memory speed (each twice the one before, so that a long span costs few calls), the
+// block that differs in small ones, then word by word.
 func commonPrefix(b []byte, s string) int {
 	n := min(len(b), len(s))
 	i := 0
 	const block = 256
+	for size := block; i+size <= n && string(b[i:i+size]) == s[i:i+size]; size *= 2 {
+		i += size
+	}
 	for i+block <= n && string(b[i:i+block]) == s[i:i+block] {
 		i += block
 	}

@@ -562,3 +562,21 @@ func FuzzRunSpan(f *testing.F) {
 		}
 	})
 }
+
+// TestCommonPrefix: the shared length, wherever the first difference falls (in a
+// doubling block, a small one, a word, or none).
+func TestCommonPrefix(t *testing.T) {
+	base := strings.Repeat("0123456789abcdef", 700)
+	for _, at := range []int{0, 1, 7, 8, 255, 256, 257, 767, 768, 1000, 3839, 3840, 5000, len(base) - 1, len(base)} {
+		b := []byte(base)
+		if at < len(b) {
+			b[at] = '#'
+		}
+		if got := commonPrefix(b, base); got != at {
+			t.Errorf("first difference at %d: commonPrefix = %d", at, got)
+		}
+		if got := commonPrefix(b[:at/2], base); got != at/2 {
+			t.Errorf("b cut at %d: commonPrefix = %d", at/2, got)
+		}
+	}
+}
