@@ -255,6 +255,18 @@ func runCallHits(m *Memo[string], body string, reads *int, seen func(*Hits[strin
 	return vals, lookups, ran
 }
 
+// sendArray is runCall on the array of arr's elements joined by sep, which must walk
+// as arr; it returns the elements Skip looked up, took from a run, and of those the
+// ones the run's span vouched for.
+func sendArray(t *testing.T, m *Memo[string], name string, arr []string, sep string, reads *int) (lookups, ran, spanned int) {
+	t.Helper()
+	vals, lookups, ran := runCallHits(m, "["+strings.Join(arr, sep)+"]", reads, func(h *Hits[string]) { spanned = h.spanned })
+	if fmt.Sprint(vals) != fmt.Sprint(arr) {
+		t.Fatalf("%s: walked %v, want %v", name, vals, arr)
+	}
+	return lookups, ran, spanned
+}
+
 func runElems(tag string, n int) []string {
 	els := []string{`{"role":"system","content":"` + strings.Repeat("policy ", 12) + tag + `"}`}
 	for k := 1; k < n; k++ {
@@ -275,10 +287,7 @@ func TestRunsTakeResentHistory(t *testing.T) {
 	check := func(name string, arr []string, sep string, wantLookups, wantRan int) {
 		t.Helper()
 		before := reads
-		vals, lookups, ran := runCall(m, "["+strings.Join(arr, sep)+"]", &reads)
-		if fmt.Sprint(vals) != fmt.Sprint(arr) {
-			t.Fatalf("%s: walked %v, want %v", name, vals, arr)
-		}
+		lookups, ran, _ := sendArray(t, m, name, arr, sep, &reads)
 		if wantLookups >= 0 && (lookups != wantLookups || ran != wantRan) {
 			t.Errorf("%s: %d lookups, %d taken from a run; want %d and %d (%d reads)", name, lookups, ran, wantLookups, wantRan, reads-before)
 		}
@@ -414,11 +423,7 @@ func TestRunSpans(t *testing.T) {
 	reads := 0
 	check := func(name string, arr []string, sep string, wantRan, wantSpanned int) {
 		t.Helper()
-		var spanned int
-		vals, _, ran := runCallHits(m, "["+strings.Join(arr, sep)+"]", &reads, func(h *Hits[string]) { spanned = h.spanned })
-		if fmt.Sprint(vals) != fmt.Sprint(arr) {
-			t.Fatalf("%s: walked %v, want %v", name, vals, arr)
-		}
+		_, ran, spanned := sendArray(t, m, name, arr, sep, &reads)
 		if ran != wantRan || spanned != wantSpanned {
 			t.Errorf("%s: %d taken from a run, %d of them by its span; want %d and %d", name, ran, spanned, wantRan, wantSpanned)
 		}
