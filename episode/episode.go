@@ -56,6 +56,11 @@ type Store interface {
 	Update(ctx context.Context, ep *Episode) error
 	// SetTip records that episode id's history now hashes to tip.
 	SetTip(ctx context.Context, tip uint64, id string) error
+	// Advance is what a finished turn writes, in one call: Update(ep), then SetTip of
+	// each of tips, in order, to ep.ID. Like those calls it is not one transaction: a
+	// failed Update does not keep the tips from being set; the error reports any
+	// failure.
+	Advance(ctx context.Context, ep *Episode, tips ...uint64) error
 	// Claim looks up the tips in order (longest prefix first) and returns the episode
 	// of the first one found and its position in tips. Each SetTip is claimed once;
 	// once all claims at a tip are taken, the latest episode there is returned again

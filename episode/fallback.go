@@ -98,6 +98,14 @@ func (f *Fallback) SetTip(ctx context.Context, tip uint64, id string) error {
 	return nil
 }
 
+func (f *Fallback) Advance(ctx context.Context, ep *Episode, tips ...uint64) error {
+	_ = f.local.Advance(ctx, ep, tips...)
+	if f.Up() {
+		f.result(f.shared.Advance(ctx, ep, tips...))
+	}
+	return nil
+}
+
 func (f *Fallback) Claim(ctx context.Context, tips []uint64) (string, int, bool, error) {
 	if f.Up() {
 		id, pos, ok, err := f.shared.Claim(ctx, tips)
