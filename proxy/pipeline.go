@@ -513,6 +513,7 @@ type call struct {
 	status   int          // the upstream's status, once its headers arrived
 	advanced bool
 	next     episode.Episode // the episode past this turn, once advanced (c.ep then points here)
+	tips     [3]uint64       // the tips advance sets: strict, loose, response id
 	answer   protocol.Message
 	usage    protocol.Usage
 	turn     episode.Turn // what done hands the recorders
@@ -604,8 +605,7 @@ func (c *call) advance(answer protocol.Message) {
 	}
 	ep.UpdatedAt = time.Now().UTC()
 	// The episode and the tips the next call finds it by, in one store call.
-	var buf [3]uint64
-	tips := buf[:0]
+	tips := c.tips[:0] // in the call, on the heap already: through the interface a local array would escape
 	// The chain of a continued call's messages is not the conversation's: no tip.
 	if c.req.Continues == "" {
 		tips = c.appendTips(tips, &answer)
