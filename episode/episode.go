@@ -21,6 +21,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/protocol"
+	"github.com/camproxy/camproxy/protocol/jsontext"
 )
 
 // Episode is what camproxy remembers about one run of an agent on one task.
@@ -56,6 +57,11 @@ type Store interface {
 	Update(ctx context.Context, ep *Episode) error
 	// SetTip records that episode id's history now hashes to tip.
 	SetTip(ctx context.Context, tip uint64, id string) error
+	// Advance is what a finished turn writes, in one call: Update(ep), then SetTip of
+	// each of tips, in order, to ep.ID. Like those calls it is not one transaction: a
+	// failed Update does not keep the tips from being set; the error reports any
+	// failure.
+	Advance(ctx context.Context, ep *Episode, tips ...uint64) error
 	// Claim looks up the tips in order (longest prefix first) and returns the episode
 	// of the first one found and its position in tips. Each SetTip is claimed once;
 	// once all claims at a tip are taken, the latest episode there is returned again
@@ -279,57 +285,67 @@ func isSystem(role string) bool { return role == "system" || role == "developer"
 // writeArguments hashes tool-call arguments as JSON values: SDKs re-serialise them
 // (Bedrock and Anthropic clients send the input back as an object: keys reordered,
 // "\u00fc" for "ü", 1 for 1.0), so the hash covers the decoded value with sorted keys.
-// Text that is not JSON is hashed as text.
+// Text that is not JSON (as gjson.Valid judges it) is hashed as text.
 func writeArguments(d *xxhash.Digest, args string) {
-	if args != "" && gjson.Valid(args) {
-		var buf [512]byte
-		_, _ = d.Write(canonicalJSON(buf[:0], gjson.Parse(args)))
-		return
+	if args != "" {
+		b := unsafe.Slice(unsafe.StringData(args), len(args)) // read only
+		if ok, _ := jsontext.Valid(b); ok {
+			var buf [512]byte
+			out, _ := canonicalJSON(buf[:0], b, args, jsontext.SkipWS(b, 0))
+			_, _ = d.Write(out)
+			return
+		}
 	}
 	writeCollapsed(d, args, true)
 }
 
-// canonicalJSON appends v in one canonical spelling: objects with sorted keys, strings
-// by their decoded text, numbers by their float value.
-func canonicalJSON(dst []byte, v gjson.Result) []byte {
-	switch {
-	case v.IsObject():
+// canonicalJSON appends the value at b[i] of the valid b (js: the same bytes as a
+// string) in one canonical spelling — objects with sorted keys, strings by their
+// decoded text, numbers by their float value — and returns the offset after it.
+// Walked a word at a time (jsontext), as gjson would read it (the tests' reference).
+func canonicalJSON(dst, b []byte, js string, i int) ([]byte, int) {
+	switch b[i] {
+	case '{':
 		type kv struct {
 			k string
-			v gjson.Result
+			v int
 		}
 		var arr [8]kv // tool arguments have a few keys: no allocation for them
 		kvs := arr[:0]
-		v.ForEach(func(k, val gjson.Result) bool { kvs = append(kvs, kv{k.Str, val}); return true })
-		slices.SortStableFunc(kvs, func(a, b kv) int { return strings.Compare(a.k, b.k) })
+		end := jsontext.Members(b, js, i, func(k string, v int) int { kvs = append(kvs, kv{k, v}); return -1 })
+		slices.SortStableFunc(kvs, func(x, y kv) int { return strings.Compare(x.k, y.k) })
 		dst = append(dst, '{')
-		for i, e := range kvs {
-			if i > 0 {
+		for n, e := range kvs {
+			if n > 0 {
 				dst = append(dst, ',')
 			}
 			dst = appendQuote(dst, e.k)
 			dst = append(dst, ':')
-			dst = canonicalJSON(dst, e.v)
+			dst, _ = canonicalJSON(dst, b, js, e.v)
 		}
-		return append(dst, '}')
-	case v.IsArray():
+		return append(dst, '}'), end
+	case '[':
 		dst = append(dst, '[')
 		first := true
-		v.ForEach(func(_, val gjson.Result) bool {
+		end := jsontext.Elements(b, i, func(v int) int {
 			if !first {
 				dst = append(dst, ',')
 			}
 			first = false
-			dst = canonicalJSON(dst, val)
-			return true
+			var end int
+			dst, end = canonicalJSON(dst, b, js, v)
+			return end
 		})
-		return append(dst, ']')
-	case v.Type == gjson.String:
-		return appendQuote(dst, v.Str)
-	case v.Type == gjson.Number:
-		return strconv.AppendFloat(dst, v.Num, 'g', -1, 64)
+		return append(dst, ']'), end
 	}
-	return append(dst, v.Raw...)
+	r, end := jsontext.ResultAt(b, js, i)
+	switch r.Type {
+	case gjson.String:
+		return appendQuote(dst, r.Str), end
+	case gjson.Number:
+		return strconv.AppendFloat(dst, r.Num, 'g', -1, 64), end
+	}
+	return append(dst, r.Raw...), end
 }
 
 // appendQuote is strconv.AppendQuote, byte for byte (a digest is a stored tip): a

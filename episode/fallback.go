@@ -98,6 +98,18 @@ func (f *Fallback) SetTip(ctx context.Context, tip uint64, id string) error {
 	return nil
 }
 
+// Advance writes the local store, then the shared one in one call (two round trips
+// on Redis, whatever the tips). A shared store that fails it is skipped from then on,
+// as after any failure; within the call, its tips are tried even when its Update failed
+// (Redis.Advance makes both requests), under the same deadline.
+func (f *Fallback) Advance(ctx context.Context, ep *Episode, tips ...uint64) error {
+	_ = f.local.Advance(ctx, ep, tips...)
+	if f.Up() {
+		f.result(f.shared.Advance(ctx, ep, tips...))
+	}
+	return nil
+}
+
 func (f *Fallback) Claim(ctx context.Context, tips []uint64) (string, int, bool, error) {
 	if f.Up() {
 		id, pos, ok, err := f.shared.Claim(ctx, tips)

@@ -53,8 +53,10 @@ type tipShard struct {
 	// a tip claimable (add it, or refresh an expired one). Bumped under mu, before the
 	// write; read without mu by Claim to learn that a tip it found absent still is.
 	gen atomic.Uint64
-	m   map[uint64]*memTip
-	_   [40]byte
+	// By value: a SetTip of a new tip, every finished turn's, allocates nothing and a
+	// lookup reads no second cache line.
+	m map[uint64]memTip
+	_ [40]byte
 }
 
 type memEpisode struct {
@@ -62,9 +64,13 @@ type memEpisode struct {
 	expires time.Time
 }
 
+// memTip is one tip's episodes. The SetTips (and Releases) not yet claimed are, oldest
+// first, queue and then, when pending, last: the usual tip, set once and claimed
+// once, holds no slice.
 type memTip struct {
-	queue   []string // SetTips not yet claimed, oldest first
-	last    string
+	queue   []string
+	last    string // the latest SetTip's episode
+	pending bool   // last is not yet claimed
 	expires time.Time
 }
 
@@ -77,7 +83,7 @@ func NewMemory(idle time.Duration, now func() time.Time) *Memory {
 	m := &Memory{idle: idle, now: now, seed: maphash.MakeSeed(), tries: claimTries, stop: make(chan struct{})}
 	for i := range memShards {
 		m.episodes[i].m = map[string]*memEpisode{}
-		m.tips[i].m = map[uint64]*memTip{}
+		m.tips[i].m = map[uint64]memTip{}
 	}
 	go m.sweep()
 	return m
@@ -175,33 +181,52 @@ func (m *Memory) Create(_ context.Context, ep *Episode) (*Episode, bool, error) 
 }
 
 func (m *Memory) Update(_ context.Context, ep *Episode) error {
-	now := m.now()
+	m.update(m.now(), ep)
+	return nil
+}
+
+func (m *Memory) update(now time.Time, ep *Episode) {
 	s := m.episodeShard(ep.ID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e, ok := s.m[ep.ID]; ok {
 		e.ep, e.expires = *ep, now.Add(m.idle) // in place: Get and Create hand out copies
-		return nil
+		return
 	}
 	s.m[ep.ID] = &memEpisode{ep: *ep, expires: now.Add(m.idle)}
-	return nil
 }
 
 func (m *Memory) SetTip(_ context.Context, tip uint64, id string) error {
+	m.setTip(m.now(), tip, id)
+	return nil
+}
+
+// Advance is Update(ep), then SetTip of each of tips to ep.ID, at one reading of the
+// clock.
+func (m *Memory) Advance(_ context.Context, ep *Episode, tips ...uint64) error {
 	now := m.now()
+	m.update(now, ep)
+	for _, tip := range tips {
+		m.setTip(now, tip, ep.ID)
+	}
+	return nil
+}
+
+func (m *Memory) setTip(now time.Time, tip uint64, id string) {
 	s := &m.tips[tipShardOf(tip)]
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.gen.Add(1)
 	t, ok := s.m[tip]
 	if !ok || now.After(t.expires) {
-		t = &memTip{}
-		s.m[tip] = t
+		t = memTip{}
 	}
-	t.queue = append(t.queue, id)
-	t.last = id
+	if t.pending {
+		t.queue = append(t.queue, t.last)
+	}
+	t.last, t.pending = id, true
 	t.expires = now.Add(m.idle)
-	return nil
+	s.m[tip] = t
+	s.mu.Unlock()
 }
 
 func (m *Memory) Claim(_ context.Context, tips []uint64) (string, int, bool, error) {
@@ -251,6 +276,7 @@ func (m *Memory) claimLooking(now time.Time, tips []uint64) (id string, pos int,
 				return "", 0, false, false
 			}
 			id = t.take()
+			s.m[h] = t
 			s.mu.Unlock()
 			return id, i, true, true
 		}
@@ -281,8 +307,11 @@ func (m *Memory) claimLocked(now time.Time, tips []uint64) (string, int, bool) {
 		}
 	}()
 	for i, h := range tips {
-		if t, ok := m.tips[tipShardOf(h)].m[h]; ok && !now.After(t.expires) {
-			return t.take(), i, true
+		s := &m.tips[tipShardOf(h)]
+		if t, ok := s.m[h]; ok && !now.After(t.expires) {
+			id := t.take()
+			s.m[h] = t
+			return id, i, true
 		}
 	}
 	return "", 0, false
@@ -291,6 +320,7 @@ func (m *Memory) claimLocked(now time.Time, tips []uint64) (string, int, bool) {
 // take claims the oldest unclaimed SetTip, or the latest once all are claimed.
 func (t *memTip) take() string {
 	if len(t.queue) == 0 {
+		t.pending = false
 		return t.last
 	}
 	id := t.queue[0]
@@ -309,12 +339,14 @@ func (m *Memory) Release(_ context.Context, tip uint64, id string) error {
 	defer s.mu.Unlock()
 	s.gen.Add(1)
 	t, ok := s.m[tip]
-	if !ok || now.After(t.expires) {
-		t = &memTip{last: id}
-		s.m[tip] = t
+	switch {
+	case !ok || now.After(t.expires):
+		t = memTip{last: id, pending: true} // the one claim, and the latest
+	default:
+		t.queue = append([]string{id}, t.queue...)
 	}
-	t.queue = append([]string{id}, t.queue...)
 	t.expires = now.Add(m.idle)
+	s.m[tip] = t
 	return nil
 }
 

@@ -89,3 +89,28 @@ func BenchmarkMemoryClaimMiss(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkMemoryAdvance is what a finished turn writes (Advance: its episode updated,
+// a strict and a loose tip set), each turn's tips new, as a stitched conversation's
+// are: the tips' maps grow as under load.
+func BenchmarkMemoryAdvance(b *testing.B) {
+	m := NewMemory(time.Hour, nil)
+	defer m.Close()
+	ctx := context.Background()
+	var workers atomic.Uint64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		g := workers.Add(1)
+		eps := make([]*Episode, 256)
+		for i := range eps {
+			eps[i] = &Episode{ID: NewID()}
+			_, _, _ = m.Create(ctx, eps[i])
+		}
+		var n uint64
+		for pb.Next() {
+			ep := eps[n%256]
+			_ = m.Advance(ctx, ep, benchTip(g, n, 0), benchTip(g, n, 1))
+			n++
+		}
+	})
+}

@@ -14,13 +14,19 @@ import (
 // Claim, SetTip and Release must match.
 type refTips struct {
 	idle time.Duration
-	tips map[uint64]*memTip
+	tips map[uint64]*refTip
+}
+
+type refTip struct {
+	queue   []string // SetTips not yet claimed, oldest first
+	last    string
+	expires time.Time
 }
 
 func (r *refTips) setTip(now time.Time, tip uint64, id string) {
 	t, ok := r.tips[tip]
 	if !ok || now.After(t.expires) {
-		t = &memTip{}
+		t = &refTip{}
 		r.tips[tip] = t
 	}
 	t.queue = append(t.queue, id)
@@ -30,7 +36,7 @@ func (r *refTips) setTip(now time.Time, tip uint64, id string) {
 func (r *refTips) release(now time.Time, tip uint64, id string) {
 	t, ok := r.tips[tip]
 	if !ok || now.After(t.expires) {
-		t = &memTip{last: id}
+		t = &refTip{last: id}
 		r.tips[tip] = t
 	}
 	t.queue = append([]string{id}, t.queue...)
@@ -76,7 +82,7 @@ func TestMemoryClaimMatchesModel(t *testing.T) {
 			m := NewMemory(time.Minute, func() time.Time { return now })
 			defer m.Close()
 			m.tries = c.tries
-			ref := &refTips{idle: time.Minute, tips: map[uint64]*memTip{}}
+			ref := &refTips{idle: time.Minute, tips: map[uint64]*refTip{}}
 			rng := rand.New(rand.NewPCG(c.tips, uint64(c.tries)))
 			tip := func() uint64 { return rng.Uint64N(c.tips) * 0x2545F4914F6CDD1D }
 			for step := range 5000 {

@@ -73,17 +73,33 @@ func (r *Redis) Update(ctx context.Context, ep *Episode) error {
 }
 
 func (r *Redis) SetTip(ctx context.Context, tip uint64, id string) error {
-	q, l := tipQueueKey(tip), tipLastKey(tip)
+	return r.setTips(ctx, id, tip)
+}
+
+// setTips sets each of tips to id in one transaction: the tip keys share a slot.
+func (r *Redis) setTips(ctx context.Context, id string, tips ...uint64) error {
+	if len(tips) == 0 {
+		return nil
+	}
 	_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.RPush(ctx, q, id)
-		p.PExpire(ctx, q, r.idle)
-		p.Set(ctx, l, id, r.idle)
+		for _, tip := range tips {
+			q := tipQueueKey(tip)
+			p.RPush(ctx, q, id)
+			p.PExpire(ctx, q, r.idle)
+			p.Set(ctx, tipLastKey(tip), id, r.idle)
+		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("episode store: set tip: %w", err)
 	}
 	return nil
+}
+
+// Advance takes two round trips whatever the number of tips: the episode's key is in
+// another slot than the tips' (a cluster refuses a transaction across slots).
+func (r *Redis) Advance(ctx context.Context, ep *Episode, tips ...uint64) error {
+	return errors.Join(r.Update(ctx, ep), r.setTips(ctx, ep.ID, tips...))
 }
 
 // claimScript pops the first unclaimed episode of the longest known tip, else returns

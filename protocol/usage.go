@@ -16,13 +16,24 @@ func (k UsageKeys) Read(v gjson.Result) Usage {
 		return u
 	}
 	v.ForEach(func(key, n gjson.Result) bool {
-		switch key.Str {
-		case k.Input:
-			u.InputTokens = n.Int()
-		case k.Output:
-			u.OutputTokens = n.Int()
-		}
+		k.Set(&u, key.Str, n)
 		return true
 	})
 	return u
+}
+
+// Counts reports whether key names one of the counts: a reader walking the object
+// itself builds a value only for those members.
+func (k UsageKeys) Counts(key string) bool { return key == k.Input || key == k.Output }
+
+// Set takes n, the value of the usage object's member key, into u when key names one
+// of the counts: the one mapping of members to counts, for Read and for readers that
+// walk the object's bytes themselves (jsontext.ReadUsage).
+func (k UsageKeys) Set(u *Usage, key string, n gjson.Result) {
+	switch key {
+	case k.Input:
+		u.InputTokens = n.Int()
+	case k.Output:
+		u.OutputTokens = n.Int()
+	}
 }

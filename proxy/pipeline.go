@@ -513,6 +513,7 @@ type call struct {
 	status   int          // the upstream's status, once its headers arrived
 	advanced bool
 	next     episode.Episode // the episode past this turn, once advanced (c.ep then points here)
+	tips     [3]uint64       // the tips advance sets: strict, loose, response id
 	answer   protocol.Message
 	usage    protocol.Usage
 	turn     episode.Turn // what done hands the recorders
@@ -603,35 +604,35 @@ func (c *call) advance(answer protocol.Message) {
 		ep.History = c.ep.History + len(c.req.Messages) - min(c.newFrom, len(c.req.Messages)) + 1
 	}
 	ep.UpdatedAt = time.Now().UTC()
-	ctx, cancel := c.s.storeCtx()
-	defer cancel()
-	if err := c.s.episodes.Update(ctx, ep); err != nil {
-		c.s.log.Warn("episode update failed", "episode", ep.ID, "err", err)
-	}
+	// The episode and the tips the next call finds it by, in one store call.
+	tips := c.tips[:0] // in the call, on the heap already: through the interface a local array would escape
 	// The chain of a continued call's messages is not the conversation's: no tip.
 	if c.req.Continues == "" {
-		c.setTips(ctx, ep.ID, &answer)
+		tips = c.appendTips(tips, &answer)
 	}
 	// A provider-side response id: a later call with previous_response_id claims it.
 	if d, ok := c.dec.(protocol.Identified); ok {
 		if rid := d.ResponseID(); rid != "" {
-			if err := c.s.episodes.SetTip(ctx, episode.ResponseTip(rid), ep.ID); err != nil {
-				c.s.log.Warn("response tip not stored; a call continuing it will start a new episode", "episode", ep.ID, "err", err)
-			}
+			tips = append(tips, episode.ResponseTip(rid))
 		}
+	}
+	ctx, cancel := c.s.storeCtx()
+	defer cancel()
+	if err := c.s.episodes.Advance(ctx, ep, tips...); err != nil {
+		c.s.log.Warn("episode not advanced; its next turn may start a new episode", "episode", ep.ID, "err", err)
 	}
 	c.ep = ep
 }
 
-// setTips stores the tips the next call finds the episode by: the history's chain
-// hashes (strict, and loose when it has a system message) extended by the answer; for
-// an answer whose recorded copy was cut, whose hash the whole one the agent sends back
-// does not share, extended by its sketch instead (episode.SketchTip).
-func (c *call) setTips(ctx context.Context, id string, answer *protocol.Message) {
+// appendTips appends the tips the next call finds the episode by: the history's
+// chain hashes (strict, and loose when it has a system message) extended by the
+// answer; for an answer whose recorded copy was cut, whose hash the whole one the
+// agent sends back does not share, extended by its sketch instead (episode.SketchTip).
+func (c *call) appendTips(tips []uint64, answer *protocol.Message) []uint64 {
 	var sk *protocol.Sketch
 	if c.dec.Truncated() > 0 {
 		if sk = c.dec.Sketch(); sk == nil {
-			return
+			return tips
 		}
 	}
 	var dg uint64 // the answer's digest, hashed once for both chains
@@ -648,12 +649,9 @@ func (c *call) setTips(ctx context.Context, id string, answer *protocol.Message)
 		}
 		return episode.ExtendBy(prev, dg)
 	}
-	if err := c.s.episodes.SetTip(ctx, tip(c.chain), id); err != nil {
-		c.s.log.Warn("episode tip not stored; the next turn may start a new episode", "episode", id, "err", err)
-	}
+	tips = append(tips, tip(c.chain))
 	if len(c.loose) > 0 {
-		if err := c.s.episodes.SetTip(ctx, tip(c.loose), id); err != nil {
-			c.s.log.Warn("loose episode tip not stored; a resumed session may start a new episode", "episode", id, "err", err)
-		}
+		tips = append(tips, tip(c.loose))
 	}
+	return tips
 }

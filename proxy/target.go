@@ -80,11 +80,27 @@ func hasCAMPrefix(key string) bool {
 
 // copyHeaders relays the upstream's headers (request ids, rate limits, retry-after
 // …) minus hop-by-hop and length headers, which fasthttp sets itself.
+//
+// The headers fasthttp keeps in fields of their own are set from them: an Add would
+// copy and normalise the key, then find it one of them and set it all the same.
 func copyHeaders(dst, src *fasthttp.ResponseHeader) {
+	if v := src.ContentType(); len(v) > 0 {
+		dst.SetContentTypeBytes(v)
+	}
+	if v := src.ContentEncoding(); len(v) > 0 {
+		dst.SetContentEncodingBytes(v)
+	}
+	if v := src.Server(); len(v) > 0 {
+		dst.SetServerBytes(v)
+	}
 	for k, v := range src.All() {
-		ks := string(k)
-		if hopHeaders[ks] || ks == "Content-Length" {
+		switch ks := string(k); ks {
+		case "Content-Type", "Content-Encoding", "Server", "Content-Length":
 			continue
+		default:
+			if hopHeaders[ks] {
+				continue
+			}
 		}
 		dst.AddBytesKV(k, v)
 	}

@@ -17,18 +17,24 @@ func (r *Recorder) Record(t *episode.Turn) {
 			EpisodeID: ep.ID, TaskID: ep.TaskID, Task: ep.Task, Experiment: ep.Experiment, Arm: ep.Arm, Context: ep.Context,
 			ContextSource: ep.ContextSource, Protocol: ep.Protocol, Model: ep.Model, StartedAt: ep.StartedAt})
 	}
+	// The step and its copy of the answer in one allocation.
+	st := &struct {
+		ev   StepEvent
+		resp protocol.Message
+	}{resp: t.Response}
 	var resp *protocol.Message
 	if t.Response.Role != "" {
-		resp = new(t.Response)
+		resp = &st.resp
 	}
 	msgs := t.Messages
 	if msgs == nil {
 		msgs = []protocol.Message{} // "messages": [], never null
 	}
-	r.Add(&StepEvent{V: Version, Type: TypeStep, ID: NewEventID(), EpisodeID: ep.ID, Experiment: ep.Experiment,
+	st.ev = StepEvent{V: Version, Type: TypeStep, ID: NewEventID(), EpisodeID: ep.ID, Experiment: ep.Experiment,
 		Turn: t.Index, Messages: msgs, Response: resp, AnswerTruncatedBytes: t.AnswerTruncated, Usage: t.Usage,
 		Timing: Timing{Augment: ms(t.Augment), UpstreamTTFB: ms(t.TTFB), Total: ms(t.Total)},
-		Status: t.Status, Error: t.Error, At: t.At, Transport: stepTransport(t.Transport)})
+		Status: t.Status, Error: t.Error, At: t.At, Transport: stepTransport(t.Transport)}
+	r.Add(&st.ev)
 }
 
 // ms is d in milliseconds with microsecond precision, as steps record timings.

@@ -114,3 +114,18 @@ func TestRecordTurn(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordStepAllocations: a later turn's step costs two allocations on the
+// caller's goroutine: the step with its copy of the answer, and the event id.
+func TestRecordStepAllocations(t *testing.T) {
+	r, err := NewRecorder(nil, RecorderOptions{SpoolDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(t.Context())
+	turn := &episode.Turn{Episode: episode.Episode{ID: "ep-1"}, Index: 3, Messages: []protocol.Message{{Role: "user", Content: "hi"}},
+		Response: protocol.Message{Role: "assistant", Content: "done"}, Status: 200}
+	if n := testing.AllocsPerRun(100, func() { r.Record(turn) }); n > 2 {
+		t.Fatalf("Record allocated %.0f times, want 2", n)
+	}
+}

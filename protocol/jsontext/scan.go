@@ -565,3 +565,23 @@ func DetachAt(b []byte, js string, v int) (gjson.Result, int) {
 	end := SkipValue(b, v)
 	return protocol.Detach(gjson.Result{Type: gjson.JSON, Raw: js[v:end], Index: v}), end
 }
+
+// ReadUsage is k.Read of the usage value at b[v] of the valid b (js: the same bytes as
+// a string), walked here rather than by gjson: only the counts' members become
+// values, the rest (the nested details objects) are skipped a word at a time. It
+// returns the offset after the value.
+func ReadUsage(b []byte, js string, v int, k protocol.UsageKeys) (protocol.Usage, int) {
+	var u protocol.Usage
+	if b[v] != '{' {
+		return u, SkipValue(b, v)
+	}
+	end := Members(b, js, v, func(key string, n int) int {
+		if !k.Counts(key) {
+			return -1
+		}
+		r, end := ResultAt(b, js, n)
+		k.Set(&u, key, r)
+		return end
+	})
+	return u, end
+}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/camproxy/camproxy/protocol"
 )
 
 // scanSeeds are bodies the fast scanner must judge exactly as gjson does.
@@ -140,4 +142,32 @@ func TestSkipString(t *testing.T) {
 			t.Errorf("%s: not one string (%q)", tt.s[:tt.end], r.Raw)
 		}
 	}
+}
+
+// FuzzReadUsage: on every valid value ReadUsage reads what UsageKeys.Read, gjson's
+// walk, reads — duplicate keys, escaped keys, counts as strings, floats or objects,
+// a value that is no object — and ends where the value does.
+func FuzzReadUsage(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt_tokens":4012,"completion_tokens":61,"total_tokens":4073,"prompt_tokens_details":{"cached_tokens":3840},"completion_tokens_details":{"reasoning_tokens":0}}`,
+		`{"prompt_tokens":1,"prompt_tokens":2,"completion_tokens":"7"}`,
+		`{"prompt\u005ftokens":3, "completion_tokens" : 1.9e2 }`,
+		`{"completion_tokens":{"prompt_tokens":5},"prompt_tokens":true}`,
+		`{"prompt_tokens":-3,"completion_tokens":1e400}`, `{}`, `[1,2]`, `null`, `"usage"`, `12`,
+	} {
+		f.Add([]byte(s))
+	}
+	k := protocol.UsageKeys{Input: "prompt_tokens", Output: "completion_tokens"}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if Validate(b) != nil {
+			return
+		}
+		v := SkipWS(b, 0)
+		js := string(b)
+		got, end := ReadUsage(b, js, v, k)
+		r, wantEnd := ResultAt(b, js, v)
+		if want := k.Read(r); got != want || end != wantEnd {
+			t.Fatalf("ReadUsage(%s) = %+v ending at %d, want %+v ending at %d", b, got, end, want, wantEnd)
+		}
+	})
 }

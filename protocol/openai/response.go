@@ -55,8 +55,8 @@ func decodeValid(body []byte) (protocol.Message, protocol.Usage, error) {
 					})
 				})
 			case "usage":
-				r, end := jsontext.ResultAt(body, js, v)
-				u = usageKeys.Read(r)
+				var end int
+				u, end = jsontext.ReadUsage(body, js, v, usageKeys)
 				return end
 			}
 			return -1
