@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"encoding/binary"
 	"slices"
 	"strings"
 	"sync"
@@ -55,9 +54,7 @@ const (
 // remembered element it is, compares the bytes at memory speed and jumps past it.
 // The second element of an array also remembers the arrays walked lately that went on
 // from it (memoEntry.runs): a call that resends the previous call's history takes it
-// from that run by comparing bytes alone, with no lookup per element, and the
-// longest run keeps its elements' bytes in one piece (memoRun.span), so that they
-// are compared at once rather than one element at a time.
+// from that run by comparing bytes alone, with no lookup per element.
 type Memo[V any] struct {
 	shards    [memoShards]memoShard[V]
 	shardMax  int // bytes per generation of a shard
@@ -106,9 +103,6 @@ type memoEntry[V any] struct {
 	// miss rather than two, most often.
 	gen atomic.Uint64
 	v   V
-	// self is the entry's weak pointer, made once, which runs hold; compared with
-	// theirs for each element of an array left as a run (holds), so in that line.
-	self weak.Pointer[memoEntry[V]]
 	// next holds hash+1 of the elements seen right after this one (0: none), a ring
 	// written at nextAt. Hashes, not pointers: an entry that aged out of the memo
 	// must not be kept alive by a link.
@@ -125,6 +119,8 @@ type memoEntry[V any] struct {
 	runAt int // the next slot of runs written; runs are written under the shard's lock
 	// runCost is the cost of runs, accounted as part of the entry's (see memoRun).
 	runCost int
+	// self is the entry's weak pointer, made once, which runs hold.
+	self weak.Pointer[memoEntry[V]]
 }
 
 // memoRun is the elements of an array a walk read, in order, from one that holds
@@ -141,14 +137,6 @@ type memoRun[V any] struct {
 	// keeps no element's bytes alive.
 	headLen  int
 	headTail [memoTail]byte
-	// span is the bytes of els[1:] joined by ',' (how agents send their arrays):
-	// a call that resends them so is vouched for by one comparison of contiguous
-	// bytes, rather than one per element at scattered addresses, each of which
-	// misses the cache. "" when the run has none (it would outgrow the memo's
-	// bound); accounted in cost.
-	span string
-	ends []int32  // the offset in span after each element of els[1:]
-	buf  *spanBuf // what span is a prefix of, which the run that extends r extends
 	// resolved holds els[1:] as plain pointers (nil from the first element gone), in
 	// an array that only this weak pointer reaches: Skip resolves the run through it
 	// with one weak pointer rather than one per element (each costs tens of
@@ -158,16 +146,6 @@ type memoRun[V any] struct {
 	// entries the walk held, and again by the first Skip that finds it gone (the
 	// runs of a conversation that many episodes replay outlive many GC cycles).
 	resolved atomic.Pointer[weak.Pointer[*memoEntry[V]]]
-}
-
-// spanBuf holds the spans of the runs of an episode's successive calls: each call's
-// run extends the one before by an element or two, and writes only those into the
-// room left after the previous span, rather than copying the history again. Bytes
-// are only written past used, which a writer claims first: a span once made never
-// changes.
-type spanBuf struct {
-	b    []byte
-	used atomic.Int64
 }
 
 // resolve returns the elements of r after the one that holds it (els[1:]), nil
@@ -428,14 +406,18 @@ func ends[T string | []byte](b []byte, i, n int, tail T) bool {
 	if i < 0 || end > len(b) {
 		return false
 	}
-	return closes(b, end) && string(b[end-len(tail):end]) == string(tail)
-}
-
-// closes reports whether b goes on from b[i] with whitespace, then ',' or ']': the
-// end of an array element.
-func closes(b []byte, i int) bool {
-	i = skipWS(b, i)
-	return i < len(b) && (b[i] == ',' || b[i] == ']')
+	k := end
+	for ; k < len(b); k++ {
+		switch b[k] {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case ',', ']':
+		default:
+			return false
+		}
+		break
+	}
+	return k < len(b) && string(b[end-len(tail):end]) == string(tail)
 }
 
 // memoTail is how many last bytes matches compares before the rest.
@@ -460,8 +442,6 @@ type Hits[V any] struct {
 	// lookups counts the elements Skip looked up one by one, ran those it took from
 	// a run (tests: a resent history is taken whole).
 	lookups, ran int
-	// spanned counts those of ran that a run's span vouched for (tests).
-	spanned int
 }
 
 // Placed is one element of an array as a walk read it: its value, and where it sits
@@ -474,10 +454,6 @@ type Placed[V any] struct {
 type memoHit[V any] struct {
 	i, end int
 	e      *memoEntry[V]
-	// ran says that e came from a run after the element before it: the link
-	// between them is known (Take does not write it again, which would cost a
-	// cache miss per element for nothing).
-	ran bool
 }
 
 // Hits returns a Hits for one call.
@@ -496,7 +472,7 @@ func (h *Hits[V]) Release() {
 	clear(h.walked)
 	clear(h.walkedE)
 	h.at, h.k, h.prev, h.last, h.walked, h.walkedE = h.at[:0], 0, nil, nil, h.walked[:0], h.walkedE[:0]
-	h.n, h.lookups, h.ran, h.spanned = 0, 0, 0, 0
+	h.n, h.lookups, h.ran = 0, 0, 0
 	h.m.hits.Put(h)
 }
 
@@ -532,59 +508,18 @@ func (h *Hits[V]) Skip(b []byte, i int, first bool, skip func([]byte, int) int) 
 // so that the stretch is as valid as its elements are. It returns the offset after
 // the last element taken (end when none is).
 func (h *Hits[V]) follow(b []byte, end int, e *memoEntry[V]) int {
-	var best []*memoEntry[V]            // the longest stretch so far, a prefix of its run's elements
-	bestEnd := end                      // the offset after best
-	spanned, spanOf, ran := 0, 0, h.ran // of best, how many its run's span vouched for
+	var best []*memoEntry[V] // the longest stretch so far, a prefix of its run's elements
 	next := nextElement(b, end)
-	// The run with a span first (see addRun): it is the longest, and what b holds
-	// of it is told without a comparison per element.
-	for k := range 2 * memoWays {
-		r := e.runs[k%memoWays].Load()
+	for k := range e.runs {
+		r := e.runs[k].Load()
 		// Resolving a run costs a weak pointer's Value: passed over when it cannot
 		// beat the best, or does not go on with the array's next element.
-		if r == nil || (r.span != "") != (k < memoWays) || len(r.els)-1 <= len(best) || !ends(b, next, r.headLen, r.headTail[:min(r.headLen, memoTail)]) {
+		if r == nil || len(r.els)-1 <= len(best) || !ends(b, next, r.headLen, r.headTail[:min(r.headLen, memoTail)]) {
 			continue
 		}
-		// How far b holds the run's span is told by comparing contiguous bytes (the
-		// previous call of the episode, or another replay of its conversation that
-		// went further); element by element only from where b's separators are not
-		// the span's (an array sent with whitespace).
-		n, p := 0, end
-		spanOf = 0
-		more := true // whether elements after the n-th may match
-		if r.span != "" {
-			if n = r.spanned(b, next); n > 0 {
-				p = next + int(r.ends[n-1])
-			}
-			spanOf = n
-			// After the span's separator, b's next element differs from the run's.
-			more = n > 0 && b[p] != ','
-			if n <= len(best) && !more {
-				continue
-			}
-		}
 		els := r.resolve()
-		if r.span == "" && len(best) > 0 {
-			// To beat best, the run holds best's bytes, and then b's next element:
-			// told by that one element before comparing the run's others.
-			x, i := els[len(best)], nextElement(b, bestEnd)
-			if x == nil || !matches(b, i, x.raw) {
-				continue
-			}
-			if slices.Equal(els[:len(best)], best) { // best's very elements: compared already
-				n, p, spanOf = len(best)+1, i+len(x.raw), spanned
-			}
-		}
-		for j, x := range els[:n] {
-			if x == nil { // freed: what the span vouched for goes this far
-				n, p, more = j, end, false
-				if j > 0 {
-					p = next + int(r.ends[j-1])
-				}
-				break
-			}
-		}
-		for more && n < len(els) {
+		n := 0
+		for p := end; n < len(els); n++ {
 			x := els[n]
 			if x == nil {
 				break
@@ -594,69 +529,21 @@ func (h *Hits[V]) follow(b []byte, end int, e *memoEntry[V]) int {
 				break
 			}
 			p = i + len(x.raw)
-			n++
 		}
 		if n > len(best) {
-			best, bestEnd, spanned = els[:n], p, min(n, spanOf)
+			best = els[:n]
 		}
 		if n == len(els) && n > 0 {
-			break // all of it
+			break // all of it: the previous call of the episode, the usual case
 		}
 	}
-	end = h.take(b, end, best)
-	h.spanned += min(spanned, h.ran-ran)
-	return end
-}
-
-// spanned returns how many elements of r's span b holds from b[i] on, the last of
-// them followed (after whitespace) by ',' or ']'.
-func (r *memoRun[V]) spanned(b []byte, i int) int {
-	l := commonPrefix(b[i:], r.span)
-	n, found := slices.BinarySearch(r.ends, int32(l))
-	if found {
-		n++
-	}
-	// Before the last element, b has the span's ',' after each.
-	if n > 0 && !closes(b, i+int(r.ends[n-1])) {
-		n--
-	}
-	return n
-}
-
-// commonPrefix returns how many leading bytes b and s share: compared in blocks at
-// memory speed (each twice the one before, so that a long span costs few calls), the
-// block that differs in small ones, then word by word.
-func commonPrefix(b []byte, s string) int {
-	n := min(len(b), len(s))
-	i := 0
-	const block = 256
-	for size := block; i+size <= n && string(b[i:i+size]) == s[i:i+size]; size *= 2 {
-		i += size
-	}
-	for i+block <= n && string(b[i:i+block]) == s[i:i+block] {
-		i += block
-	}
-	bs := unsafe.Slice(unsafe.StringData(s), len(s))
-	for i+8 <= n && binary.LittleEndian.Uint64(b[i:]) == binary.LittleEndian.Uint64(bs[i:]) {
-		i += 8
-	}
-	for i < n && b[i] == s[i] {
-		i++
-	}
-	return i
-}
-
-// take vouches for els, which b holds one after the other after the element that
-// ends at b[end], as far as the memo still holds them (live). It returns the offset
-// after the last taken.
-func (h *Hits[V]) take(b []byte, end int, els []*memoEntry[V]) int {
-	for _, x := range els {
+	for _, x := range best {
 		if !h.m.live(x) {
 			break
 		}
 		i := nextElement(b, end)
 		end = i + len(x.raw)
-		h.at = append(h.at, memoHit[V]{i: i, end: end, e: x, ran: true})
+		h.at = append(h.at, memoHit[V]{i: i, end: end, e: x})
 		h.prev = x
 		h.n++
 		h.ran++
@@ -720,66 +607,7 @@ func (m *Memo[V]) remember(els []*memoEntry[V]) {
 	r.headLen = len(els[1].raw)
 	copy(r.headTail[:], els[1].raw[max(0, r.headLen-memoTail):])
 	r.keep(slices.Clone(els[1:n]))
-	r.span, r.buf = els[0].span(els[:n])
-	if r.buf != nil {
-		r.ends = make([]int32, n-1)
-		at := -1
-		for k, x := range els[1:n] {
-			at += 1 + len(x.raw)
-			r.ends[k] = int32(at)
-		}
-		r.cost += cap(r.buf.b) + 4*len(r.ends)
-	}
 	m.addRun(els[0], r)
-}
-
-// span returns the bytes of els[1:] joined by ',' (memoRun.span), and the buffer
-// they sit at the start of: the buffer of a run of e's that els extends when it has
-// room after that run's span for the rest (the usual case: the previous call of the
-// episode), else a new one with room to grow. "" past MemoMaxElement.
-func (e *memoEntry[V]) span(els []*memoEntry[V]) (string, *spanBuf) {
-	n := len(els) - 2
-	for _, x := range els[1:] {
-		n += len(x.raw)
-	}
-	if n > MemoMaxElement {
-		return "", nil
-	}
-	for k := range e.runs {
-		r := e.runs[k].Load()
-		if r == nil || r.buf == nil || len(r.els) >= len(els) || cap(r.buf.b) < n || !r.extendedBy(els) {
-			continue
-		}
-		at := len(r.span)
-		if !r.buf.used.CompareAndSwap(int64(at), int64(n)) {
-			continue // another call extended it first
-		}
-		b := r.buf.b[:at]
-		for _, x := range els[len(r.els):] {
-			b = append(append(b, ','), x.raw...)
-		}
-		return unsafe.String(unsafe.SliceData(b), n), r.buf
-	}
-	buf := &spanBuf{b: make([]byte, 0, min(n+n/2, MemoMaxElement))}
-	b := buf.b
-	for k, x := range els[1:] {
-		if k > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, x.raw...)
-	}
-	buf.used.Store(int64(n))
-	return unsafe.String(unsafe.SliceData(b), n), buf
-}
-
-// extendedBy reports whether els begins with r's elements.
-func (r *memoRun[V]) extendedBy(els []*memoEntry[V]) bool {
-	for i, w := range r.els {
-		if els[i].self != w {
-			return false
-		}
-	}
-	return true
 }
 
 // A run is accounted for memoRunCost, and memoRunSlot per element.
@@ -838,20 +666,6 @@ func (m *Memo[V]) addRun(e *memoEntry[V], r *memoRun[V]) {
 	if old := e.runs[k].Load(); old != nil {
 		oldCost = old.cost
 	}
-	// One span per entry, the longest run's: a span costs as much as its elements,
-	// and is charged again each time the entry moves into a new generation; the
-	// shorter runs of the entry are mostly prefixes of it, which it vouches for too.
-	if r.buf != nil {
-		for j := range e.runs {
-			if old := e.runs[j].Load(); j != k && old != nil && old.buf != nil && len(old.els) > len(r.els) {
-				r.strip()
-				break
-			}
-		}
-	}
-	if memoCost(e.raw)+e.runCost-oldCost+r.cost > m.shardMax {
-		r.strip() // the run without its span may fit
-	}
 	if memoCost(e.raw)+e.runCost-oldCost+r.cost > m.shardMax {
 		return
 	}
@@ -861,32 +675,7 @@ func (m *Memo[V]) addRun(e *memoEntry[V], r *memoRun[V]) {
 	}
 	e.runs[k].Store(r)
 	e.runCost += r.cost - oldCost
-	if r.buf != nil {
-		for j := range e.runs {
-			if old := e.runs[j].Load(); j != k && old != nil && old.buf != nil {
-				bare := old.bare()
-				e.runs[j].Store(bare)
-				e.runCost += bare.cost - old.cost
-			}
-		}
-	}
 	sh.add(e, m.shardMax)
-}
-
-// strip drops the span of r, which is not published yet.
-func (r *memoRun[V]) strip() {
-	if r.buf != nil {
-		r.cost -= cap(r.buf.b) + 4*len(r.ends)
-		r.span, r.ends, r.buf = "", nil, nil
-	}
-}
-
-// bare returns a copy of r without its span: r is published, read without locks.
-func (r *memoRun[V]) bare() *memoRun[V] {
-	c := &memoRun[V]{els: r.els, cost: r.cost, headLen: r.headLen, headTail: r.headTail}
-	c.resolved.Store(r.resolved.Load())
-	c.cost -= cap(r.buf.b) + 4*len(r.ends)
-	return c
 }
 
 // Begin starts the walk of an array's elements (Next, or Take and Read, in order).
@@ -962,9 +751,7 @@ func (h *Hits[V]) Take(i int) (v V, end int, ok bool) {
 		return v, 0, false
 	}
 	e := h.at[h.k].e
-	if !h.at[h.k].ran || h.last != h.at[h.k-1].e {
-		h.last.link(e)
-	}
+	h.last.link(e)
 	h.last = e
 	return e.v, h.at[h.k].end, true
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"unsafe"
 	"weak"
 
 	"github.com/cespare/xxhash/v2"
@@ -223,12 +222,6 @@ func TestSkipBeyondPrefixWays(t *testing.T) {
 // jumped), then the walk reads every element (Next). It returns the values walked,
 // and how many elements Skip looked up one by one and took from a run.
 func runCall(m *Memo[string], body string, reads *int) (vals []string, lookups, ran int) {
-	return runCallHits(m, body, reads, nil)
-}
-
-// runCallHits is runCall that gives the call's Hits to seen, when not nil, before
-// releasing them.
-func runCallHits(m *Memo[string], body string, reads *int, seen func(*Hits[string])) (vals []string, lookups, ran int) {
 	b := []byte(body)
 	endOf := func(b []byte, i int) int { return i + strings.IndexByte(string(b[i:]), '}') + 1 }
 	read := func(s string) string { *reads++; return s }
@@ -248,23 +241,8 @@ func runCallHits(m *Memo[string], body string, reads *int, seen func(*Hits[strin
 		vals = append(vals, p.V)
 	}
 	lookups, ran = h.lookups, h.ran
-	if seen != nil {
-		seen(h)
-	}
 	h.Release()
 	return vals, lookups, ran
-}
-
-// sendArray is runCall on the array of arr's elements joined by sep, which must walk
-// as arr; it returns the elements Skip looked up, took from a run, and of those the
-// ones the run's span vouched for.
-func sendArray(t *testing.T, m *Memo[string], name string, arr []string, sep string, reads *int) (lookups, ran, spanned int) {
-	t.Helper()
-	vals, lookups, ran := runCallHits(m, "["+strings.Join(arr, sep)+"]", reads, func(h *Hits[string]) { spanned = h.spanned })
-	if fmt.Sprint(vals) != fmt.Sprint(arr) {
-		t.Fatalf("%s: walked %v, want %v", name, vals, arr)
-	}
-	return lookups, ran, spanned
 }
 
 func runElems(tag string, n int) []string {
@@ -287,7 +265,10 @@ func TestRunsTakeResentHistory(t *testing.T) {
 	check := func(name string, arr []string, sep string, wantLookups, wantRan int) {
 		t.Helper()
 		before := reads
-		lookups, ran, _ := sendArray(t, m, name, arr, sep, &reads)
+		vals, lookups, ran := runCall(m, "["+strings.Join(arr, sep)+"]", &reads)
+		if fmt.Sprint(vals) != fmt.Sprint(arr) {
+			t.Fatalf("%s: walked %v, want %v", name, vals, arr)
+		}
 		if wantLookups >= 0 && (lookups != wantLookups || ran != wantRan) {
 			t.Errorf("%s: %d lookups, %d taken from a run; want %d and %d (%d reads)", name, lookups, ran, wantLookups, wantRan, reads-before)
 		}
@@ -409,179 +390,4 @@ func TestRunsAcrossGC(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(holder)
-}
-
-// TestRunSpans: a run keeps its elements' bytes joined by ',' (its span), so that a
-// call resending them so is vouched for by comparing contiguous bytes: the previous
-// call's history, and the start of a longer run another replay of the conversation
-// left. Successive calls of an episode write only their new elements into the span
-// buffer the previous run's span sits in, which stays as it was; an entry keeps the
-// span of its longest run only, accounted with it.
-func TestRunSpans(t *testing.T) {
-	m := NewMemo[string](MemoBytes)
-	els := runElems("Session s", 30)
-	reads := 0
-	check := func(name string, arr []string, sep string, wantRan, wantSpanned int) {
-		t.Helper()
-		_, ran, spanned := sendArray(t, m, name, arr, sep, &reads)
-		if ran != wantRan || spanned != wantSpanned {
-			t.Errorf("%s: %d taken from a run, %d of them by its span; want %d and %d", name, ran, spanned, wantRan, wantSpanned)
-		}
-	}
-	holder := func() *memoEntry[string] { return m.get(xxhash.Sum64String(els[runFrom])) }
-	spanRun := func() *memoRun[string] {
-		var with *memoRun[string]
-		for k := range memoWays {
-			if r := holder().runs[k].Load(); r != nil && r.span != "" {
-				if with != nil {
-					t.Fatal("two runs of one entry keep a span")
-				}
-				with = r
-			}
-		}
-		return with
-	}
-	check("turn 1", els[:4], ",", 0, 0)
-	var prev *memoRun[string]
-	var was string
-	shared := 0
-	for n := 6; n <= 22; n += 2 {
-		check(fmt.Sprintf("turn of %d", n), els[:n], ",", n-4, n-4)
-		r := spanRun()
-		if r == nil || r.span != strings.Join(els[runFrom+1:n], ",") {
-			t.Fatalf("turn of %d: the run's span is not its elements joined by ','", n)
-		}
-		if prev != nil {
-			if prev.span != was {
-				t.Errorf("turn of %d: extending a span changed the previous run's", n)
-			}
-			if cap(prev.buf.b) >= len(r.span) {
-				shared++
-				if r.buf != prev.buf || unsafe.StringData(r.span) != unsafe.StringData(prev.span) {
-					t.Errorf("turn of %d: the span is not written after the previous one's in its buffer, which has room", n)
-				}
-			}
-		}
-		prev, was = r, strings.Clone(r.span)
-	}
-	if shared == 0 {
-		t.Error("no call extended the previous one's span in place")
-	}
-	// Another replay of the conversation: its own system prompt, and the start of
-	// the history that the run holds further.
-	replay := append([]string{runElems("Session r", 1)[0]}, els[1:10]...)
-	check("another replay, a prefix of the run", replay, ",", 8, 8)
-	check("other separators", els[:22], " ,\n ", 20, 1)
-	// Branches from the same element, as many as the ring holds besides the
-	// longest run: that one keeps the span.
-	for k := range memoWays - 1 {
-		branch := append(slices.Clone(els[:6]), fmt.Sprintf(`{"role":"user","content":"branch %d"}`, k), els[7])
-		check(fmt.Sprintf("branch %d", k), branch, ",", 4, 4)
-		// Resent, it goes on from the span's stretch in its own run.
-		check(fmt.Sprintf("branch %d resent", k), branch, ",", 6, 4)
-	}
-	if r := spanRun(); r == nil || len(r.els) != 21 {
-		t.Errorf("the span is not the longest run's")
-	}
-	e, cost := holder(), 0
-	for k := range memoWays {
-		if r := e.runs[k].Load(); r != nil {
-			cost += r.cost
-		}
-	}
-	if cost != e.runCost {
-		t.Errorf("the runs cost %d, the entry accounts for %d", cost, e.runCost)
-	}
-}
-
-// TestRunSpansConcurrent: calls that extend one run at once each get a span that is
-// their own elements' bytes (one writes into the shared buffer, the others copy).
-func TestRunSpansConcurrent(t *testing.T) {
-	m := NewMemo[string](MemoBytes)
-	els := runElems("Session c", 12)
-	reads := 0
-	runCall(m, "["+strings.Join(els, ",")+"]", &reads)
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() {
-			r := 0
-			for k := range 20 {
-				arr := append(slices.Clone(els), fmt.Sprintf(`{"role":"user","content":"goroutine %d call %d"}`, g, k))
-				vals, _, _ := runCall(m, "["+strings.Join(arr, ",")+"]", &r)
-				if fmt.Sprint(vals) != fmt.Sprint(arr) {
-					t.Errorf("walked %v, want %v", vals, arr)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	e := m.get(xxhash.Sum64String(els[runFrom]))
-	for k := range memoWays {
-		r := e.runs[k].Load()
-		if r == nil || r.span == "" {
-			continue
-		}
-		var raws []string
-		for _, x := range r.resolve() {
-			raws = append(raws, x.raw)
-		}
-		if r.span != strings.Join(raws, ",") {
-			t.Errorf("run %d: its span is not its elements' bytes", k)
-		}
-	}
-}
-
-// FuzzRunSpan: whatever bytes follow a run's holder, what Skip vouches for through
-// the run is byte for byte an element the memo holds, followed by ',' or ']' after
-// whitespace.
-func FuzzRunSpan(f *testing.F) {
-	els := runElems("Session f", 10)
-	f.Add("[" + strings.Join(els, ",") + "]")
-	f.Add("[" + strings.Join(els[:6], ",") + "]")
-	f.Add("[" + strings.Join(els[:6], ",") + `,{"role":"user"}]`)
-	f.Add("[" + strings.Join(els[:5], ",") + els[6][:20] + "]")
-	f.Add("[" + strings.Join(els[:7], " , ") + "]")
-	f.Fuzz(func(t *testing.T, body string) {
-		m := NewMemo[string](MemoBytes)
-		reads := 0
-		runCall(m, "["+strings.Join(els, ",")+"]", &reads)
-		runCall(m, "["+strings.Join(els, ",")+"]", &reads)
-		b := []byte(body)
-		endOf := func(b []byte, i int) int { return i + strings.IndexByte(string(b[i:]), '}') + 1 }
-		h := m.Hits()
-		defer h.Release()
-		for i, first := 1, true; i < len(b)-1; first = false {
-			end := h.Skip(b, i, first, endOf)
-			if end < 0 {
-				end = endOf(b, i)
-			}
-			if end <= i {
-				break
-			}
-			i = skipWS(b, skipWS(b, end)+1)
-		}
-		for _, hit := range h.at {
-			if string(b[hit.i:hit.end]) != hit.e.raw || !closes(b, hit.end) {
-				t.Fatalf("vouched for %q at %d, which is not the element %q whole", b[hit.i:min(hit.end, len(b))], hit.i, hit.e.raw)
-			}
-		}
-	})
-}
-
-// TestCommonPrefix: the shared length, wherever the first difference falls (in a
-// doubling block, a small one, a word, or none).
-func TestCommonPrefix(t *testing.T) {
-	base := strings.Repeat("0123456789abcdef", 700)
-	for _, at := range []int{0, 1, 7, 8, 255, 256, 257, 767, 768, 1000, 3839, 3840, 5000, len(base) - 1, len(base)} {
-		b := []byte(base)
-		if at < len(b) {
-			b[at] = '#'
-		}
-		if got := commonPrefix(b, base); got != at {
-			t.Errorf("first difference at %d: commonPrefix = %d", at, got)
-		}
-		if got := commonPrefix(b[:at/2], base); got != at/2 {
-			t.Errorf("b cut at %d: commonPrefix = %d", at/2, got)
-		}
-	}
 }
