@@ -67,7 +67,7 @@ func canonicalGJSON(dst []byte, v gjson.Result) []byte {
 // text.
 func canonicalOf(args string) []byte {
 	b := unsafe.Slice(unsafe.StringData(args), len(args))
-	if ok, _ := jsontext.Valid(b); args == "" || !ok {
+	if args == "" || !jsonArguments(b, args) {
 		return nil
 	}
 	out, end := canonicalJSON(nil, b, args, jsontext.SkipWS(b, 0))
@@ -108,4 +108,15 @@ func FuzzCanonicalJSON(f *testing.F) {
 			t.Fatalf("canonical(%q) = %q, want %q", s, got, want)
 		}
 	})
+}
+
+// TestCanonicalJSONDeep: arguments nested deeper than jsontext.MaxDepth are JSON to
+// gjson.Valid (the reference, and what stored tips were hashed with) while
+// jsontext.Valid reports them too deep: they are still canonicalised, not hashed as text.
+func TestCanonicalJSONDeep(t *testing.T) {
+	d := jsontext.MaxDepth + 1
+	args := `{"a":` + strings.Repeat("[", d) + strings.Repeat("]", d) + `}`
+	if got, want := canonicalOf(args), canonicalReference(args); !bytes.Equal(got, want) {
+		t.Fatalf("canonical of %d-deep arguments: got %d bytes (nil: hashed as text), want %d", d, len(got), len(want))
+	}
 }

@@ -289,7 +289,7 @@ func isSystem(role string) bool { return role == "system" || role == "developer"
 func writeArguments(d *xxhash.Digest, args string) {
 	if args != "" {
 		b := unsafe.Slice(unsafe.StringData(args), len(args)) // read only
-		if ok, _ := jsontext.Valid(b); ok {
+		if jsonArguments(b, args) {
 			var buf [512]byte
 			out, _ := canonicalJSON(buf[:0], b, args, jsontext.SkipWS(b, 0))
 			_, _ = d.Write(out)
@@ -297,6 +297,14 @@ func writeArguments(d *xxhash.Digest, args string) {
 		}
 	}
 	writeCollapsed(d, args, true)
+}
+
+// jsonArguments reports whether writeArguments hashes args (b: its bytes) as a JSON
+// value. Past jsontext's depth bound gjson still judges, as it did before the walk
+// replaced it: the same arguments keep the same digest.
+func jsonArguments(b []byte, args string) bool {
+	ok, deep := jsontext.Valid(b)
+	return ok || deep && gjson.Valid(args)
 }
 
 // canonicalJSON appends the value at b[i] of the valid b (js: the same bytes as a
