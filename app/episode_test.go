@@ -114,16 +114,19 @@ func TestSixParallelRuns(t *testing.T) {
 // between them, and an episode started on one continues on the other.
 func TestTwoProcessesShareRedis(t *testing.T) {
 	requireRedis(t)
-	e := newEnv(t, func(c *config.Config) {
+	// A slow moment of a loaded machine (make test runs packages side by side) is not
+	// a Redis outage: the cache would fall back to local and call the CAM twice.
+	o := Options{Logger: testLogger(t), CacheRedisTimeout: 3 * time.Second}
+	e := newEnvWith(t, func(c *config.Config) {
 		c.Cache.RedisURL = "redis://127.0.0.1:6379/0"
 		c.Episodes.Store = "redis"
-	})
+	}, o)
 	e.cam.SetDelay(100 * time.Millisecond)
 	cfg2 := *e.cfg
 	dir := t.TempDir()
 	cfg2.Replay.Sinks = []string{"file://" + dir + "/replay"}
 	cfg2.Replay.SpoolDir = dir + "/spool"
-	second := startApp(t, &cfg2)
+	second := startAppWith(t, &cfg2, o)
 	e2 := &env{t: t, up: e.up, cam: e.cam, app: second, base: "http://" + second.Addr()}
 
 	task := fmt.Sprintf("Upgrade reservation %d to business class.", time.Now().UnixNano())
