@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/tidwall/gjson"
 
 	"github.com/camproxy/camproxy/internal/testkit"
@@ -174,14 +176,19 @@ func episodesWritten(t *testing.T, admin string) int {
 		return 0 // polled again
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("admin /metrics does not parse: %v", err)
+	}
 	n := 0
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "camproxy_replay_events_total{") && strings.Contains(l, `type="episode"`) && strings.Contains(l, `result="written"`) {
-			var v float64
-			if _, err := fmt.Sscan(l[strings.LastIndexByte(l, ' ')+1:], &v); err == nil {
-				n += int(v)
-			}
+	for _, m := range fams["camproxy_replay_events_total"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["type"] == "episode" && labels["result"] == "written" {
+			n += int(m.GetCounter().GetValue())
 		}
 	}
 	return n
