@@ -70,17 +70,44 @@ type Skipper interface {
 // valid is Valid that also reports whether the bytes it did not skip are UTF-8 (only
 // when ok): the bytes s vouched for are not validated again.
 func valid(b []byte, s Skipper) (ok, tooDeep, utf8OK bool) {
-	// Bit d of kinds is the kind of the container at depth d+1: set for an object.
-	var kinds [MaxDepth/64 + 1]uint64
+	v := validValue(b, SkipWS(b, 0), MaxDepth, s)
+	if v.end < 0 {
+		return false, v.tooDeep, false
+	}
+	if SkipWS(b, v.end) != len(b) {
+		return false, false, false
+	}
+	return true, false, v.utf8OK && utf8.Valid(b[v.checked:])
+}
+
+// validated is what validValue found of one value.
+type validated struct {
+	end     int  // the offset after the value; -1 when it is not valid
+	tooDeep bool // it nests deeper than its limit
+	// utf8OK: the bytes before checked that s did not vouch for are UTF-8; those
+	// from checked on are not checked yet.
+	utf8OK  bool
+	checked int
+}
+
+// validValue validates the value that starts at b[i] (or past the end of b),
+// nesting at most limit levels: the document's root (valid), or one value of a
+// document a decoder validates as it walks it (ValidValue). s is asked about the
+// elements of the arrays that are members of the value, when it is an object.
+func validValue(b []byte, i, limit int, s Skipper) validated {
+	// Bit d of kinds is the kind of the container at depth d+1: set for an object. A
+	// few words on the stack; the whole MaxDepth's only for a document that nests deeper.
+	var shallow [4]uint64
+	kinds := shallow[:]
 	depth := 0
-	i := SkipWS(b, 0)
 	first := false // the value at i is the first element of its array
-	utf8OK = true
+	utf8OK := true
 	checked := 0 // b[:checked] is UTF-8, or utf8OK is false
+	bad := validated{end: -1}
 	for {
 		// A value starts at i.
 		if i >= len(b) {
-			return false, false, false
+			return bad
 		}
 		if s != nil && depth == 2 && kinds[0]&3 == 1 { // an element of a top-level member's array
 			if end := s.Skip(b, i, first, SkipValue); end >= 0 {
@@ -91,8 +118,11 @@ func valid(b []byte, s Skipper) (ok, tooDeep, utf8OK bool) {
 		}
 		switch c := b[i]; c {
 		case '{', '[':
-			if depth == MaxDepth {
-				return false, true, false
+			if depth == limit {
+				return validated{end: -1, tooDeep: true}
+			}
+			if depth>>6 == len(kinds) {
+				kinds = append(kinds, make([]uint64, MaxDepth/64+1-len(kinds))...)
 			}
 			if c == '{' {
 				kinds[depth>>6] |= 1 << (depth & 63)
@@ -109,47 +139,44 @@ func valid(b []byte, s Skipper) (ok, tooDeep, utf8OK bool) {
 			}
 			if c == '{' {
 				if i = validKey(b, i); i < 0 {
-					return false, false, false
+					return bad
 				}
 			}
 			continue
 		case '"':
 			if i = validString(b, i+1); i < 0 {
-				return false, false, false
+				return bad
 			}
 		case 't':
 			if !lit(b, i, "true") {
-				return false, false, false
+				return bad
 			}
 			i += 4
 		case 'f':
 			if !lit(b, i, "false") {
-				return false, false, false
+				return bad
 			}
 			i += 5
 		case 'n':
 			if !lit(b, i, "null") {
-				return false, false, false
+				return bad
 			}
 			i += 4
 		default:
 			if i = validNumber(b, i); i < 0 {
-				return false, false, false
+				return bad
 			}
 		}
 		// After a value: close containers, or go on to the next element or member.
 	after:
 		first = false
 		for {
-			i = SkipWS(b, i)
 			if depth == 0 {
-				if i != len(b) {
-					return false, false, false
-				}
-				return true, false, utf8OK && utf8.Valid(b[checked:])
+				return validated{end: i, utf8OK: utf8OK, checked: checked}
 			}
+			i = SkipWS(b, i)
 			if i >= len(b) {
-				return false, false, false
+				return bad
 			}
 			obj := kinds[(depth-1)>>6]&(1<<((depth-1)&63)) != 0
 			switch b[i] {
@@ -157,37 +184,164 @@ func valid(b []byte, s Skipper) (ok, tooDeep, utf8OK bool) {
 				i = SkipWS(b, i+1)
 				if obj {
 					if i = validKey(b, i); i < 0 {
-						return false, false, false
+						return bad
 					}
 				}
 			case '}', ']':
 				if (b[i] == '}') != obj {
-					return false, false, false
+					return bad
 				}
 				depth--
 				i++
 				continue
 			default:
-				return false, false, false
+				return bad
 			}
 			break
 		}
 	}
 }
 
+// ValidValue is the offset after the value that starts at b[i] (no leading
+// whitespace), inside depth containers of its document, or -1 when it is not valid
+// JSON or nests deeper than MaxDepth counted from the document's root. It does not
+// check UTF-8: see ValidMembers.
+func ValidValue(b []byte, i, depth int) int {
+	if i < len(b) {
+		switch c := b[i]; {
+		case c == '"': // the scalars most members are, without validValue's setup
+			return validString(b, i+1)
+		case isDigit(c) || c == '-':
+			return validNumber(b, i)
+		}
+	}
+	if depth > MaxDepth {
+		return -1
+	}
+	return validValue(b, i, MaxDepth-depth, nil).end
+}
+
+// ValidResult is ResultAt for a document not validated yet (see ValidMembers): the
+// value at b[i], inside depth containers, as gjson would give it, and the offset
+// after it; end -1 when it is not valid. A string is validated and decoded in one
+// pass; its UTF-8 is not checked.
+func ValidResult(b []byte, js string, i, depth int) (r gjson.Result, end int) {
+	if i < len(b) && b[i] == '"' {
+		end, esc := validStringEsc(b, i+1)
+		if end < 0 {
+			return gjson.Result{}, -1
+		}
+		return stringResult(js, i, end, esc, nil), end
+	}
+	if end = ValidValue(b, i, depth); end < 0 {
+		return gjson.Result{}, -1
+	}
+	return valueResult(js, i, end), end
+}
+
+// ValidMembers is Members for a document not validated yet, which a decoder
+// validates as it reads it, in one pass: fn is called with each member's decoded key
+// and the offset of its value, which it validates (ValidValue, at the depth of the
+// object's members, or its own walk of it) and returns the offset after, or -1 when
+// it is not valid. ValidMembers returns the offset after the object at b[i] ('{'),
+// or -1 when it is not valid.
+//
+// The document is valid as Validate has it when its root was read so (ValidValue,
+// or ValidMembers on a root object), only whitespace follows the root, and the
+// whole of it is UTF-8 (utf8.Valid): the pieces do not check UTF-8, so that a
+// document is checked once.
+func ValidMembers(b []byte, js string, i int, fn func(key string, v int) int) int {
+	i = SkipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1
+	}
+	for {
+		key, v := validMember(b, js, i)
+		if v < 0 {
+			return -1
+		}
+		if i = fn(key, v); i < 0 {
+			return -1
+		}
+		var more bool
+		if i, more = validNext(b, i, '}'); !more {
+			return i
+		}
+	}
+}
+
+// ValidElements is ValidMembers for the elements of the array at b[i] ('['): fn
+// validates the element at its offset.
+func ValidElements(b []byte, i int, fn func(v int) int) int {
+	i = SkipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1
+	}
+	for {
+		if i >= len(b) {
+			return -1
+		}
+		if i = fn(i); i < 0 {
+			return -1
+		}
+		var more bool
+		if i, more = validNext(b, i, ']'); !more {
+			return i
+		}
+	}
+}
+
+// validMember reads the `"key" :` of the member that starts at b[i] and the
+// whitespace after it: the decoded key (which may alias js, the same bytes as b) and
+// the offset of the value, or v -1 when it is not valid or no value follows.
+func validMember(b []byte, js string, i int) (key string, v int) {
+	end, esc, v := validKeyEnd(b, i)
+	if v < 0 || v >= len(b) {
+		return "", -1
+	}
+	if esc {
+		return Unquote(js[i:end]), v
+	}
+	return js[i+1 : end-1], v
+}
+
+// validNext reads what follows a value that ends at b[i] inside a container that
+// close (']' or '}') ends: after a ',', the offset of the next element (or member's
+// key), more true; after close, the offset after it, more false; next -1 when
+// anything else follows.
+func validNext(b []byte, i int, close byte) (next int, more bool) {
+	i = SkipWS(b, i)
+	switch {
+	case i >= len(b):
+		return -1, false
+	case b[i] == ',':
+		return SkipWS(b, i+1), true
+	case b[i] == close:
+		return i + 1, false
+	}
+	return -1, false
+}
+
 // validKey reads `"key" :` and the whitespace after it: the offset of the value, or -1.
 func validKey(b []byte, i int) int {
+	_, _, v := validKeyEnd(b, i)
+	return v
+}
+
+// validKeyEnd is validKey that also returns the offset after the key's closing quote,
+// and whether the key holds escapes.
+func validKeyEnd(b []byte, i int) (end int, escaped bool, v int) {
 	if i >= len(b) || b[i] != '"' {
-		return -1
+		return -1, false, -1
 	}
-	if i = validString(b, i+1); i < 0 {
-		return -1
+	if end, escaped = validStringEsc(b, i+1); end < 0 {
+		return -1, false, -1
 	}
-	i = SkipWS(b, i)
-	if i >= len(b) || b[i] != ':' {
-		return -1
+	v = SkipWS(b, end)
+	if v >= len(b) || b[v] != ':' {
+		return -1, false, -1
 	}
-	return SkipWS(b, i+1)
+	return end, escaped, SkipWS(b, v+1)
 }
 
 func lit(b []byte, i int, s string) bool {
@@ -197,6 +351,12 @@ func lit(b []byte, i int, s string) bool {
 // validString checks the string whose contents start at i: no control characters,
 // only JSON escapes. It returns the offset after the closing quote, or -1.
 func validString(b []byte, i int) int {
+	end, _ := validStringEsc(b, i)
+	return end
+}
+
+// validStringEsc is validString that also reports whether the string holds escapes.
+func validStringEsc(b []byte, i int) (end int, escaped bool) {
 	for {
 		for i+8 <= len(b) {
 			if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
@@ -206,27 +366,28 @@ func validString(b []byte, i int) int {
 			i += 8
 		}
 		if i >= len(b) {
-			return -1
+			return -1, false
 		}
 		switch c := b[i]; {
 		case c == '"':
-			return i + 1
+			return i + 1, escaped
 		case c < 0x20:
-			return -1
+			return -1, false
 		case c == '\\':
 			if i+1 >= len(b) {
-				return -1
+				return -1, false
 			}
+			escaped = true
 			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
 				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
-					return -1
+					return -1, false
 				}
 				i += 6
 			default:
-				return -1
+				return -1, false
 			}
 		default:
 			i++
@@ -354,15 +515,26 @@ func ResultAt(b []byte, js string, i int) (gjson.Result, int) { return ResultIn(
 func ResultIn(b []byte, js string, i int, a *Arena) (gjson.Result, int) {
 	if b[i] == '"' {
 		end, esc := SkipString(b, i+1)
-		r := gjson.Result{Type: gjson.String, Raw: js[i:end], Index: i, Str: js[i+1 : end-1]}
-		if esc {
-			r.Str = a.Unquote(r.Raw)
-		}
-		return r, end
+		return stringResult(js, i, end, esc, a), end
 	}
 	end := SkipValue(b, i)
+	return valueResult(js, i, end), end
+}
+
+// stringResult is the string js[i:end] (quotes included) as gjson gives it: esc says
+// whether it holds escapes, decoded into a (nil: an allocation of its own).
+func stringResult(js string, i, end int, esc bool, a *Arena) gjson.Result {
+	r := gjson.Result{Type: gjson.String, Raw: js[i:end], Index: i, Str: js[i+1 : end-1]}
+	if esc {
+		r.Str = a.Unquote(r.Raw)
+	}
+	return r
+}
+
+// valueResult is the value js[i:end], not a string, as gjson gives it.
+func valueResult(js string, i, end int) gjson.Result {
 	r := gjson.Result{Raw: js[i:end], Index: i}
-	switch b[i] {
+	switch js[i] {
 	case '{', '[':
 		r.Type = gjson.JSON
 	case 't':
@@ -373,9 +545,28 @@ func ResultIn(b []byte, js string, i int, a *Arena) (gjson.Result, int) {
 		r.Type = gjson.Null
 	default:
 		r.Type = gjson.Number
-		r.Num, _ = strconv.ParseFloat(r.Raw, 64)
+		r.Num = number(r.Raw)
 	}
-	return r, end
+	return r
+}
+
+// number is strconv.ParseFloat's value of the JSON number raw: a count (up to 15
+// digits, exact in a float64) without strconv's general parse.
+func number(raw string) float64 {
+	if len(raw) > 15 {
+		f, _ := strconv.ParseFloat(raw, 64)
+		return f
+	}
+	var n uint64
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c < '0' || c > '9' {
+			f, _ := strconv.ParseFloat(raw, 64) // a sign, a fraction, an exponent
+			return f
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return float64(n)
 }
 
 // Arena holds the decoded text of the strings of one body, so that decoding them

@@ -1,8 +1,10 @@
 package jsontext
 
 import (
+	"math"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -25,32 +27,37 @@ func TestValidMatchesGJSON(t *testing.T) {
 	if b, err := os.ReadFile("../openai/testdata/airline16k.json"); err == nil {
 		seeds = append(seeds, string(b))
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	alphabet := []byte("{}[]\",:\\ 0123456789-+.eEtrufalsn\u00e9\x01\t\nabu")
-	check := func(s string) {
-		ok, deep := Valid([]byte(s))
-		if want := gjson.Valid(s); ok != want || deep {
-			t.Fatalf("Valid(%q) = %v (deep %v), gjson says %v", s, ok, deep, want)
+	check := func(b []byte) {
+		ok, deep := Valid(b)
+		if want := gjson.ValidBytes(b); ok != want || deep {
+			t.Fatalf("Valid(%q) = %v (deep %v), gjson says %v", b, ok, deep, want)
 		}
 	}
+	rng := rand.New(rand.NewPCG(1, 2))
 	for _, s := range seeds {
-		check(s)
-		for range 300 { // mutations: a byte changed, dropped or inserted
-			b := []byte(s)
-			if len(b) == 0 {
-				b = append(b, alphabet[rng.IntN(len(alphabet))])
-			}
-			p := rng.IntN(len(b))
-			switch rng.IntN(3) {
-			case 0:
-				b[p] = alphabet[rng.IntN(len(alphabet))]
-			case 1:
-				b = append(b[:p], b[p+1:]...)
-			default:
-				b = append(b[:p], append([]byte{alphabet[rng.IntN(len(alphabet))]}, b[p:]...)...)
-			}
-			check(string(b))
+		check([]byte(s))
+		mutate(rng, s, 300, check)
+	}
+}
+
+// mutate calls fn with n mutations of s: a byte changed, dropped or inserted.
+func mutate(rng *rand.Rand, s string, n int, fn func([]byte)) {
+	alphabet := []byte("{}[]\",:\\ 0123456789-+.eEtrufalsn\u00e9\x01\t\nabu")
+	for range n {
+		b := []byte(s)
+		if len(b) == 0 {
+			b = append(b, alphabet[rng.IntN(len(alphabet))])
 		}
+		p := rng.IntN(len(b))
+		switch rng.IntN(3) {
+		case 0:
+			b[p] = alphabet[rng.IntN(len(alphabet))]
+		case 1:
+			b = append(b[:p], b[p+1:]...)
+		default:
+			b = append(b[:p], append([]byte{alphabet[rng.IntN(len(alphabet))]}, b[p:]...)...)
+		}
+		fn(b)
 	}
 }
 
@@ -170,4 +177,16 @@ func FuzzReadUsage(f *testing.F) {
 			t.Fatalf("ReadUsage(%s) = %+v ending at %d, want %+v ending at %d", b, got, end, want, wantEnd)
 		}
 	})
+}
+
+// TestNumberMatchesParseFloat: the counts' fast parse gives strconv's value, and
+// every other number goes to strconv.
+func TestNumberMatchesParseFloat(t *testing.T) {
+	for _, raw := range []string{"0", "7", "4012", "999999999999999", "1000000000000000", "9007199254740993",
+		"-0", "-1", "1.5", "1e3", "1E+2", "0.0", "123456789012345678901234567890", "00", "-9007199254740993"} {
+		want, _ := strconv.ParseFloat(raw, 64)
+		if got := number(raw); math.Float64bits(got) != math.Float64bits(want) {
+			t.Errorf("number(%s) = %v, ParseFloat %v", raw, got, want)
+		}
+	}
 }

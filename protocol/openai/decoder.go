@@ -2,7 +2,6 @@ package openai
 
 import (
 	"github.com/camproxy/camproxy/protocol"
-	"github.com/camproxy/camproxy/protocol/jsontext"
 )
 
 // Parsed returns the call's view.
@@ -39,13 +38,11 @@ func (d *JSONDecoder) Write(p []byte) (int, error) {
 		d.buf = append(d.buf, p...)
 		data = d.buf
 	}
-	if jsontext.Validate(data) == nil {
-		if msg, usage, err := decodeValid(data); err == nil {
-			d.sketch = d.budget.Trim(&msg)
-			d.msg, d.usage, d.done = msg, usage, true
-			d.buf = nil
-			return len(p), nil
-		}
+	if msg, usage, ok, err := decodeAnswer(data); ok && err == nil {
+		d.sketch = d.budget.Trim(&msg)
+		d.msg, d.usage, d.done = msg, usage, true
+		d.buf = nil
+		return len(p), nil
 	}
 	if len(d.buf) == 0 {
 		d.buf = append(d.buf, p...)

@@ -1,7 +1,9 @@
 package openai
 
 import (
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -69,7 +71,7 @@ const chatCompletion = `{
   "system_fingerprint": "fp_50cad350e4"
 }`
 
-// responseSeeds are answers of every shape decodeValid reads, and odd ones.
+// responseSeeds are answers of every shape decodeAnswer reads, and odd ones.
 var responseSeeds = []string{
 	chatCompletion,
 	`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hello \u00e9","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29,"completion_tokens_details":{"reasoning_tokens":0}},"system_fingerprint":"fp"}`,
@@ -99,17 +101,89 @@ func TestDecodeValidMatchesReference(t *testing.T) {
 
 // FuzzDecodeValidMatchesReference: on every valid body the one-pass decoder gives
 // what gjson's walk gives, message, usage and error alike, and what it returns does
-// not alias the body.
+// not alias the body; on every body it judges validity as jsontext.Validate does.
 func FuzzDecodeValidMatchesReference(f *testing.F) {
 	for _, body := range responseSeeds {
 		f.Add([]byte(body))
 	}
+	for _, body := range answerBreakers {
+		f.Add([]byte(body))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if jsontext.Validate(body) != nil {
+			checkRejected(t, body)
 			return
 		}
 		checkDecodeValid(t, body)
 	})
+}
+
+// answerBreakers are answers not valid JSON, most of them broken where the one pass
+// reads (in choices[0].message, in usage, between the root's members) rather than
+// where it only validates.
+var answerBreakers = []string{
+	``, ` `, `{`, `{"choices":[`, `{"choices":[{"message":{"role":"assistant","content":"x"}}]`,
+	`{"choices":[{"message":{"role":"assistant","content":"x"}}]}x`, `{"choices":[{"message":{"role":"assistant","content":"x}}]}`,
+	`{"choices":[{"message":{"role":"assistant","content":"x"},}]}`, `{"choices":[{"message":{"role":"assistant","content":"x"}},]}`,
+	`{"choices":[{"message":{"role":"assistant","content":"\x"}}]}`, "{\"choices\":[{\"message\":{\"content\":\"a\x01\"}}]}",
+	"{\"choices\":[{\"message\":{\"content\":\"\xff\"}}]}", "{\"id\":\"\xc3\",\"choices\":[]}",
+	`{"choices":[{"message":{"content":"x"}} {"message":{}}]}`, `{"choices":[{"message":{"content":"x"}}],}`,
+	`{"choices":[{"message":{"content":"x"}}] "usage":{}}`, `{"usage":{"prompt_tokens":01}}`, `{"usage":{"prompt_tokens":1,}}`,
+	`{"usage":{"prompt_tokens" 1}}`, `{"usage":{prompt_tokens:1}}`, `{"usage":[1,]}`, `{"usage":tru}`, `{"choices":[7,]}`,
+	`{"choices":[{"message":{"content":"x"}},{"message":}]}`, `{"choices":{"message":{"content":"x"},}}`, `{"choices":`,
+	`{"choices" [{"message":{}}]}`, `{"choices":[{"message" {}}]}`, `{"choices":[{message:{}}]}`, `{"a":1 "choices":[]}`,
+	`{"choices":[{"message":{"content":"x"}}]}}`, `{"choices":[{"message":{"content":"x"}}]]}`, `[1,]`, `nul`, `"x`,
+}
+
+// checkRejected: a body that is not valid JSON is no answer, and DecodeResponse
+// gives the error jsontext.Validate gives for it.
+func checkRejected(t *testing.T, body []byte) {
+	t.Helper()
+	want := jsontext.Validate(body)
+	if _, _, ok, _ := decodeAnswer(body); ok {
+		t.Fatalf("decodeAnswer(%q) took a body that is not valid JSON (%v)", body, want)
+	}
+	if _, _, err := DecodeResponse(body); err == nil || err.Error() != want.Error() || !errors.Is(err, protocol.ErrInvalidJSON) {
+		t.Fatalf("DecodeResponse(%q) = %v, want %v", body, err, want)
+	}
+	var d JSONDecoder
+	if _, _ = d.Write(body); d.Finished() {
+		t.Fatalf("JSONDecoder finished on %q, not valid JSON", body)
+	}
+}
+
+func TestDecodeAnswerRejectsInvalid(t *testing.T) {
+	for _, body := range answerBreakers {
+		if jsontext.Validate([]byte(body)) == nil {
+			t.Fatalf("breaker %q is valid JSON", body)
+		}
+		checkRejected(t, []byte(body))
+	}
+}
+
+// TestDecodeAnswerDepth: the one pass bounds nesting as jsontext.Validate does,
+// counted from the root, wherever the deep value is: in the message it reads, in
+// usage, in a member it skips, in a choice past the first.
+func TestDecodeAnswerDepth(t *testing.T) {
+	for _, n := range []int{jsontext.MaxDepth - 8, jsontext.MaxDepth - 4, jsontext.MaxDepth - 3, jsontext.MaxDepth - 2, jsontext.MaxDepth - 1, jsontext.MaxDepth} {
+		deep := strings.Repeat("[", n) + strings.Repeat("]", n)
+		for _, body := range []string{
+			`{"choices":[{"message":{"role":"assistant","content":"x","tool_calls":` + deep + `}}]}`,
+			`{"choices":[{"message":{"content":"x"},"logprobs":` + deep + `}]}`,
+			`{"choices":[{"message":{"content":"x"}},` + deep + `]}`,
+			`{"choices":` + deep + `}`,
+			`{"usage":{"prompt_tokens":1,"details":` + deep + `}}`,
+			`{"usage":` + deep + `}`,
+			`{"x":` + deep + `,"choices":[{"message":{"content":"x"}}]}`,
+			deep,
+		} {
+			if jsontext.Validate([]byte(body)) != nil {
+				checkRejected(t, []byte(body))
+			} else {
+				checkDecodeValid(t, []byte(body))
+			}
+		}
+	}
 }
 
 func checkDecodeValid(t *testing.T, body []byte) {
@@ -119,25 +193,30 @@ func checkDecodeValid(t *testing.T, body []byte) {
 	}
 	wantM, wantU, wantErr := decodeValidGJSON(body)
 	own := append([]byte(nil), body...)
-	m, u, err := decodeValid(own)
-	if (err == nil) != (wantErr == nil) || u != wantU || !reflect.DeepEqual(m, wantM) {
-		t.Fatalf("decodeValid(%s)\n = %#v, %+v, %v\nwant %#v, %+v, %v", body, m, u, err, wantM, wantU, wantErr)
+	m, u, ok, err := decodeAnswer(own)
+	if !ok || (err == nil) != (wantErr == nil) || u != wantU || !reflect.DeepEqual(m, wantM) {
+		t.Fatalf("decodeAnswer(%s)\n = %#v, %+v, %v, %v\nwant %#v, %+v, %v", body, m, u, ok, err, wantM, wantU, wantErr)
 	}
 	for i := range own {
 		own[i] = 'X'
 	}
 	if !reflect.DeepEqual(m, wantM) {
-		t.Fatalf("decodeValid(%s): the message changed with the body it was read from: %#v", body, m)
+		t.Fatalf("decodeAnswer(%s): the message changed with the body it was read from: %#v", body, m)
 	}
 }
 
-// BenchmarkDecodeValid: a realistic answer, by the one-pass decoder and by gjson's
-// walk (the reference), in the same run.
+// BenchmarkDecodeValid: a realistic answer, by the one-pass decoder (which validates
+// it too) and by gjson's walk of a body validated before (the reference), in the
+// same run.
 func BenchmarkDecodeValid(b *testing.B) {
+	onepass := func(body []byte) (protocol.Message, protocol.Usage, error) {
+		m, u, _, err := decodeAnswer(body)
+		return m, u, err
+	}
 	for _, impl := range []struct {
 		name string
 		fn   func([]byte) (protocol.Message, protocol.Usage, error)
-	}{{"onepass", decodeValid}, {"gjson", decodeValidGJSON}} {
+	}{{"onepass", onepass}, {"gjson", decodeValidGJSON}} {
 		b.Run(impl.name, func(b *testing.B) {
 			body := []byte(chatCompletion)
 			b.SetBytes(int64(len(body)))
