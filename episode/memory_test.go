@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // refTips is the one-lock tip store Memory's shards replaced, kept as the model
@@ -222,5 +223,14 @@ func TestMemoryConcurrentClaims(t *testing.T) {
 		if got[id] != 1 {
 			t.Fatalf("%s claimed %d times, want once (claims: %v)", id, got[id], got)
 		}
+	}
+}
+
+// TestMemTipSize: a tip's entry (its key and memTip) fits one cache line of the tips'
+// map, whose lookups on a finished turn miss the cache (a new tip each turn); with a
+// time.Time for its expiry it took 80 bytes, two lines.
+func TestMemTipSize(t *testing.T) {
+	if n := unsafe.Sizeof(uint64(0)) + unsafe.Sizeof(memTip{}); n > 64 {
+		t.Fatalf("a tip's map entry is %d bytes, more than a cache line", n)
 	}
 }
