@@ -95,10 +95,8 @@ type validated struct {
 // document a decoder validates as it walks it (ValidValue). s is asked about the
 // elements of the arrays that are members of the value, when it is an object.
 func validValue(b []byte, i, limit int, s Skipper) validated {
-	// Bit d of kinds is the kind of the container at depth d+1: set for an object. A
-	// few words on the stack; the whole MaxDepth's only for a document that nests deeper.
-	var shallow [4]uint64
-	kinds := shallow[:]
+	// Bit d of kinds is the kind of the container at depth d+1: set for an object.
+	var kinds [MaxDepth/64 + 1]uint64
 	depth := 0
 	first := false // the value at i is the first element of its array
 	utf8OK := true
@@ -120,9 +118,6 @@ func validValue(b []byte, i, limit int, s Skipper) validated {
 		case '{', '[':
 			if depth == limit {
 				return validated{end: -1, tooDeep: true}
-			}
-			if depth>>6 == len(kinds) {
-				kinds = append(kinds, make([]uint64, MaxDepth/64+1-len(kinds))...)
 			}
 			if c == '{' {
 				kinds[depth>>6] |= 1 << (depth & 63)
@@ -627,10 +622,8 @@ func appendUnescaped(out []byte, s string, i int) []byte {
 				j = len(s) - i
 			}
 			run := s[i : i+j]
-			for k := 0; k < len(run); k++ {
-				if run[k] < ' ' {
-					return append(out, run[:k]...)
-				}
+			if k := controlAt(run); k >= 0 {
+				return append(out, run[:k]...)
 			}
 			out = append(out, run...)
 			i += j
@@ -675,6 +668,24 @@ func appendUnescaped(out []byte, s string, i int) []byte {
 		i++
 	}
 	return out
+}
+
+// controlAt is the offset of the first control character (below 0x20) of s, or -1;
+// eight bytes at a time.
+func controlAt(s string) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := binary.LittleEndian.Uint64((*[8]byte)(unsafe.Pointer(unsafe.StringData(s[i:])))[:])
+		if m := (w - lo8*0x20) &^ w & hi8; m != 0 { // the lowest flag is exact (see hasZero)
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] < ' ' {
+			return i
+		}
+	}
+	return -1
 }
 
 // Members calls fn for each member of the object at b[i] ('{') of the valid JSON b

@@ -190,3 +190,33 @@ func TestNumberMatchesParseFloat(t *testing.T) {
 		}
 	}
 }
+
+// FuzzControlAt: the word-at-a-time search finds the first control character, as a
+// byte loop does; and Unquote decodes any valid string as gjson does.
+func FuzzControlAt(f *testing.F) {
+	for _, s := range []string{"", "abc", "abcdefgh\x1f", "\x00", "é\x01日本\x7f\x80\xff\x1e", "0123456789abcdef\n", "a\\n\x02b", `x\"y\u00e9\t`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := -1
+		for i := 0; i < len(s); i++ {
+			if s[i] < ' ' {
+				want = i
+				break
+			}
+		}
+		if got := controlAt(s); got != want {
+			t.Fatalf("controlAt(%q) = %d, want %d", s, got, want)
+		}
+		raw := `"` + s + `"`
+		if ok, _ := Valid([]byte(raw)); ok {
+			r := gjson.Parse(raw)
+			if got := Unquote(raw); got != r.Str {
+				t.Fatalf("Unquote(%q) = %q, gjson %q", raw, got, r.Str)
+			}
+			if got := NewArena(len(raw)).Unquote(raw); got != r.Str {
+				t.Fatalf("Arena.Unquote(%q) = %q, gjson %q", raw, got, r.Str)
+			}
+		}
+	})
+}
