@@ -160,17 +160,37 @@ func (m *Memory) Len() (episodes, tips int) {
 }
 
 func (m *Memory) Get(_ context.Context, id string) (*Episode, error) {
+	var ep Episode
+	if !m.read(id, &ep) {
+		return nil, ErrNotFound
+	}
+	cp := ep // on the heap only when found
+	return &cp, nil
+}
+
+// GetInto is Get into dst, the caller's: the data plane reads a call's episode into
+// the call, without an allocation. dst is not changed when the episode is not found.
+func (m *Memory) GetInto(_ context.Context, id string, dst *Episode) error {
+	if !m.read(id, dst) {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// read copies the episode into dst and refreshes its idle timeout; false when there
+// is none.
+func (m *Memory) read(id string, dst *Episode) bool {
 	now := m.clock()
 	s := m.episodeShard(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.m[id]
 	if !ok || now > e.expires {
-		return nil, ErrNotFound
+		return false
 	}
 	e.expires = now + int64(m.idle)
-	cp := e.ep
-	return &cp, nil
+	*dst = e.ep
+	return true
 }
 
 func (m *Memory) Create(_ context.Context, ep *Episode) (*Episode, bool, error) {
@@ -197,7 +217,7 @@ func (m *Memory) update(now int64, ep *Episode) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e, ok := s.m[ep.ID]; ok {
-		e.ep, e.expires = *ep, now + int64(m.idle) // in place: Get and Create hand out copies
+		e.ep, e.expires = *ep, now+int64(m.idle) // in place: Get and Create hand out copies
 		return
 	}
 	s.m[ep.ID] = &memEpisode{ep: *ep, expires: now + int64(m.idle)}

@@ -2,6 +2,7 @@ package episode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -232,5 +233,41 @@ func TestMemoryConcurrentClaims(t *testing.T) {
 func TestMemTipSize(t *testing.T) {
 	if n := unsafe.Sizeof(uint64(0)) + unsafe.Sizeof(memTip{}); n > 64 {
 		t.Fatalf("a tip's map entry is %d bytes, more than a cache line", n)
+	}
+}
+
+// TestMemoryGetInto: GetInto reads what Get reads, into the caller's episode without
+// an allocation, refreshes the idle timeout as Get does, and leaves dst alone for an
+// episode it does not know (or that idled out).
+func TestMemoryGetInto(t *testing.T) {
+	now := time.Unix(1000, 0)
+	m := NewMemory(time.Minute, func() time.Time { return now })
+	defer m.Close()
+	ctx := context.Background()
+	want := &Episode{ID: "a", Arm: "cam", Context: "ctx", Turns: 3, History: 7, StartedAt: now}
+	_, _, _ = m.Create(ctx, want)
+	var got Episode
+	if err := m.GetInto(ctx, "a", &got); err != nil || got != *want {
+		t.Fatalf("GetInto = %+v, %v; want %+v", got, err, *want)
+	}
+	if ep, err := m.Get(ctx, "a"); err != nil || *ep != got {
+		t.Fatalf("Get = %+v, %v; GetInto read %+v", ep, err, got)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = m.GetInto(ctx, "a", &got) }); n != 0 {
+		t.Fatalf("GetInto allocates %v times", n)
+	}
+	now = now.Add(50 * time.Second) // within the idle timeout of the last read, not of Create
+	_ = m.GetInto(ctx, "a", &got)
+	now = now.Add(50 * time.Second)
+	if err := m.GetInto(ctx, "a", &got); err != nil {
+		t.Fatalf("GetInto did not refresh the idle timeout: %v", err)
+	}
+	now = now.Add(2 * time.Minute)
+	keep := Episode{ID: "kept"}
+	if err := m.GetInto(ctx, "a", &keep); !errors.Is(err, ErrNotFound) || keep.ID != "kept" {
+		t.Fatalf("idled out: GetInto = %v, dst %+v", err, keep)
+	}
+	if err := m.GetInto(ctx, "unknown", &keep); !errors.Is(err, ErrNotFound) || keep.ID != "kept" {
+		t.Fatalf("unknown: GetInto = %v, dst %+v", err, keep)
 	}
 }

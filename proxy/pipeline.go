@@ -194,7 +194,7 @@ func (c *call) episode(fc *fasthttp.RequestCtx) *Error {
 	// The experiment and a declared task scope stitching: two experiments' calls, and
 	// runs of two tasks, that open alike stay apart.
 	c.chain, c.loose = episode.Chains(req, c.x.Name, taskID)
-	if ep, from, tip, ok := c.s.findEpisode(id, req, c.chain, c.loose); ok {
+	if ep, from, tip, ok := c.s.findEpisode(id, req, c.chain, c.loose, &c.stored); ok {
 		c.ep, c.newFrom, c.index, c.claimed = ep, from, ep.Turns, tip
 		// A known episode keeps the experiment it started on (one named by its id may
 		// have started on another), while the runtime still has it.
@@ -304,7 +304,8 @@ func (x *Experiment) placementFor(arm string) Placement {
 // A stitched call also returns the tip it claimed (nil for the header path).
 // A call that continues a provider-side conversation (req.Continues) claims the tip of
 // that response id instead of stitching by messages: all its messages are new.
-func (s *Server) findEpisode(id string, req *protocol.View, chain, loose []uint64) (*episode.Episode, int, *uint64, bool) {
+// dst is the call's room for the episode, used when the store reads into it (getInto).
+func (s *Server) findEpisode(id string, req *protocol.View, chain, loose []uint64, dst *episode.Episode) (*episode.Episode, int, *uint64, bool) {
 	ctx, cancel := s.storeCtx()
 	defer cancel()
 	msgs := req.Messages
@@ -316,7 +317,7 @@ func (s *Server) findEpisode(id string, req *protocol.View, chain, loose []uint6
 			return nil, 0, nil, false
 		}
 	}
-	ep, err := s.episodes.Get(ctx, id)
+	ep, err := s.getEpisode(ctx, id, dst)
 	if err != nil {
 		if !errors.Is(err, episode.ErrNotFound) {
 			s.log.Warn("episode store unavailable", "episode", id, "err", err)
@@ -330,6 +331,25 @@ func (s *Server) findEpisode(id string, req *protocol.View, chain, loose []uint6
 		from = min(ep.History, len(msgs))
 	}
 	return ep, from, claimed, true
+}
+
+// getInto is a Store that reads an episode into the caller's storage
+// (episode.Memory): the one Get of every call of a known episode, without the copy's
+// allocation.
+type getInto interface {
+	GetInto(ctx context.Context, id string, dst *episode.Episode) error
+}
+
+// getEpisode is the store's Get, into dst when the store reads into the caller's
+// storage (getInto); the episode returned is then dst.
+func (s *Server) getEpisode(ctx context.Context, id string, dst *episode.Episode) (*episode.Episode, error) {
+	if g, ok := s.episodes.(getInto); ok {
+		if err := g.GetInto(ctx, id, dst); err != nil {
+			return nil, err
+		}
+		return dst, nil
+	}
+	return s.episodes.Get(ctx, id)
 }
 
 // stitch claims the tip of a header-less call: the episode it continues, the end of
@@ -498,6 +518,7 @@ type call struct {
 	chain     []uint64
 	loose     []uint64 // episode.LooseChain of the messages; nil when they have no system message
 	ep        *episode.Episode
+	stored    episode.Episode // a known episode as the store read it into the call (getEpisode)
 	isNew     bool
 	newFrom   int
 	augmenter string // a new episode's arm's augmenter
