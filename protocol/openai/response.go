@@ -43,7 +43,7 @@ func decodeAnswer(body []byte) (protocol.Message, protocol.Usage, bool, error) {
 	}
 	raw := string(body[a.msgAt:a.msgEnd]) // the message outlives body
 	a.msg.rebase(raw, a.msgAt)
-	return answer(a.msg), a.usage, true, nil
+	return answer(&a.msg), a.usage, true, nil
 }
 
 // answerScan is what decodeAnswer's pass finds in a body.
@@ -101,7 +101,7 @@ func (a *answerScan) choices(body []byte, js string, v int) int {
 			a.msg = fields{}
 			var end int
 			if body[v] == '{' {
-				a.msg, end = validFields(body, js, v)
+				end = validFields(body, js, v, &a.msg)
 			} else {
 				end = jsontext.ValidValue(body, v, 3)
 			}
@@ -112,11 +112,10 @@ func (a *answerScan) choices(body []byte, js string, v int) int {
 }
 
 // validFields is scanFields on the message object at b[v] of a body not validated
-// yet, a choice's member, validating it as it is read: the offset after it, -1 when
-// it is not valid.
-func validFields(b []byte, js string, v int) (fields, int) {
-	var f fields
-	end := jsontext.ValidMembers(b, js, v, func(key string, w int) int {
+// yet, a choice's member, validating it as it is read into f (zero): the offset after
+// it, -1 when it is not valid.
+func validFields(b []byte, js string, v int, f *fields) int {
+	return jsontext.ValidMembers(b, js, v, func(key string, w int) int {
 		dst := f.slot(key)
 		if dst == nil {
 			return jsontext.ValidValue(b, w, 4)
@@ -125,7 +124,6 @@ func validFields(b []byte, js string, v int) (fields, int) {
 		*dst, end = jsontext.ValidResult(b, js, w, 4)
 		return end
 	})
-	return f, end
 }
 
 // rebase moves the fields read from a body, whose message object started at
@@ -165,7 +163,7 @@ func validUsage(b []byte, js string, v int) (protocol.Usage, int) {
 }
 
 // answer is the message of an answer's fields.
-func answer(f fields) protocol.Message {
+func answer(f *fields) protocol.Message {
 	m := f.message()
 	var parts int
 	m.Content, parts = contentText(f.content, nil)

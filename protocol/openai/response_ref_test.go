@@ -40,7 +40,8 @@ func decodeValidGJSON(body []byte) (protocol.Message, protocol.Usage, error) {
 	if !msg.IsObject() {
 		return protocol.Message{}, u, errNoChoice
 	}
-	return answer(readFields(msg)), u, nil
+	f := readFields(msg)
+	return answer(&f), u, nil
 }
 
 // chatCompletion is a realistic non-streamed answer (tau-bench airline, gpt-4o).
