@@ -593,7 +593,21 @@ func appendString(b []byte, s string) []byte {
 // U+2028 and U+2029 escaped for JavaScript, invalid UTF-8 replaced by U+FFFD; <, >
 // and & as they are (an encoder that escapes HTML escapes them when it copies the
 // output).
-func AppendEscaped(dst []byte, s string) []byte {
+func AppendEscaped(dst []byte, s string) []byte { return appendEscaped(dst, s, false) }
+
+// AppendEscapedHTML is AppendEscaped with <, > and & escaped too (\u003c, \u003e,
+// \u0026), as encoding/json escapes them by default.
+func AppendEscapedHTML(dst []byte, s string) []byte { return appendEscaped(dst, s, true) }
+
+// AppendStringHTML appends s as a JSON string as encoding/json writes it by default
+// (AppendEscapedHTML between quotes).
+func AppendStringHTML(b []byte, s string) []byte {
+	b = append(b, '"')
+	b = appendEscaped(b, s, true)
+	return append(b, '"')
+}
+
+func appendEscaped(dst []byte, s string, html bool) []byte {
 	const hex = "0123456789abcdef"
 	start := 0
 	for i := 0; i < len(s); {
@@ -601,7 +615,11 @@ func AppendEscaped(dst []byte, s string) []byte {
 		// printable ASCII, and the run is copied whole when it ends. A word that holds
 		// such a byte is left at it.
 		for i+8 <= len(s) {
-			m := lookMask(binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8)))
+			w := binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))
+			m := lookMask(w)
+			if html {
+				m |= htmlMask(w)
+			}
 			if m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
 				break
@@ -613,7 +631,7 @@ func AppendEscaped(dst []byte, s string) []byte {
 		}
 		b := s[i]
 		if b < utf8.RuneSelf {
-			if b >= ' ' && b != '"' && b != '\\' {
+			if b >= ' ' && b != '"' && b != '\\' && (!html || b != '<' && b != '>' && b != '&') {
 				i++
 				continue
 			}
@@ -668,6 +686,17 @@ func lookMask(w uint64) uint64 {
 	)
 	q, bs := w^(lo8*'"'), w^(lo8*'\\')
 	return ((w-lo8*0x20)&^w | (q-lo8)&^q | (bs-lo8)&^bs | w) & hi8
+}
+
+// htmlMask is lookMask's for <, > and &, with the same guarantee: the lowest set
+// bit is exactly the first such byte, if it comes before every byte lookMask flags.
+func htmlMask(w uint64) uint64 {
+	const (
+		lo8 = 0x0101010101010101
+		hi8 = 0x8080808080808080
+	)
+	lt, gt, amp := w^(lo8*'<'), w^(lo8*'>'), w^(lo8*'&')
+	return ((lt-lo8)&^lt | (gt-lo8)&^gt | (amp-lo8)&^amp) & hi8
 }
 
 // Clone returns m with every string copied, so that it no longer aliases the buffer
