@@ -113,7 +113,7 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 		c.context()
 		c.open()
 	}
-	c.series = s.stats.callSeries(s.m, rt.Name, c.x.Name, c.ep.Arm, c.transport)
+	c.series = s.stats.routeSeries(s.m, rt, c.x.Name, c.ep.Arm, c.transport)
 	c.series.contextServed(c.source)
 	out, buf := c.splice(fc.PostBody())
 	if buf != nil {
@@ -581,7 +581,7 @@ func (c *call) done(status int, err error, ttfb time.Duration) {
 	total := now.Sub(c.start)
 	m := c.series
 	if m == nil {
-		m = s.stats.callSeries(s.m, c.rt.Name, c.x.Name, c.ep.Arm, c.transport)
+		m = s.stats.routeSeries(s.m, c.rt, c.x.Name, c.ep.Arm, c.transport)
 	}
 	m.request(status)
 	m.turns.Inc()
