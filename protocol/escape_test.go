@@ -18,16 +18,28 @@ func wantString(t testing.TB, s string) string {
 	return r.Replace(string(b))
 }
 
+// wantStringHTML is what AppendStringHTML must produce: encoding/json's string.
+func wantStringHTML(t testing.TB, s string) string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // TestAppendStringMatchesEncodingJSON: the eight-byte fast path copies only what needs
 // no escaping, wherever the byte that needs it falls in the word.
 func TestAppendStringMatchesEncodingJSON(t *testing.T) {
-	special := []string{`"`, `\`, "\n", "\x00", "\x1f", "\x7f", "é", "\u2028", "\u2029", "\xff", "\xe2\x82", "<>&", " ", "~"}
+	special := []string{`"`, `\`, "\n", "\x00", "\x1f", "\x7f", "é", "\u2028", "\u2029", "\xff", "\xe2\x82", "<>&", "<", ">", "&", "&\n", "=", "'", " ", "~"}
 	for _, sp := range special {
 		for pre := range 17 {
 			for _, post := range []int{0, 1, 7, 8, 9} {
 				s := strings.Repeat("a", pre) + sp + strings.Repeat("z", post)
 				if got, want := string(AppendString(nil, s)), wantString(t, s); got != want {
 					t.Fatalf("AppendString(%q) = %s, want %s", s, got, want)
+				}
+				if got, want := string(AppendStringHTML(nil, s)), wantStringHTML(t, s); got != want {
+					t.Fatalf("AppendStringHTML(%q) = %s, want %s", s, got, want)
 				}
 			}
 		}
@@ -42,6 +54,9 @@ func FuzzAppendString(f *testing.F) {
 		got := AppendString(nil, s)
 		if want := wantString(t, s); string(got) != want {
 			t.Fatalf("AppendString(%q) = %s, want %s", s, got, want)
+		}
+		if got, want := AppendStringHTML(nil, s), wantStringHTML(t, s); string(got) != want {
+			t.Fatalf("AppendStringHTML(%q) = %s, want %s", s, got, want)
 		}
 		var back string
 		if err := json.Unmarshal(got, &back); err != nil {

@@ -656,6 +656,47 @@ func AppendEscaped(dst []byte, s string) []byte {
 	return append(dst, s[start:]...)
 }
 
+// AppendEscapedHTML is AppendEscaped with <, > and & escaped too (\u003c, \u003e,
+// \u0026), as encoding/json escapes them by default. The text between them is
+// AppendEscaped's, so that AppendEscaped's loop, which the request path runs, pays
+// nothing for this one's.
+func AppendEscapedHTML(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	for {
+		i := indexHTML(s)
+		if i < 0 {
+			return AppendEscaped(dst, s)
+		}
+		dst = AppendEscaped(dst, s[:i])
+		dst = append(dst, '\\', 'u', '0', '0', hex[s[i]>>4], hex[s[i]&0xf])
+		s = s[i+1:]
+	}
+}
+
+// AppendStringHTML appends s as a JSON string as encoding/json writes it by default
+// (AppendEscapedHTML between quotes).
+func AppendStringHTML(b []byte, s string) []byte {
+	b = append(b, '"')
+	b = AppendEscapedHTML(b, s)
+	return append(b, '"')
+}
+
+// indexHTML is the index of the first <, > or & in s, or -1.
+func indexHTML(s string) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if m := htmlMask(binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c == '<' || c == '>' || c == '&' {
+			return i
+		}
+	}
+	return -1
+}
+
 // lookMask has the high bit set of each byte of w (eight bytes of text, the first
 // in the low bits) that AppendEscaped must look at: a control character, quote,
 // backslash or a byte of a multi-byte character. Bits above the lowest may be set
@@ -668,6 +709,17 @@ func lookMask(w uint64) uint64 {
 	)
 	q, bs := w^(lo8*'"'), w^(lo8*'\\')
 	return ((w-lo8*0x20)&^w | (q-lo8)&^q | (bs-lo8)&^bs | w) & hi8
+}
+
+// htmlMask is lookMask's for <, > and &: the lowest set bit is exactly the first
+// such byte of w (bits above it may be set for other bytes).
+func htmlMask(w uint64) uint64 {
+	const (
+		lo8 = 0x0101010101010101
+		hi8 = 0x8080808080808080
+	)
+	lt, gt, amp := w^(lo8*'<'), w^(lo8*'>'), w^(lo8*'&')
+	return ((lt-lo8)&^lt | (gt-lo8)&^gt | (amp-lo8)&^amp) & hi8
 }
 
 // Clone returns m with every string copied, so that it no longer aliases the buffer

@@ -23,7 +23,8 @@ func (c fcCall) Query(name string) []byte  { return c.fc.QueryArgs().Peek(name) 
 // route is a registry protocol bound to its configured upstream.
 type route struct {
 	*registry.Protocol
-	up *Upstream
+	up     *Upstream
+	series *seriesList // its calls' metric series (stats.routeSeries); nil: none kept
 }
 
 // buildRoutes binds each protocol whose upstream is configured. A protocol without
@@ -34,7 +35,7 @@ func buildRoutes(ups map[string]*Upstream) ([]route, []*registry.Protocol) {
 	var ps []*registry.Protocol
 	for _, p := range registry.All {
 		if up := ups[p.Provider.Name]; up != nil {
-			rs = append(rs, route{Protocol: p, up: up})
+			rs = append(rs, route{Protocol: p, up: up, series: &seriesList{}})
 			ps = append(ps, p)
 		}
 	}

@@ -37,3 +37,25 @@ func TestCopyHeadersAsAdded(t *testing.T) {
 		}
 	}
 }
+
+// TestWireHeaderNames: the answer headers set by their wire names (setAnswerHeader)
+// come out byte for byte as setting them by name does: the wire names are fasthttp's
+// normalized names, an upstream's header of that name is replaced, not repeated, and
+// newlines in a value are dropped as Set drops them.
+func TestWireHeaderNames(t *testing.T) {
+	for hdr, wire := range map[string]string{hdrEpisode: wireEpisode, hdrExperiment: wireExperiment, hdrArm: wireArm, hdrContext: wireContext} {
+		for _, value := range []string{"ep_123", "", "a\r\nX-Injected: 1"} {
+			var set, canon fasthttp.ResponseHeader
+			for _, h := range []*fasthttp.ResponseHeader{&set, &canon} {
+				h.SetContentType("application/json")
+				h.Add("X-Request-Id", "r1")
+				h.Add(strings.ToLower(hdr), "from upstream")
+			}
+			set.Set(hdr, value)
+			setAnswerHeader(&canon, wire, value)
+			if got, want := canon.String(), set.String(); got != want {
+				t.Errorf("%s = %q:\n got %q\nwant %q", hdr, value, got, want)
+			}
+		}
+	}
+}

@@ -89,51 +89,119 @@ type forwarding struct {
 func (f *forwarding) stop() { f.w.stop() }
 
 // watch makes w cancel call when its client goes away or shutdown's grace period is
-// over, even while nothing is being written; w.stop stops watching. One timer per
-// call, checking both every peerPoll: most calls end before the first check, and
-// then cost that timer alone (no goroutine, no context.AfterFunc).
+// over, even while nothing is being written; w.stop stops watching. The calls being
+// watched are checked together, every peerPoll, by one timer of the server's that
+// runs only while a call is watched (watchList): a call costs a place in a list,
+// not a timer of its own to start and stop, and a client that leaves is still
+// noticed at the next check, at most peerPoll later.
 func (s *Server) watch(w *watcher, conn net.Conn, call *upCall) {
 	gone := s.peerGone
 	if gone == nil {
 		gone = peerClosed
 	}
 	w.conn, w.gone, w.base, w.call = conn, gone, s.base, call
-	w.mu.Lock() // poll reads w.t under mu, so it sees the assignment
-	w.t = time.AfterFunc(peerPoll, w.poll)
-	w.mu.Unlock()
+	s.watching.add(w)
 }
 
 type watcher struct {
-	conn    net.Conn // nil: no peer to watch (in-memory tests)
-	gone    func(net.Conn) bool
-	base    context.Context
-	call    *upCall
-	mu      sync.Mutex
-	t       *time.Timer
-	stopped bool
+	conn  net.Conn // nil: no peer to watch (in-memory tests)
+	gone  func(net.Conn) bool
+	base  context.Context
+	call  *upCall
+	list  *watchList
+	index int // in list.calls while watched; guarded by list.mu
+	// mu orders a check with stop: once stop returned, the call is not cancelled.
+	mu        sync.Mutex
+	stopped   bool
+	cancelled bool // by a check: later checks have nothing to do
 }
 
-func (w *watcher) poll() {
+// check cancels the call when its client left or the shutdown's grace period is over.
+func (w *watcher) check() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	switch {
+	case w.stopped || w.cancelled:
 	case w.base.Err() != nil:
 		w.call.cancel(errShutdown)
-		return
+		w.cancelled = true
 	case w.conn != nil && w.gone(w.conn):
 		w.call.cancel(errClientGone)
-		return
+		w.cancelled = true
 	}
-	w.mu.Lock()
-	if !w.stopped {
-		w.t.Reset(peerPoll)
-	}
-	w.mu.Unlock()
 }
 
 func (w *watcher) stop() {
 	w.mu.Lock()
+	stopped := w.stopped
 	w.stopped = true
-	w.t.Stop()
 	w.mu.Unlock()
+	if !stopped && w.list != nil {
+		w.list.remove(w)
+	}
+}
+
+// watchList is the calls a server watches (Server.watch) and the one timer that
+// checks them every peerPoll while there are any. A call that ends before the next
+// check (most do) is only added and removed: a lock, an append and a swap.
+type watchList struct {
+	mu      sync.Mutex
+	calls   []*watcher // unordered: each knows its index
+	t       *time.Timer
+	armed   bool       // t is set to fire: stays so while calls are watched
+	checked []*watcher // the calls of the check under way, a reused slice
+}
+
+func (l *watchList) add(w *watcher) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w.list, w.index = l, len(l.calls)
+	l.calls = append(l.calls, w)
+	if l.armed {
+		return
+	}
+	l.armed = true
+	if l.t == nil {
+		l.t = time.AfterFunc(peerPoll, l.check)
+	} else {
+		l.t.Reset(peerPoll)
+	}
+}
+
+func (l *watchList) remove(w *watcher) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last := len(l.calls) - 1
+	moved := l.calls[last]
+	l.calls[w.index], moved.index = moved, w.index
+	l.calls[last] = nil
+	l.calls = l.calls[:last]
+	if cap(l.calls) > 1024 && len(l.calls) < cap(l.calls)/8 {
+		l.calls = append([]*watcher(nil), l.calls...) // a burst's array is not kept
+	}
+}
+
+// check checks every watched call, outside the list's lock (a check may peek at a
+// socket), and sets the timer again while calls are watched.
+func (l *watchList) check() {
+	l.mu.Lock()
+	batch := append(l.checked[:0], l.calls...)
+	l.checked = nil
+	l.mu.Unlock()
+	for _, w := range batch {
+		w.check()
+	}
+	clear(batch)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cap(batch) <= 1024 {
+		l.checked = batch
+	}
+	if len(l.calls) > 0 {
+		l.t.Reset(peerPoll)
+	} else {
+		l.armed = false
+	}
 }
 
 // idleMsg says which rule cut an answer that stopped coming.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/codes"
@@ -39,6 +40,22 @@ const (
 	hdrExperiment         = "X-CAM-Experiment"
 	hdrExperimentOverride = "X-CAM-Experiment-Override"
 )
+
+// The answer headers every augmented call gets, as fasthttp writes their names
+// (normalized; TestWireHeaderNames): setAnswerHeader sets them without normalizing
+// the name again on every call.
+const (
+	wireEpisode    = "X-Cam-Episode-Id"
+	wireExperiment = "X-Cam-Experiment"
+	wireArm        = "X-Cam-Arm"
+	wireContext    = "X-Cam-Context"
+)
+
+// setAnswerHeader sets the answer header name (a wire* constant) to value, as
+// h.Set does: SetCanonical copies both and drops newlines from the value.
+func setAnswerHeader(h *fasthttp.ResponseHeader, name, value string) {
+	h.SetCanonical(unsafe.Slice(unsafe.StringData(name), len(name)), unsafe.Slice(unsafe.StringData(value), len(value)))
+}
 
 // storeTimeout bounds each episode-store call on the request path; a slow store is
 // treated like a missing one (fail open).
@@ -96,7 +113,7 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 		c.context()
 		c.open()
 	}
-	c.series = s.stats.callSeries(s.m, rt.Name, c.x.Name, c.ep.Arm, c.transport)
+	c.series = s.stats.routeSeries(s.m, rt, c.x.Name, c.ep.Arm, c.transport)
 	c.series.contextServed(c.source)
 	out, buf := c.splice(fc.PostBody())
 	if buf != nil {
@@ -111,10 +128,10 @@ func (s *Server) serveAugmented(fc *fasthttp.RequestCtx, rt *route) {
 	s.forward(fc, rt.up, out, true, rt.Protocol, c) // c.done records the turn
 	s.putSpliceBuf(buf)                             // written upstream by now
 	h := &fc.Response.Header
-	h.Set(hdrEpisode, id)
-	h.Set(hdrExperiment, x)
-	h.Set(hdrArm, arm)
-	h.Set(hdrContext, source)
+	setAnswerHeader(h, wireEpisode, id)
+	setAnswerHeader(h, wireExperiment, x)
+	setAnswerHeader(h, wireArm, arm)
+	setAnswerHeader(h, wireContext, source)
 	if ignored {
 		h.Set(hdrOverride, "ignored")
 	}
@@ -585,7 +602,7 @@ func (c *call) done(status int, err error, ttfb time.Duration) {
 	total := now.Sub(c.start)
 	m := c.series
 	if m == nil {
-		m = s.stats.callSeries(s.m, c.rt.Name, c.x.Name, c.ep.Arm, c.transport)
+		m = s.stats.routeSeries(s.m, c.rt, c.x.Name, c.ep.Arm, c.transport)
 	}
 	m.request(status)
 	m.turns.Inc()

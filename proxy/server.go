@@ -135,6 +135,9 @@ type Server struct {
 	// peerGone says whether a client left (peerClosed; tests of connections that are
 	// not sockets set their own).
 	peerGone func(net.Conn) bool
+	// watching is the calls whose clients are watched while they wait on an upstream
+	// (watch).
+	watching watchList
 	// limit is the admission limit every data-plane call passes (admit.go).
 	limit *admission
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -144,6 +145,7 @@ type callSeries struct {
 	context   [len(contextSources)]lazyCounter
 
 	route, experiment, arm string // the labels of the lazy series and of the rare ones
+	transport              string
 	m                      *metrics.Metrics
 	counts                 *armCounters // the dashboard's counts of the experiment's arm
 }
@@ -173,12 +175,51 @@ func (s *stats) callSeries(m *metrics.Metrics, route, experiment, arm, transport
 	if c, ok := s.series.Load(k); ok {
 		return c.(*callSeries)
 	}
-	c := &callSeries{route: route, experiment: experiment, arm: arm, m: m, counts: s.arm(experiment, arm),
+	c := &callSeries{route: route, experiment: experiment, arm: arm, transport: transport, m: m, counts: s.arm(experiment, arm),
 		duration: m.RequestDuration.WithLabelValues(route, experiment, arm),
 		turns:    m.Turns.WithLabelValues(transport),
 	}
 	got, _ := s.series.LoadOrStore(k, c)
 	return got.(*callSeries)
+}
+
+// seriesList is a route's call series, found by comparing the labels of a few
+// entries rather than by hashing all four in stats.series: a route sees a few
+// experiments' arms over one or two transports. Copy on write; past maxListed
+// entries, calls of a new kind look theirs up in stats.series as before.
+type seriesList struct{ p atomic.Pointer[[]*callSeries] }
+
+const maxListed = 16
+
+// routeSeries is callSeries of a call on rt, looked up in rt's list first.
+func (s *stats) routeSeries(m *metrics.Metrics, rt *route, experiment, arm, transport string) *callSeries {
+	l := rt.series
+	if l == nil {
+		return s.callSeries(m, rt.Name, experiment, arm, transport)
+	}
+	if p := l.p.Load(); p != nil {
+		for _, c := range *p {
+			if c.arm == arm && c.experiment == experiment && c.transport == transport {
+				return c
+			}
+		}
+	}
+	c := s.callSeries(m, rt.Name, experiment, arm, transport)
+	for {
+		old := l.p.Load()
+		var next []*callSeries
+		if old != nil {
+			if len(*old) >= maxListed || slices.Contains(*old, c) {
+				return c
+			}
+			next = append(slices.Clip(*old), c)
+		} else {
+			next = []*callSeries{c}
+		}
+		if l.p.CompareAndSwap(old, &next) {
+			return c
+		}
+	}
 }
 
 // request counts a finished call with its status code.

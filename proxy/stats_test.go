@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"maps"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/camproxy/camproxy/metrics"
+	"github.com/camproxy/camproxy/protocol/registry"
 )
 
 // TestStats: episodes and context decisions are counted per arm; sources with no
@@ -169,5 +171,31 @@ func TestUpstreamTTFBSeries(t *testing.T) {
 		if got := d.GetHistogram().GetSampleCount(); got != want {
 			t.Errorf("%s: %d observations, want %d", name, got, want)
 		}
+	}
+}
+
+// TestRouteSeries: a route's list finds the series stats.callSeries keeps for the
+// same labels, each kind of call its own (experiment, arm, transport), past the
+// list's size as well as within it, and with no list at all.
+func TestRouteSeries(t *testing.T) {
+	m := metrics.New(prometheus.NewRegistry())
+	var s stats
+	rt := &route{Protocol: registry.Chat, series: &seriesList{}}
+	bare := &route{Protocol: registry.Chat}
+	for round := range 2 {
+		for i := range 2 * maxListed {
+			for _, tr := range []string{"http", "websocket"} {
+				x, arm := "x"+strconv.Itoa(i%3), "arm"+strconv.Itoa(i)
+				want := s.callSeries(m, rt.Name, x, arm, tr)
+				for _, r := range []*route{rt, bare} {
+					if got := s.routeSeries(m, r, x, arm, tr); got != want {
+						t.Fatalf("round %d: %s/%s/%s: a series other than stats.callSeries'", round, x, arm, tr)
+					}
+				}
+			}
+		}
+	}
+	if n := len(*rt.series.p.Load()); n != maxListed {
+		t.Fatalf("the route lists %d series, want %d", n, maxListed)
 	}
 }

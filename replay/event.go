@@ -152,7 +152,9 @@ func NewEventID() string {
 	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
 	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
-	return hex.EncodeToString(b[:10])
+	var h [20]byte // hex.EncodeToString's buffer would be a second allocation per id
+	hex.Encode(h[:], b[:10])
+	return string(h[:])
 }
 
 // ErrUnknownEvent is returned by Decode for a line of another type or version.

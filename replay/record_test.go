@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,5 +128,21 @@ func TestRecordStepAllocations(t *testing.T) {
 		Response: protocol.Message{Role: "assistant", Content: "done"}, Status: 200}
 	if n := testing.AllocsPerRun(100, func() { r.Record(turn) }); n > 2 {
 		t.Fatalf("Record allocated %.0f times, want 2", n)
+	}
+}
+
+// TestNewEventID: an event id is 20 lowercase hex digits, made with one allocation
+// (the string), and ids differ.
+func TestNewEventID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id := NewEventID()
+		if len(id) != 20 || strings.Trim(id, "0123456789abcdef") != "" || seen[id] {
+			t.Fatalf("id %q: want 20 hex digits, unique", id)
+		}
+		seen[id] = true
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = NewEventID() }); n != 1 {
+		t.Fatalf("NewEventID: %v allocations, want 1", n)
 	}
 }

@@ -328,11 +328,16 @@ func (r *Recorder) encode(b []byte, ev any) ([]byte, error) {
 			s.Response = &resp
 		}
 	}
-	if s, ok := ev.(*StepEvent); ok {
+	switch e := ev.(type) {
+	case *StepEvent:
 		if b == nil {
-			b = make([]byte, 0, stepSize(s))
+			b = make([]byte, 0, stepSize(e))
 		}
-		return appendStep(b, s), nil
+		return appendStep(b, e), nil
+	case *EpisodeEvent:
+		if line, err := appendEpisode(b, e); err == nil {
+			return line, nil
+		} // else encoding/json says why
 	}
 	line, err := json.Marshal(ev)
 	if err != nil {

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"time"
@@ -94,6 +95,9 @@ func appendFloat(b []byte, f float64) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return append(b, '0')
 	}
+	if b, ok := appendMillis(b, f); ok {
+		return b
+	}
 	abs := math.Abs(f)
 	format := byte('f')
 	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
@@ -109,4 +113,90 @@ func appendFloat(b []byte, f float64) []byte {
 		}
 	}
 	return b
+}
+
+// appendEpisode appends the JSON line of an episode event, byte for byte as
+// json.Marshal writes it (HTML characters escaped, as episode lines always were).
+// An episode opens every new episode; encoding/json's reflection over its thirteen
+// fields cost as much as encoding a whole step. Its error is json.Marshal's: a start
+// time RFC 3339 cannot hold.
+func appendEpisode(b []byte, e *EpisodeEvent) ([]byte, error) {
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, int64(e.V), 10)
+	b = append(b, `,"type":`...)
+	b = protocol.AppendStringHTML(b, e.Type)
+	b = append(b, `,"id":`...)
+	b = protocol.AppendStringHTML(b, e.ID)
+	b = append(b, `,"episode_id":`...)
+	b = protocol.AppendStringHTML(b, e.EpisodeID)
+	b = append(b, `,"task_id":`...)
+	b = protocol.AppendStringHTML(b, e.TaskID)
+	b = append(b, `,"task":`...)
+	b = protocol.AppendStringHTML(b, e.Task)
+	if e.Experiment != "" {
+		b = append(b, `,"experiment":`...)
+		b = protocol.AppendStringHTML(b, e.Experiment)
+	}
+	b = append(b, `,"arm":`...)
+	b = protocol.AppendStringHTML(b, e.Arm)
+	b = append(b, `,"context":`...)
+	b = protocol.AppendStringHTML(b, e.Context)
+	b = append(b, `,"context_source":`...)
+	b = protocol.AppendStringHTML(b, e.ContextSource)
+	b = append(b, `,"protocol":`...)
+	b = protocol.AppendStringHTML(b, e.Protocol)
+	b = append(b, `,"model":`...)
+	b = protocol.AppendStringHTML(b, e.Model)
+	b = append(b, `,"started_at":"`...)
+	n := len(b)
+	b = e.StartedAt.AppendFormat(b, time.RFC3339Nano)
+	if !strictRFC3339(b[n:]) {
+		return b, errNotRFC3339
+	}
+	return append(b, `"}`...), nil
+}
+
+// errNotRFC3339 is a time encoding/json refuses (Time.MarshalJSON).
+var errNotRFC3339 = errors.New("replay: time outside RFC 3339 (year outside [0,9999] or zone hour outside [0,23])")
+
+// strictRFC3339 reports whether t, a time as RFC3339Nano formats it, is one
+// Time.MarshalJSON accepts: a four-digit year and a zone hour below 24.
+func strictRFC3339(t []byte) bool {
+	if len(t) < len("2006-01-02T15:04:05Z") || t[4] != '-' {
+		return false
+	}
+	if t[len(t)-1] == 'Z' {
+		return true
+	}
+	z := t[len(t)-len("+07:00"):]
+	return (z[0] == '+' || z[0] == '-') && 10*(z[1]-'0')+(z[2]-'0') < 24
+}
+
+// appendMillis writes f as strconv's shortest 'f' format does when f is n/1000 for
+// an integer n, 0 < |n| < 10¹⁵, as a step's timings are (ms: milliseconds to the
+// microsecond), without strconv's general search for the shortest digits. The
+// decimal n/1000 reads back as f (f is the double nearest it), and any other decimal
+// that does is more than a thousandth away from n/1000 at this magnitude, so needs
+// more digits: n/1000, trailing zeros trimmed, is the shortest. ok is false for
+// any other f.
+func appendMillis(b []byte, f float64) (_ []byte, ok bool) {
+	k := math.Round(f * 1000)
+	if k == 0 || k <= -1e15 || k >= 1e15 || k/1000 != f {
+		return b, false
+	}
+	n := int64(k)
+	if n < 0 {
+		b = append(b, '-')
+		n = -n
+	}
+	b = strconv.AppendInt(b, n/1000, 10)
+	frac := n % 1000
+	if frac == 0 {
+		return b, true
+	}
+	b = append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
+	for b[len(b)-1] == '0' {
+		b = b[:len(b)-1]
+	}
+	return b, true
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +72,19 @@ func BenchmarkEncodeStep(b *testing.B) {
 			testkit.CPUPerOp(b, func() { _, _ = r.encode(nil, s) })
 		})
 	}
+}
+
+// BenchmarkEncodeEpisode is the recorder's encoding of the event that opens an
+// episode (one per new episode: with tau-bench's ~9 turns an episode, about one
+// call in nine), with a context of a few CAM tips.
+func BenchmarkEncodeEpisode(b *testing.B) {
+	ctx := strings.Repeat("- When a user asks to change a basic-economy flight, check the fare rules before offering options & quote the fee.\n", 6)
+	e := &EpisodeEvent{V: Version, Type: TypeEpisode, ID: NewEventID(), EpisodeID: "ep_0123456789abcdef01234567", TaskID: "airline-17",
+		Task: "You are mia_li_3668. You want to fly from New York to Seattle on May 20 (one way).", Experiment: "default",
+		Arm: "cam", Context: ctx, ContextSource: "hit", Protocol: "openai", Model: "gpt-4o", StartedAt: time.Now().UTC()}
+	r := &Recorder{}
+	line, _ := r.encode(nil, e)
+	b.SetBytes(int64(len(line)))
+	buf := make([]byte, 0, 2*len(line))
+	testkit.CPUPerOp(b, func() { buf, _ = r.encode(buf[:0], e) })
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -103,5 +104,92 @@ func TestEncodeStepAllocatesTheLineOnce(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(20, func() { _, _ = r.encode(nil, s) }); n > 1 {
 		t.Fatalf("encoding a %d-byte step allocated %.0f times, want once", len(line), n)
+	}
+}
+
+// TestAppendEpisodeIsJSONMarshal: the recorder's hand-written episode line is byte
+// for byte what json.Marshal writes, HTML escaped as episode lines always were, and a
+// start time encoding/json refuses is refused too.
+func TestAppendEpisodeIsJSONMarshal(t *testing.T) {
+	at := time.Date(2026, 11, 23, 10, 0, 0, 123456789, time.FixedZone("X", 3600))
+	eps := []*EpisodeEvent{
+		{V: 1, Type: TypeEpisode, ID: "e1", EpisodeID: "ep_1", TaskID: "t", Task: "book <a> flight & \"more\"\n\u2028 é \xff",
+			Experiment: "support", Arm: "cam", Context: "<context>tips & tricks</context>\t\x01", ContextSource: "hit",
+			Protocol: "openai", Model: "gpt-4o", StartedAt: at},
+		{V: 1, Type: TypeEpisode, ID: "e2", EpisodeID: "ep_2", StartedAt: at.UTC()},
+		{V: 1, Type: TypeEpisode, ID: "e3", EpisodeID: "ep_3"}, // the zero time
+		{V: 1, Type: TypeEpisode, ID: "e4", EpisodeID: "ep_4", StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("W", -(9*3600+30*60)))},
+	}
+	for _, e := range eps {
+		want, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendEpisode([]byte("prefix"), e)
+		if err != nil || string(got) != "prefix"+string(want) {
+			t.Errorf("\n got %s (%v)\nwant prefix%s", got, err, want)
+		}
+	}
+	for _, bad := range []time.Time{
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("far", 24*3600)),
+		time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("farther", -100*3600)),
+	} {
+		e := &EpisodeEvent{V: 1, Type: TypeEpisode, ID: "e", EpisodeID: "ep", StartedAt: bad}
+		_, jerr := json.Marshal(e)
+		if _, err := appendEpisode(nil, e); (err == nil) != (jerr == nil) {
+			t.Errorf("%v: appendEpisode err %v, json.Marshal err %v", bad, err, jerr)
+		}
+		if _, err := (&Recorder{}).encode(nil, e); (err == nil) != (jerr == nil) {
+			t.Errorf("%v: encode err %v, json.Marshal err %v", bad, err, jerr)
+		}
+	}
+}
+
+func FuzzAppendEpisode(f *testing.F) {
+	f.Add("book <a> & b", "ctx \u2028 é", "support", int64(1764000000), 3600)
+	f.Add("\xff\x00\"\\", "", "", int64(-62135596800), -86399)
+	f.Fuzz(func(t *testing.T, task, ctx, experiment string, sec int64, zone int) {
+		e := &EpisodeEvent{V: 1, Type: TypeEpisode, ID: "e", EpisodeID: "ep", TaskID: experiment, Task: task, Experiment: experiment,
+			Arm: task, Context: ctx, ContextSource: ctx, Protocol: "openai", Model: experiment,
+			StartedAt: time.Unix(sec, int64(zone)&0x3fffffff).In(time.FixedZone("z", zone%(200*3600)))}
+		want, jerr := json.Marshal(e)
+		got, err := appendEpisode(nil, e)
+		if (err == nil) != (jerr == nil) {
+			t.Fatalf("appendEpisode err %v, json.Marshal err %v", err, jerr)
+		}
+		if err == nil && !bytes.Equal(got, want) {
+			t.Fatalf("\n got %s\nwant %s", got, want)
+		}
+	})
+}
+
+// TestAppendFloatMillis: appendFloat's fast path for timings (milliseconds to the
+// microsecond) writes what encoding/json writes, and so does its fallback for the
+// values it does not take.
+func TestAppendFloatMillis(t *testing.T) {
+	check := func(f float64) {
+		t.Helper()
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendFloat([]byte("x"), f); string(got) != "x"+string(want) {
+			t.Fatalf("appendFloat(%v) = %s, want x%s", f, got, want)
+		}
+	}
+	for n := int64(-30000); n <= 30000; n++ {
+		check(float64(n) / 1e3)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 30000 {
+		n := rng.Int64N(2e15) - 1e15
+		check(float64(n) / 1e3)
+		check(float64(n>>rng.IntN(50)) / 1e3)
+		check(ms(time.Duration(rng.Int64())))
+	}
+	for _, f := range []float64{0, math.Copysign(0, -1), 1e-7, 1e-6, 0.0001, 0.0005, 1234.5678, 1e12, 999999999999.999, 1e15, -1e15, 1e21, 1e22, 5e-324, math.MaxFloat64} {
+		check(f)
 	}
 }
