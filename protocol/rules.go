@@ -163,10 +163,10 @@ func (r *TaskRule) find(body []byte, segs []Segment) (Found, bool) {
 
 // read cleans a text per the rule; ok is false when the rule does not read it
 // (skipped, or nothing but whitespace left).
-func (r *TaskRule) read(text string) (*edited, bool) {
+func (r *TaskRule) read(text string) (edited, bool) {
 	for _, re := range r.Skip {
 		if re.MatchString(text) {
-			return nil, false
+			return edited{}, false
 		}
 	}
 	e := cleanText(text, !r.NoEnvelopes, r.Strip)
