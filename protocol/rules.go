@@ -191,7 +191,8 @@ func (r *TaskRule) userMessage(segs []Segment, last, preambles bool) (Found, boo
 			break
 		}
 		if s.Role == "user" && s.Msg >= 0 {
-			var text []string
+			var buf [4]string // a message's texts: mostly one, on the stack
+			text := buf[:0]
 			endSeg, end := -1, 0
 			for k := i; k < j; k++ {
 				e, read := r.read(segs[k].Text)
