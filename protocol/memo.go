@@ -87,7 +87,8 @@ type memoShard[V any] struct {
 }
 
 // memoGen is one generation of a shard: the entries by the hash of their bytes, and
-// the hashes of the entries by the hash of their first memoPrefix bytes.
+// the hashes of the entries by the hash of their first memoPrefix bytes (and those of
+// long ones by their tail key too: tailKey, memoLong).
 type memoGen[V any] struct {
 	entries map[uint64]*memoEntry[V]
 	prefix  map[uint64][memoWays]uint64 // hash+1 of the entries, newest first; 0 empty
@@ -224,13 +225,48 @@ func (m *Memo[V]) read(raw []byte, read func(s string) V) *memoEntry[V] {
 	return e
 }
 
-// index files the entry of hash h, whose bytes are raw, under its first memoPrefix bytes.
+// index files the entry of hash h, whose bytes are raw, under its first memoPrefix
+// bytes, and a long one also under its tail key (tailKey).
 func (m *Memo[V]) index(raw []byte, h uint64) {
 	p := xxhash.Sum64(raw[:memoPrefix])
-	sh := &m.shards[p%memoShards]
+	m.file(p, h)
+	if len(raw) >= memoLong {
+		m.file(tailKey(p, raw), h)
+	}
+}
+
+// file files the entry of hash h under the key k (a prefix's hash, or a tail key).
+func (m *Memo[V]) file(k, h uint64) {
+	sh := &m.shards[k%memoShards]
 	sh.mu.Lock()
-	sh.index(p, h, m.shardMax)
+	sh.index(k, h, m.shardMax)
 	sh.mu.Unlock()
+}
+
+// filed returns the hashes+1 filed under the key k (see memoGen.prefix), and whether
+// the current generation holds them.
+func (m *Memo[V]) filed(k uint64) ([memoWays]uint64, bool) {
+	sh := &m.shards[k%memoShards]
+	sh.mu.Lock()
+	ways, ok := sh.cur.prefix[k]
+	if !ok {
+		ways = sh.old.prefix[k]
+	}
+	sh.mu.Unlock()
+	return ways, ok
+}
+
+// memoLong is the length from which an element is also filed under its tail key: a
+// system prompt that the sessions of a harness share up to a tag of their own at its
+// end, more of them at once than a prefix indexes (memoWays), is found by its length
+// and last bytes rather than by hashing all of it (kilobytes) on every call.
+const memoLong = 1024
+
+// tailKey is the key a long element (raw, whose first memoPrefix bytes hash to p) is
+// also filed under: its prefix's hash, its length and its last memoPrefix bytes. A
+// different element of the same key is told apart by its bytes, as any candidate is.
+func tailKey(p uint64, raw []byte) uint64 {
+	return xxhash.Sum64(raw[len(raw)-memoPrefix:]) ^ (p+uint64(len(raw)))*0x9e3779b97f4a7c15
 }
 
 // get returns the entry of hash h, if any (its bytes are the caller's to compare).
@@ -343,48 +379,65 @@ func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V], skip func([]byte, int)
 		return nil
 	}
 	p := xxhash.Sum64(b[i : i+memoPrefix])
-	sh := &m.shards[p%memoShards]
-	sh.mu.Lock()
-	ways, ok := sh.cur.prefix[p]
-	if !ok {
-		ways = sh.old.prefix[p]
-	}
-	sh.mu.Unlock()
+	ways, cur := m.filed(p)
 	// A prefix that indexes memoWays elements may be shared by many more (the
 	// sessions of a harness, each with its own tag, see below), and each way tried
-	// costs a lookup that misses the cache: of a full prefix only the newest way is
-	// tried (the session that sent last, often this one) before the hash of the
-	// bytes, which finds any of them.
-	tries := ways[:]
-	if skip != nil && ways[memoWays-1] != 0 {
-		tries = ways[:1]
-	}
-	for _, h := range tries {
-		if h == 0 {
-			break
-		}
-		if e := m.get(h - 1); e != nil && matches(b, i, e.raw) {
-			if !ok { // found in the older generation: carried into the current one, as get carries entries
-				sh.mu.Lock()
-				sh.index(p, e.hash, m.shardMax)
-				sh.mu.Unlock()
-			}
+	// costs a lookup that misses the cache: of a full prefix, a long element is
+	// looked up by its tail key, a shorter one tries only the newest way (the session
+	// that sent last, often this one), before the hash of the bytes, which finds any
+	// of them.
+	full := skip != nil && ways[memoWays-1] != 0
+	if !full {
+		if e := m.try(b, i, p, ways[:], cur); e != nil || ways[0] == 0 || skip == nil {
 			return e
 		}
 	}
-	if ways[0] == 0 || skip == nil {
-		return nil
-	}
 	// Elements share the prefix, but none it indexes is this one: the sessions of one
 	// harness open with one system prompt up to a tag of their own, more of them at
-	// once than a prefix indexes (memoWays). Looked up by the hash of its bytes up to
-	// where it seems to end: cheaper than validating it, which a miss costs.
+	// once than a prefix indexes (memoWays). Looked up by the bytes up to where it
+	// seems to end: cheaper than validating it, which a miss costs.
 	end := skip(b, i)
 	if end-i > m.maxLength || end-i < memoPrefix {
 		return nil
 	}
-	if e := m.get(xxhash.Sum64(b[i:end])); e != nil && matches(b, i, e.raw) {
-		return e
+	long := end-i >= memoLong
+	var k uint64
+	if long {
+		k = tailKey(p, b[i:end])
+		w, cur := m.filed(k)
+		if e := m.try(b, i, k, w[:], cur); e != nil {
+			return e
+		}
+	} else if full {
+		if e := m.try(b, i, p, ways[:1], cur); e != nil {
+			return e
+		}
+	}
+	e := m.get(xxhash.Sum64(b[i:end]))
+	if e == nil || !matches(b, i, e.raw) {
+		return nil
+	}
+	if long { // remembered, but its tail key aged out: filed again for the next call
+		m.file(k, e.hash)
+	}
+	return e
+}
+
+// try returns the first entry of ways (hashes+1, filed under the key k) whose bytes b
+// holds at offset i, nil when none. cur says that the current generation holds them;
+// one found in the older is filed again, carried into the current one as get carries
+// entries.
+func (m *Memo[V]) try(b []byte, i int, k uint64, ways []uint64, cur bool) *memoEntry[V] {
+	for _, h := range ways {
+		if h == 0 {
+			break
+		}
+		if e := m.get(h - 1); e != nil && matches(b, i, e.raw) {
+			if !cur {
+				m.file(k, e.hash)
+			}
+			return e
+		}
 	}
 	return nil
 }
