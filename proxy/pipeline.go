@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -277,7 +276,7 @@ func (c *call) splice(body []byte) (out []byte, buf *[]byte) {
 	if c.ep.Context == "" || !respliced(c.req, pl.Mode) {
 		return body, nil
 	}
-	text := strings.ReplaceAll(pl.Template, "{{context}}", c.ep.Context)
+	text := c.s.renders.render(pl.Template, c.ep.Context)
 	buf = c.s.spliceBuf(len(body) + len(text) + len(text)/8 + 64) // escaping grows the text a little
 	*buf = c.r.SpliceTo((*buf)[:0], body, pl.Mode, text)
 	return *buf, buf
