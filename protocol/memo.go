@@ -756,6 +756,11 @@ func (h *Hits[V]) Next(b []byte, i int, skip func([]byte, int) int, read func(s 
 // Walked is what Next read since Begin, in order; it is h's until Release.
 func (h *Hits[V]) Walked() []Placed[V] { return h.walked }
 
+// Remembered reports whether the memo holds Walked()[k]: its value is the one every
+// call that sends the same bytes gets (not one read for this call alone, too long to
+// remember), and what is derived from it may be remembered on it.
+func (h *Hits[V]) Remembered(k int) bool { return h.walkedE[k] != nil }
+
 // An Element is what a remembered element of a messages array gives each call that
 // sends it: the messages it normalises to (several when a wire message holds tool
 // results, which the chat shape makes messages of their own) and one slot for each.

@@ -146,6 +146,35 @@ func TestFindTaskAllocs(t *testing.T) {
 	}
 }
 
+// TestFoundPrefix: Found.Prefix holds exactly when the task depends on no text after
+// its own message: found by the first rule, a regex or first_user_message rule that
+// stopped at it; not by a later rule, a first user message that only preambles were,
+// the last user message of a turn or a json path.
+func TestFoundPrefix(t *testing.T) {
+	task := seg(1, "user", "Book the flight.", 0)
+	pre := seg(0, "user", "Working directory: /srv/app\nDate: 2026-11-27\nOS: linux", 0)
+	regex := TaskRule{Regex: regexp.MustCompile(`Book (.+)`)}
+	for _, tt := range []struct {
+		name  string
+		rules []TaskRule
+		segs  []Segment
+		want  bool
+	}{
+		{"first user message", DefaultTaskRules(), []Segment{seg(-1, "system", "sys", 0), task}, true},
+		{"after a preamble", DefaultTaskRules(), []Segment{pre, task}, true},
+		{"only a preamble", DefaultTaskRules(), []Segment{pre}, false},
+		{"regex", []TaskRule{regex}, []Segment{task}, true},
+		{"a later rule", []TaskRule{{Regex: regexp.MustCompile(`Task: (.+)`)}, {FirstUserMessage: true}}, []Segment{task}, false},
+		{"last user message", []TaskRule{{LastUserMessage: true}}, []Segment{task}, false},
+		{"json path", []TaskRule{{JSONPath: "task"}}, []Segment{task}, false},
+	} {
+		f, ok := FindTask(tt.rules, []byte(`{"task":"Book the flight."}`), tt.segs)
+		if !ok || f.Prefix != tt.want {
+			t.Errorf("%s: found %v, Prefix %v, want %v", tt.name, ok, f.Prefix, tt.want)
+		}
+	}
+}
+
 // TestEditedOffsets: a text nothing was cut from maps offsets to themselves (past its
 // end, to its end), as the one span of the whole text did.
 func TestEditedOffsets(t *testing.T) {

@@ -1,8 +1,9 @@
 package openai
 
 import (
-	"slices"
+	"sync/atomic"
 	"unsafe"
+	"weak"
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
@@ -259,6 +260,8 @@ type element struct {
 	sys   anchor    // meaningful when sysIn
 	sysIn bool      // a system or developer message whose content takes System's text
 	slot  protocol.Slot
+	tasks elementTasks                          // the tasks found in it (findTask)
+	self  atomic.Pointer[weak.Pointer[element]] // its weak pointer, made for the tasks after it (weak)
 }
 
 // memo remembers the elements of this adapter's calls (protocol.MemoBytes at most).
@@ -301,32 +304,19 @@ func (r *Request) readMessages(body []byte, hits *protocol.Hits[*element]) int {
 }
 
 // setMessages sets the messages of the view from the elements of the messages array
-// (the last one, on a duplicate key), records the texts task rules may match and
-// where the System placement appends, and returns those texts appended to segs.
-func (r *Request) setMessages(els []protocol.Placed[*element], segs []segment) []segment {
-	n := 0
-	for _, p := range els {
-		n += len(p.V.texts)
-	}
-	segs = slices.Grow(segs, n) // one allocation at most, not one per doubling
+// (the last one, on a duplicate key) and where the System placement appends.
+func (r *Request) setMessages(els []protocol.Placed[*element]) {
 	// An empty array gets the system message as its only element.
 	r.sys = anchor{at: r.arrOpen + 1, kind: insSystemMessage}
-	for k, p := range els {
-		e := p.V
-		for _, t := range e.texts {
-			t.msg, t.idx, t.msgEnd = k, p.At+t.idx, p.End
-			segs = append(segs, t)
-		}
-		if k == 0 {
-			r.sys = anchor{at: r.arrOpen + 1, kind: insSystemMessage, comma: true}
-			if e.sysIn {
-				r.sys = e.sys
-				r.sys.at += p.At
-			}
+	if len(els) > 0 {
+		p := els[0]
+		r.sys = anchor{at: r.arrOpen + 1, kind: insSystemMessage, comma: true}
+		if p.V.sysIn {
+			r.sys = p.V.sys
+			r.sys.at += p.At
 		}
 	}
 	protocol.Collect(&r.View, nil, els)
-	return segs
 }
 
 // scanFields is readFields on the message object at b[i] of the valid body, reading
