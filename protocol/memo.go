@@ -386,31 +386,42 @@ func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V], skip func([]byte, int)
 	// looked up by its tail key, a shorter one tries only the newest way (the session
 	// that sent last, often this one), before the hash of the bytes, which finds any
 	// of them.
+	key, tries := p, ways[:]
+	end, long := 0, false
 	full := skip != nil && ways[memoWays-1] != 0
-	if !full {
-		if e := m.try(b, i, p, ways[:], cur); e != nil || ways[0] == 0 || skip == nil {
+	if full {
+		if end = skip(b, i); end-i > m.maxLength || end-i < memoPrefix {
+			return nil
+		}
+		tries = ways[:1]
+		if long = end-i >= memoLong; long {
+			var tail [memoWays]uint64
+			key = tailKey(p, b[i:end])
+			tail, cur = m.filed(key)
+			tries = tail[:]
+		}
+	}
+	for _, h := range tries {
+		if h == 0 {
+			break
+		}
+		if e := m.get(h - 1); e != nil && matches(b, i, e.raw) {
+			if !cur { // found in the older generation: carried into the current one, as get carries entries
+				m.file(key, e.hash)
+			}
 			return e
 		}
+	}
+	if ways[0] == 0 || skip == nil {
+		return nil
 	}
 	// Elements share the prefix, but none it indexes is this one: the sessions of one
 	// harness open with one system prompt up to a tag of their own, more of them at
-	// once than a prefix indexes (memoWays). Looked up by the bytes up to where it
-	// seems to end: cheaper than validating it, which a miss costs.
-	end := skip(b, i)
-	if end-i > m.maxLength || end-i < memoPrefix {
-		return nil
-	}
-	long := end-i >= memoLong
-	var k uint64
-	if long {
-		k = tailKey(p, b[i:end])
-		w, cur := m.filed(k)
-		if e := m.try(b, i, k, w[:], cur); e != nil {
-			return e
-		}
-	} else if full {
-		if e := m.try(b, i, p, ways[:1], cur); e != nil {
-			return e
+	// once than a prefix indexes (memoWays). Looked up by the hash of its bytes up to
+	// where it seems to end: cheaper than validating it, which a miss costs.
+	if !full {
+		if end = skip(b, i); end-i > m.maxLength || end-i < memoPrefix {
+			return nil
 		}
 	}
 	e := m.get(xxhash.Sum64(b[i:end]))
@@ -418,28 +429,9 @@ func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V], skip func([]byte, int)
 		return nil
 	}
 	if long { // remembered, but its tail key aged out: filed again for the next call
-		m.file(k, e.hash)
+		m.file(key, e.hash)
 	}
 	return e
-}
-
-// try returns the first entry of ways (hashes+1, filed under the key k) whose bytes b
-// holds at offset i, nil when none. cur says that the current generation holds them;
-// one found in the older is filed again, carried into the current one as get carries
-// entries.
-func (m *Memo[V]) try(b []byte, i int, k uint64, ways []uint64, cur bool) *memoEntry[V] {
-	for _, h := range ways {
-		if h == 0 {
-			break
-		}
-		if e := m.get(h - 1); e != nil && matches(b, i, e.raw) {
-			if !cur {
-				m.file(k, e.hash)
-			}
-			return e
-		}
-	}
-	return nil
 }
 
 // matches reports whether b holds raw at offset i, then (after whitespace) ',' or ']'.
