@@ -260,7 +260,7 @@ type element struct {
 	sys   anchor    // meaningful when sysIn
 	sysIn bool      // a system or developer message whose content takes System's text
 	slot  protocol.Slot
-	tasks elementTasks                          // the tasks found in it (findTask)
+	tasks atomic.Pointer[elementTasks]          // the tasks found in it (findTask); nil while none
 	self  atomic.Pointer[weak.Pointer[element]] // its weak pointer, made for the tasks after it (weak)
 }
 

@@ -110,8 +110,12 @@ type elementTasks struct {
 func (r *Request) recallTask(rules []protocol.TaskRule, els []protocol.Placed[*element]) bool {
 	for k := range min(len(els), taskElements) {
 		p := &els[k]
-		for w := range p.V.tasks.ways {
-			m := p.V.tasks.ways[w].Load()
+		t := p.V.tasks.Load()
+		if t == nil {
+			continue
+		}
+		for w := range t.ways {
+			m := t.ways[w].Load()
 			if m == nil || !sameRules(m.rules, rules) || !m.after(els[:k]) {
 				continue
 			}
@@ -163,7 +167,12 @@ func (r *Request) rememberTask(rules []protocol.TaskRule, els []protocol.Placed[
 	for i := range k {
 		m.before[i] = els[i].V.weak()
 	}
-	t := &els[k].V.tasks
+	e := els[k].V
+	t := e.tasks.Load()
+	if t == nil { // made once, for the few elements a task is found in
+		e.tasks.CompareAndSwap(nil, new(elementTasks))
+		t = e.tasks.Load()
+	}
 	t.ways[(t.next.Add(1)-1)%taskWays].Store(m)
 }
 

@@ -43,13 +43,17 @@ func TestTaskRemembered(t *testing.T) {
 	}
 	u := remembered(user)
 	for i, sys := range []string{sysB, sysA} { // newest first
-		m := u.tasks.ways[(int(u.tasks.next.Load())-1-i+taskWays)%taskWays].Load()
+		ts := u.tasks.Load()
+		if ts == nil {
+			t.Fatal("no task remembered")
+		}
+		m := ts.ways[(int(ts.next.Load())-1-i+taskWays)%taskWays].Load()
 		if m == nil || m.n != 1 || m.before[0].Value() != remembered(sys) || m.task != "Change my flight to Boston, reservation TASKMEMO1." {
 			t.Errorf("the task after %.40s… is not remembered: %+v", sys[len(sys)-20:], m)
 		}
 	}
-	if u.tasks.next.Load() != 2 {
-		t.Errorf("%d tasks remembered, want 2 (one per system prompt)", u.tasks.next.Load())
+	if n := u.tasks.Load().next.Load(); n != 2 {
+		t.Errorf("%d tasks remembered, want 2 (one per system prompt)", n)
 	}
 }
 
@@ -86,7 +90,7 @@ func TestTaskNotRemembered(t *testing.T) {
 		}
 		k := len(tt.first) - 1
 		e := remembered(tt.first[k])
-		if e.tasks.next.Load() != 0 {
+		if e.tasks.Load() != nil {
 			t.Errorf("%.60s: the task of its element %d was remembered", tt.first[k], k)
 		}
 	}
