@@ -86,13 +86,16 @@ type memoShard[V any] struct {
 	_   [56]byte
 }
 
-// memoGen is one generation of a shard: the entries by the hash of their bytes, and
-// the hashes of the entries by the hash of their first memoPrefix bytes (and those of
-// long ones by their tail key too: tailKey, memoLong).
+// memoGen is one generation of a shard: the entries by the hash of their bytes, the
+// hashes of the entries by the hash of their first memoPrefix bytes, and the long
+// entries by their tail key (tailKey, memoLong).
 type memoGen[V any] struct {
 	entries map[uint64]*memoEntry[V]
 	prefix  map[uint64][memoWays]uint64 // hash+1 of the entries, newest first; 0 empty
-	bytes   int
+	// tails holds entries, not hashes: found by its tail key, an element costs one
+	// lookup, not two. It keeps no entry alive longer than the generation, as entries.
+	tails map[uint64]*memoEntry[V]
+	bytes int
 }
 
 type memoEntry[V any] struct {
@@ -208,7 +211,7 @@ func (m *Memo[V]) read(raw []byte, read func(s string) V) *memoEntry[V] {
 		// out while the entry stayed in use. Filed again, or no call would find it
 		// without a scan again, nor the elements after it.
 		if len(raw) >= memoPrefix {
-			m.index(raw, h)
+			m.index(raw, e)
 		}
 		return e
 	}
@@ -220,22 +223,34 @@ func (m *Memo[V]) read(raw []byte, read func(s string) V) *memoEntry[V] {
 	sh.add(e, m.shardMax)
 	sh.mu.Unlock()
 	if len(raw) >= memoPrefix {
-		m.index(raw, h)
+		m.index(raw, e)
 	}
 	return e
 }
 
-// index files the entry of hash h, whose bytes are raw, under its first memoPrefix
-// bytes, and a long one also under its tail key (tailKey).
-func (m *Memo[V]) index(raw []byte, h uint64) {
+// index files the entry e, whose bytes are raw, under its first memoPrefix bytes, and
+// a long one also under its tail key (tailKey).
+func (m *Memo[V]) index(raw []byte, e *memoEntry[V]) {
 	p := xxhash.Sum64(raw[:memoPrefix])
-	m.file(p, h)
+	m.file(p, e.hash)
 	if len(raw) >= memoLong {
-		m.file(tailKey(p, raw), h)
+		m.fileTail(tailKey(p, raw), e)
 	}
 }
 
-// file files the entry of hash h under the key k (a prefix's hash, or a tail key).
+// fileTail files the long entry e under its tail key k.
+func (m *Memo[V]) fileTail(k uint64, e *memoEntry[V]) {
+	sh := &m.shards[k%memoShards]
+	sh.mu.Lock()
+	if _, ok := sh.cur.tails[k]; !ok {
+		sh.room(memoPrefixCost, m.shardMax)
+		sh.cur.bytes += memoPrefixCost
+	}
+	sh.cur.tails[k] = e
+	sh.mu.Unlock()
+}
+
+// file files the entry of hash h under the hash k of its first memoPrefix bytes.
 func (m *Memo[V]) file(k, h uint64) {
 	sh := &m.shards[k%memoShards]
 	sh.mu.Lock()
@@ -243,17 +258,21 @@ func (m *Memo[V]) file(k, h uint64) {
 	sh.mu.Unlock()
 }
 
-// filed returns the hashes+1 filed under the key k (see memoGen.prefix), and whether
-// the current generation holds them.
-func (m *Memo[V]) filed(k uint64) ([memoWays]uint64, bool) {
+// filed returns what the key k files: the hashes+1 under a prefix's hash (see
+// memoGen.prefix), or with tail the entry under a tail key; and whether the current
+// generation holds them (else the older does, or neither).
+func (m *Memo[V]) filed(k uint64, tail bool) (ways [memoWays]uint64, e *memoEntry[V], cur bool) {
 	sh := &m.shards[k%memoShards]
 	sh.mu.Lock()
-	ways, ok := sh.cur.prefix[k]
-	if !ok {
+	if tail {
+		if e, cur = sh.cur.tails[k]; !cur {
+			e = sh.old.tails[k]
+		}
+	} else if ways, cur = sh.cur.prefix[k]; !cur {
 		ways = sh.old.prefix[k]
 	}
 	sh.mu.Unlock()
-	return ways, ok
+	return ways, e, cur
 }
 
 // memoLong is the length from which an element is also filed under its tail key: a
@@ -327,7 +346,8 @@ func (sh *memoShard[V]) room(cost, limit int) bool {
 	}
 	sh.old = sh.cur
 	sh.gen.Add(1)
-	sh.cur = memoGen[V]{entries: make(map[uint64]*memoEntry[V]), prefix: make(map[uint64][memoWays]uint64)}
+	sh.cur = memoGen[V]{entries: make(map[uint64]*memoEntry[V]), prefix: make(map[uint64][memoWays]uint64),
+		tails: make(map[uint64]*memoEntry[V])}
 	return true
 }
 
@@ -379,7 +399,7 @@ func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V], skip func([]byte, int)
 		return nil
 	}
 	p := xxhash.Sum64(b[i : i+memoPrefix])
-	ways, cur := m.filed(p)
+	ways, _, cur := m.filed(p, false)
 	// A prefix that indexes memoWays elements may be shared by many more (the
 	// sessions of a harness, each with its own tag, see below), and each way tried
 	// costs a lookup that misses the cache: of a full prefix, a long element is
@@ -395,10 +415,15 @@ func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V], skip func([]byte, int)
 		}
 		tries = ways[:1]
 		if long = end-i >= memoLong; long {
-			var tail [memoWays]uint64
 			key = tailKey(p, b[i:end])
-			tail, cur = m.filed(key)
-			tries = tail[:]
+			_, e, cur := m.filed(key, true)
+			if e != nil && matches(b, i, e.raw) && m.live(e) {
+				if !cur { // found in the older generation: carried into the current one, as get carries entries
+					m.fileTail(key, e)
+				}
+				return e
+			}
+			tries = nil
 		}
 	}
 	for _, h := range tries {
@@ -429,7 +454,7 @@ func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V], skip func([]byte, int)
 		return nil
 	}
 	if long { // remembered, but its tail key aged out: filed again for the next call
-		m.file(key, e.hash)
+		m.fileTail(key, e)
 	}
 	return e
 }
