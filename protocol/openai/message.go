@@ -3,7 +3,6 @@ package openai
 import (
 	"sync/atomic"
 	"unsafe"
-	"weak"
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
@@ -255,23 +254,30 @@ func isTaskRole(role string) bool {
 // message, the texts task rules read and where System appends were it the first
 // message. Offsets count from the element's first byte. Shared: never modified.
 type element struct {
+	// id tells the element from every other read (elementIDs), and tasks are the tasks
+	// found in it (findTask; nil while none): first, in the cache line of the message
+	// that a call copies, so that findTask's look at them costs no miss.
+	id    uint64
+	tasks atomic.Pointer[elementTasks]
 	msg   protocol.Message
 	texts []segment // msg and msgEnd unset
 	sys   anchor    // meaningful when sysIn
 	sysIn bool      // a system or developer message whose content takes System's text
 	slot  protocol.Slot
-	tasks atomic.Pointer[elementTasks]          // the tasks found in it (findTask); nil while none
-	self  atomic.Pointer[weak.Pointer[element]] // its weak pointer, made for the tasks after it (weak)
 }
 
 // memo remembers the elements of this adapter's calls (protocol.MemoBytes at most).
 var memo = protocol.NewMemo[*element](protocol.MemoBytes)
 
+// elementIDs numbers the elements read, from 1: an id is never given twice, so a
+// remembered task tells the elements before it by id without keeping them alive.
+var elementIDs atomic.Uint64
+
 // readElement reads one element of a messages array: raw is the element's own copy,
 // which what it returns may alias.
 func readElement(raw string) *element {
 	b := unsafe.Slice(unsafe.StringData(raw), len(raw)) // read only
-	e := &element{}
+	e := &element{id: elementIDs.Add(1)}
 	var f fields
 	if b[0] == '{' {
 		f, _ = scanFields(b, raw, 0, nil)

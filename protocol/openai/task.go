@@ -3,7 +3,6 @@ package openai
 import (
 	"slices"
 	"sync/atomic"
-	"weak"
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
@@ -90,19 +89,33 @@ const taskWays = 4
 // found it and what it set.
 type taskMemo struct {
 	rules []protocol.TaskRule // compared by identity (sameRules)
-	// before are the elements before, weak: a task remembered keeps no element alive
-	// that the memo let go (its bound holds).
-	before     [taskElements - 1]weak.Pointer[element]
+	// before are the ids of the elements before (element.id): a task remembered keeps
+	// no element alive that the memo let go (its bound holds), and telling them costs
+	// no load of theirs but the id, next to the message a call copies anyway.
+	before     [taskElements - 1]uint64
 	n          int // the elements before: before[:n]
 	task, rule string
 	part       int // as taskSpot's
 	at         int // taskSpot.at, from the element's first byte
 }
 
-// elementTasks is an element's remembered tasks, a ring written at next.
+// elementTasks is an element's remembered tasks, a ring written at next. keys[w] is
+// the id of the element right before ways[w]'s (0: none), so that only the task after
+// the same element is loaded, each a cache miss at saturation. A key and its task are
+// written one after the other: one read in between is told apart by the task's own
+// check, and costs a miss.
 type elementTasks struct {
+	keys [taskWays]atomic.Uint64
 	ways [taskWays]atomic.Pointer[taskMemo]
 	next atomic.Uint32
+}
+
+// taskKey is the key of a task found in els[k] (elementTasks.keys).
+func taskKey(els []protocol.Placed[*element], k int) uint64 {
+	if k == 0 {
+		return 0
+	}
+	return els[k-1].V.id
 }
 
 // recallTask sets the task found before in the same leading elements of els by the
@@ -114,7 +127,11 @@ func (r *Request) recallTask(rules []protocol.TaskRule, els []protocol.Placed[*e
 		if t == nil {
 			continue
 		}
+		key := taskKey(els, k)
 		for w := range t.ways {
+			if t.keys[w].Load() != key {
+				continue
+			}
 			m := t.ways[w].Load()
 			if m == nil || !sameRules(m.rules, rules) || !m.after(els[:k]) {
 				continue
@@ -133,21 +150,11 @@ func (m *taskMemo) after(before []protocol.Placed[*element]) bool {
 		return false
 	}
 	for i, p := range before {
-		if w := p.V.self.Load(); w == nil || *w != m.before[i] {
+		if p.V.id != m.before[i] {
 			return false
 		}
 	}
 	return true
-}
-
-// weak is e's weak pointer, made once.
-func (e *element) weak() weak.Pointer[element] {
-	if w := e.self.Load(); w != nil {
-		return *w
-	}
-	w := weak.Make(e)
-	e.self.CompareAndSwap(nil, &w) // another made for e is equal to w
-	return w
 }
 
 // rememberTask remembers the task r found by rules (one that depends on no later text)
@@ -165,7 +172,7 @@ func (r *Request) rememberTask(rules []protocol.TaskRule, els []protocol.Placed[
 	}
 	m := &taskMemo{rules: rules, n: k, task: r.Task, rule: r.TaskRule, part: r.task.part, at: r.task.at - els[k].At}
 	for i := range k {
-		m.before[i] = els[i].V.weak()
+		m.before[i] = els[i].V.id
 	}
 	e := els[k].V
 	t := e.tasks.Load()
@@ -173,7 +180,9 @@ func (r *Request) rememberTask(rules []protocol.TaskRule, els []protocol.Placed[
 		e.tasks.CompareAndSwap(nil, new(elementTasks))
 		t = e.tasks.Load()
 	}
-	t.ways[(t.next.Add(1)-1)%taskWays].Store(m)
+	w := (t.next.Add(1) - 1) % taskWays
+	t.keys[w].Store(taskKey(els, k))
+	t.ways[w].Store(m)
 }
 
 // sameRules says whether a and b are the same compiled rules (one slice).

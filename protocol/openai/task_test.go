@@ -48,7 +48,7 @@ func TestTaskRemembered(t *testing.T) {
 			t.Fatal("no task remembered")
 		}
 		m := ts.ways[(int(ts.next.Load())-1-i+taskWays)%taskWays].Load()
-		if m == nil || m.n != 1 || m.before[0].Value() != remembered(sys) || m.task != "Change my flight to Boston, reservation TASKMEMO1." {
+		if m == nil || m.n != 1 || m.before[0] != remembered(sys).id || m.task != "Change my flight to Boston, reservation TASKMEMO1." {
 			t.Errorf("the task after %.40s… is not remembered: %+v", sys[len(sys)-20:], m)
 		}
 	}
