@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/binary"
 	"strings"
 	"sync/atomic"
 	"unsafe"
@@ -11,7 +10,8 @@ import (
 // context. Both are fixed for an episode, and its context is spliced again on every
 // call it makes: rendered once, not once per call. Bounded: renderSlots texts of at
 // most maxRendered bytes, one per slot, a newer one in the slot of an older; a text
-// found in a slot is one rendered from the same template and context (compared whole).
+// found in a slot is one rendered from the same template and context (compared whole:
+// at no cost for the same strings, which compare by their pointers first).
 type renders struct {
 	slots [renderSlots]atomic.Pointer[rendered]
 }
@@ -34,25 +34,25 @@ func (rs *renders) render(template, context string) string {
 	if r := slot.Load(); r != nil && r.context == context && r.template == template {
 		return r.text
 	}
-	text := strings.ReplaceAll(template, "{{context}}", context)
+	text := renderText(template, context)
 	if len(text) <= maxRendered {
 		slot.Store(&rendered{template: template, context: context, text: text})
 	}
 	return text
 }
 
-// renderKey picks a context's slot by a few of its bytes and its length, in constant
-// time: contexts that it does not tell apart share a slot, and cost a render each
-// when they alternate.
+// renderText is template with every {{context}} replaced by context.
+func renderText(template, context string) string {
+	return strings.ReplaceAll(template, "{{context}}", context)
+}
+
+// renderKey picks a slot by where the context's and the template's bytes are, not by
+// reading them: at saturation each line read is a cache miss, dearer than rendering
+// a short context. An episode store in this process gives every call of an episode
+// the same context string (localEpisodes); another string of the same bytes is found
+// only in the same slot, and otherwise costs a render.
 func renderKey(template, context string) uint64 {
-	k := uint64(len(context))*0x9e3779b97f4a7c15 ^ uint64(len(template))
-	if n := len(context); n >= 8 {
-		b := unsafe.Slice(unsafe.StringData(context), n)
-		k ^= binary.LittleEndian.Uint64(b) ^ binary.LittleEndian.Uint64(b[n/2-4:])*31 ^ binary.LittleEndian.Uint64(b[n-8:])*131
-	} else {
-		for i := range n {
-			k = k*131 + uint64(context[i])
-		}
-	}
+	k := uint64(uintptr(unsafe.Pointer(unsafe.StringData(context))))>>4 ^ uint64(len(context))*0x9e3779b97f4a7c15 ^
+		uint64(uintptr(unsafe.Pointer(unsafe.StringData(template))))*31
 	return k ^ k>>29 ^ k>>47
 }
