@@ -42,15 +42,33 @@ type span struct{ from, to int }
 
 // edited is a text with parts removed: the concatenation of spans of the original.
 // Offsets into the edited text map back to the original, so that a task found in it
-// still anchors in the body.
+// still anchors in the body. A value, not a pointer, and whole until a first cut
+// (spans nil: the one span of all of orig): a task rule reads each text of a call,
+// and most texts lose nothing, which then costs no allocation.
 type edited struct {
 	orig  string
-	spans []span
+	spans []span // what is kept; meaningless while whole
 	text  string // the concatenation, kept in step with spans
+	whole bool   // nothing was removed: text is orig
 }
 
-func newEdited(s string) *edited {
-	return &edited{orig: s, spans: []span{{0, len(s)}}, text: s}
+func newEdited(s string) edited {
+	return edited{orig: s, text: s, whole: true}
+}
+
+// kept is the spans of orig that e keeps; one, the whole of orig, is written to one.
+func (e *edited) kept(one *[1]span) []span {
+	if e.whole {
+		one[0] = span{0, len(e.orig)}
+		return one[:]
+	}
+	return e.spans
+}
+
+// cut sets what e keeps: spans, and text their concatenation.
+func (e *edited) cut(spans []span) {
+	e.spans, e.whole = spans, false
+	e.rebuild()
 }
 
 // rebuild recomputes text after removals.
@@ -75,6 +93,9 @@ func (e *edited) rebuild() {
 // start of the next one, so that an anchor follows the task and not what was removed
 // after it.
 func (e *edited) origOffset(p int) int {
+	if e.whole {
+		return min(p, len(e.orig))
+	}
 	at := 0
 	for _, sp := range e.spans {
 		n := sp.to - sp.from
@@ -97,28 +118,28 @@ const maxPasses = 16
 // matches from s, and then the whitespace the removals left at both ends, until
 // nothing changes: the result has no envelope and no strip match left, so cleaning it
 // again returns it unchanged. A text nothing was removed from is returned as is.
-func cleanText(s string, envelopes bool, strip []*regexp.Regexp) *edited {
+func cleanText(s string, envelopes bool, strip []*regexp.Regexp) edited {
 	e := newEdited(s)
 	removed := false // a text nothing is removed from is read as sent, spaces included
 	for range maxPasses {
 		changed := false
-		if envelopes && removeEnvelopes(e) {
+		if envelopes && removeEnvelopes(&e) {
 			changed = true
 		}
 		for _, re := range strip {
-			if removeMatches(e, re) {
+			if removeMatches(&e, re) {
 				changed = true
 			}
 		}
 		removed = removed || changed
-		if removed && trimEdited(e) {
+		if removed && trimEdited(&e) {
 			changed = true
 		}
 		if !changed {
 			return e
 		}
 	}
-	e.spans, e.text = nil, ""
+	e.cut(nil)
 	return e
 }
 
@@ -184,9 +205,11 @@ func removeMatches(e *edited, re *regexp.Regexp) bool {
 // the spans.
 func applyCuts(e *edited, cuts []span) {
 	slices.SortFunc(cuts, func(a, b span) int { return cmp.Compare(a.from, b.from) })
-	out := make([]span, 0, len(e.spans)+len(cuts))
+	var one [1]span
+	spans := e.kept(&one)
+	out := make([]span, 0, len(spans)+len(cuts))
 	at, ci := 0, 0 // at: the offset in the edited text of the span's start
-	for _, sp := range e.spans {
+	for _, sp := range spans {
 		n := sp.to - sp.from
 		cur := 0 // the span's bytes before cur are kept or cut already
 		for ci < len(cuts) && cuts[ci].from < at+n {
@@ -206,8 +229,7 @@ func applyCuts(e *edited, cuts []span) {
 		}
 		at += n
 	}
-	e.spans = out
-	e.rebuild()
+	e.cut(out)
 }
 
 // trimEdited removes the whitespace at both ends of e; it reports whether there was any.
@@ -218,7 +240,7 @@ func trimEdited(e *edited) bool {
 		if len(t) == 0 {
 			return false
 		}
-		e.spans, e.text = nil, ""
+		e.cut(nil)
 		return true
 	}
 	trail := len(t) - len(strings.TrimRightFunc(t, unicode.IsSpace))

@@ -86,12 +86,16 @@ type memoShard[V any] struct {
 	_   [56]byte
 }
 
-// memoGen is one generation of a shard: the entries by the hash of their bytes, and
-// the hashes of the entries by the hash of their first memoPrefix bytes.
+// memoGen is one generation of a shard: the entries by the hash of their bytes, the
+// hashes of the entries by the hash of their first memoPrefix bytes, and the long
+// entries by their tail key (tailKey, memoLong).
 type memoGen[V any] struct {
 	entries map[uint64]*memoEntry[V]
 	prefix  map[uint64][memoWays]uint64 // hash+1 of the entries, newest first; 0 empty
-	bytes   int
+	// tails holds entries, not hashes: found by its tail key, an element costs one
+	// lookup, not two. It keeps no entry alive longer than the generation, as entries.
+	tails map[uint64]*memoEntry[V]
+	bytes int
 }
 
 type memoEntry[V any] struct {
@@ -207,7 +211,7 @@ func (m *Memo[V]) read(raw []byte, read func(s string) V) *memoEntry[V] {
 		// out while the entry stayed in use. Filed again, or no call would find it
 		// without a scan again, nor the elements after it.
 		if len(raw) >= memoPrefix {
-			m.index(raw, h)
+			m.index(raw, e)
 		}
 		return e
 	}
@@ -219,18 +223,69 @@ func (m *Memo[V]) read(raw []byte, read func(s string) V) *memoEntry[V] {
 	sh.add(e, m.shardMax)
 	sh.mu.Unlock()
 	if len(raw) >= memoPrefix {
-		m.index(raw, h)
+		m.index(raw, e)
 	}
 	return e
 }
 
-// index files the entry of hash h, whose bytes are raw, under its first memoPrefix bytes.
-func (m *Memo[V]) index(raw []byte, h uint64) {
+// index files the entry e, whose bytes are raw, under its first memoPrefix bytes, and
+// a long one also under its tail key (tailKey).
+func (m *Memo[V]) index(raw []byte, e *memoEntry[V]) {
 	p := xxhash.Sum64(raw[:memoPrefix])
-	sh := &m.shards[p%memoShards]
+	m.file(p, e.hash)
+	if len(raw) >= memoLong {
+		m.fileTail(tailKey(p, raw), e)
+	}
+}
+
+// fileTail files the long entry e under its tail key k.
+func (m *Memo[V]) fileTail(k uint64, e *memoEntry[V]) {
+	sh := &m.shards[k%memoShards]
 	sh.mu.Lock()
-	sh.index(p, h, m.shardMax)
+	if _, ok := sh.cur.tails[k]; !ok {
+		sh.room(memoPrefixCost, m.shardMax)
+		sh.cur.bytes += memoPrefixCost
+	}
+	sh.cur.tails[k] = e
 	sh.mu.Unlock()
+}
+
+// file files the entry of hash h under the hash k of its first memoPrefix bytes.
+func (m *Memo[V]) file(k, h uint64) {
+	sh := &m.shards[k%memoShards]
+	sh.mu.Lock()
+	sh.index(k, h, m.shardMax)
+	sh.mu.Unlock()
+}
+
+// filed returns what the key k files: the hashes+1 under a prefix's hash (see
+// memoGen.prefix), or with tail the entry under a tail key; and whether the current
+// generation holds them (else the older does, or neither).
+func (m *Memo[V]) filed(k uint64, tail bool) (ways [memoWays]uint64, e *memoEntry[V], cur bool) {
+	sh := &m.shards[k%memoShards]
+	sh.mu.Lock()
+	if tail {
+		if e, cur = sh.cur.tails[k]; !cur {
+			e = sh.old.tails[k]
+		}
+	} else if ways, cur = sh.cur.prefix[k]; !cur {
+		ways = sh.old.prefix[k]
+	}
+	sh.mu.Unlock()
+	return ways, e, cur
+}
+
+// memoLong is the length from which an element is also filed under its tail key: a
+// system prompt that the sessions of a harness share up to a tag of their own at its
+// end, more of them at once than a prefix indexes (memoWays), is found by its length
+// and last bytes rather than by hashing all of it (kilobytes) on every call.
+const memoLong = 1024
+
+// tailKey is the key a long element (raw, whose first memoPrefix bytes hash to p) is
+// also filed under: its prefix's hash, its length and its last memoPrefix bytes. A
+// different element of the same key is told apart by its bytes, as any candidate is.
+func tailKey(p uint64, raw []byte) uint64 {
+	return xxhash.Sum64(raw[len(raw)-memoPrefix:]) ^ (p+uint64(len(raw)))*0x9e3779b97f4a7c15
 }
 
 // get returns the entry of hash h, if any (its bytes are the caller's to compare).
@@ -291,7 +346,8 @@ func (sh *memoShard[V]) room(cost, limit int) bool {
 	}
 	sh.old = sh.cur
 	sh.gen.Add(1)
-	sh.cur = memoGen[V]{entries: make(map[uint64]*memoEntry[V]), prefix: make(map[uint64][memoWays]uint64)}
+	sh.cur = memoGen[V]{entries: make(map[uint64]*memoEntry[V]), prefix: make(map[uint64][memoWays]uint64),
+		tails: make(map[uint64]*memoEntry[V])}
 	return true
 }
 
@@ -343,31 +399,40 @@ func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V], skip func([]byte, int)
 		return nil
 	}
 	p := xxhash.Sum64(b[i : i+memoPrefix])
-	sh := &m.shards[p%memoShards]
-	sh.mu.Lock()
-	ways, ok := sh.cur.prefix[p]
-	if !ok {
-		ways = sh.old.prefix[p]
-	}
-	sh.mu.Unlock()
+	ways, _, cur := m.filed(p, false)
 	// A prefix that indexes memoWays elements may be shared by many more (the
 	// sessions of a harness, each with its own tag, see below), and each way tried
-	// costs a lookup that misses the cache: of a full prefix only the newest way is
-	// tried (the session that sent last, often this one) before the hash of the
-	// bytes, which finds any of them.
-	tries := ways[:]
-	if skip != nil && ways[memoWays-1] != 0 {
+	// costs a lookup that misses the cache: of a full prefix, a long element is
+	// looked up by its tail key, a shorter one tries only the newest way (the session
+	// that sent last, often this one), before the hash of the bytes, which finds any
+	// of them.
+	key, tries := p, ways[:]
+	end, long := 0, false
+	full := skip != nil && ways[memoWays-1] != 0
+	if full {
+		if end = skip(b, i); end-i > m.maxLength || end-i < memoPrefix {
+			return nil
+		}
 		tries = ways[:1]
+		if long = end-i >= memoLong; long {
+			key = tailKey(p, b[i:end])
+			_, e, cur := m.filed(key, true)
+			if e != nil && matches(b, i, e.raw) && m.live(e) {
+				if !cur { // found in the older generation: carried into the current one, as get carries entries
+					m.fileTail(key, e)
+				}
+				return e
+			}
+			tries = nil
+		}
 	}
 	for _, h := range tries {
 		if h == 0 {
 			break
 		}
 		if e := m.get(h - 1); e != nil && matches(b, i, e.raw) {
-			if !ok { // found in the older generation: carried into the current one, as get carries entries
-				sh.mu.Lock()
-				sh.index(p, e.hash, m.shardMax)
-				sh.mu.Unlock()
+			if !cur { // found in the older generation: carried into the current one, as get carries entries
+				m.file(key, e.hash)
 			}
 			return e
 		}
@@ -379,14 +444,19 @@ func (m *Memo[V]) at(b []byte, i int, prev *memoEntry[V], skip func([]byte, int)
 	// harness open with one system prompt up to a tag of their own, more of them at
 	// once than a prefix indexes (memoWays). Looked up by the hash of its bytes up to
 	// where it seems to end: cheaper than validating it, which a miss costs.
-	end := skip(b, i)
-	if end-i > m.maxLength || end-i < memoPrefix {
+	if !full {
+		if end = skip(b, i); end-i > m.maxLength || end-i < memoPrefix {
+			return nil
+		}
+	}
+	e := m.get(xxhash.Sum64(b[i:end]))
+	if e == nil || !matches(b, i, e.raw) {
 		return nil
 	}
-	if e := m.get(xxhash.Sum64(b[i:end])); e != nil && matches(b, i, e.raw) {
-		return e
+	if long { // remembered, but its tail key aged out: filed again for the next call
+		m.fileTail(key, e)
 	}
-	return nil
+	return e
 }
 
 // matches reports whether b holds raw at offset i, then (after whitespace) ',' or ']'.
@@ -702,6 +772,11 @@ func (h *Hits[V]) Next(b []byte, i int, skip func([]byte, int) int, read func(s 
 
 // Walked is what Next read since Begin, in order; it is h's until Release.
 func (h *Hits[V]) Walked() []Placed[V] { return h.walked }
+
+// Remembered reports whether the memo holds Walked()[k]: its value is the one every
+// call that sends the same bytes gets (not one read for this call alone, too long to
+// remember), and what is derived from it may be remembered on it.
+func (h *Hits[V]) Remembered(k int) bool { return h.walkedE[k] != nil }
 
 // An Element is what a remembered element of a messages array gives each call that
 // sends it: the messages it normalises to (several when a wire message holds tool

@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -32,6 +34,33 @@ func BenchmarkSkipResent(b *testing.B) {
 		}
 		if h.ran != len(els)-2 {
 			b.Fatalf("%d elements taken from the run, want %d", h.ran, len(els)-2)
+		}
+		h.Release()
+	})
+}
+
+// BenchmarkSkipSessions is validation's lookup of the system prompt of bench-load's
+// workload: 64 sessions at once, each sending a prompt of 6.3 KB that differs from the
+// others' only in a session tag at its end, more sessions than a prefix indexes.
+func BenchmarkSkipSessions(b *testing.B) {
+	m := NewMemo[string](MemoBytes)
+	var bodies [][]byte
+	for k := range 64 {
+		sys := `{"role":"system","content":"` + strings.Repeat("Airline policy, rule after rule. ", 190) + "Session " + strconv.Itoa(k) + `"}`
+		bodies = append(bodies, []byte("["+sys+`,{"role":"user","content":"Hi, I want to change my flight."}]`))
+	}
+	reads := 0
+	for _, body := range bodies {
+		runCall(m, string(body), &reads)
+	}
+	endOf := func(b []byte, i int) int { return i + bytes.Index(b[i:], []byte(`"}`)) + 2 }
+	k := 0
+	testkit.CPUPerOp(b, func() {
+		body := bodies[k%len(bodies)]
+		k++
+		h := m.Hits()
+		if h.Skip(body, 1, true, endOf) < 0 {
+			b.Fatal("a remembered system prompt not vouched for")
 		}
 		h.Release()
 	})

@@ -217,6 +217,50 @@ func TestSkipBeyondPrefixWays(t *testing.T) {
 	}
 }
 
+// TestSkipLongByTail: long elements (system prompts of kilobytes, one per session,
+// told apart by a tag at their end) that share a prefix, more of them than it
+// indexes, are filed under their tail key and found by it: any of them, and nothing
+// whose bytes differ from all of them, not even an element of the same prefix, length
+// and tail that differs in its middle.
+func TestSkipLongByTail(t *testing.T) {
+	m := NewMemo[string](1 << 22)
+	elem := func(k int, word string) string {
+		return `{"role":"system","content":"` + strings.Repeat(word+" ", memoLong/len(word)) + fmt.Sprintf(`Session %03d"}`, k)
+	}
+	h := m.Hits()
+	for k := range 4 * memoWays {
+		h.Begin()
+		h.Read([]byte(elem(k, "policy")), func(s string) string { return s })
+	}
+	h.Release()
+	for k := range 4 * memoWays {
+		raw := []byte(elem(k, "policy"))
+		if _, e, _ := m.filed(tailKey(xxhash.Sum64(raw[:memoPrefix]), raw), true); e == nil || e.raw != string(raw) {
+			t.Errorf("session %d: not filed under its tail key", k)
+		}
+	}
+	endOf := func(b []byte, i int) int { return i + strings.Index(string(b[i:]), `"}`) + 2 }
+	middle := elem(2, "policy")
+	middle = middle[:200] + "P" + middle[201:] // same prefix, length and tail
+	for _, tt := range []struct {
+		body string
+		want bool
+	}{
+		{`[` + elem(0, "policy") + `]`, true}, // the oldest: found by its tail key
+		{`[` + elem(4*memoWays-1, "policy") + `]`, true},
+		{`[` + elem(4*memoWays, "policy") + `]`, false}, // never remembered
+		{`[` + middle + `]`, false},
+		{`[` + elem(1, "policy") + `x]`, false},
+	} {
+		h := m.Hits()
+		end := h.Skip([]byte(tt.body), 1, true, endOf)
+		h.Release()
+		if got := end == len(tt.body)-1; got != tt.want || end >= 0 && !got {
+			t.Errorf("…%s: Skip = %d", tt.body[len(tt.body)-14:], end)
+		}
+	}
+}
+
 // runCall is one call's use of the memo as an adapter's parse makes it: validation
 // asks Skip at each element it reaches (known elements, and runs of them, are
 // jumped), then the walk reads every element (Next). It returns the values walked,

@@ -114,6 +114,12 @@ type Found struct {
 	// Skipped says what the rule passed over before the task ("skipped setup
 	// preamble (working directory, date)"); "" when nothing.
 	Skipped string
+	// Prefix says that the task depends on no text after those of its own message
+	// (segs[Seg].Msg): the first rule found it, a regex or first_user_message rule that
+	// reads the texts in order and stops at the task. Any call whose texts begin with
+	// the same messages, up to and including that one, finds the same task there (an
+	// adapter may remember it rather than read the texts again).
+	Prefix bool
 }
 
 // FindTask applies rules in order until one matches; ok is false when none does.
@@ -121,6 +127,7 @@ type Found struct {
 func FindTask(rules []TaskRule, body []byte, segs []Segment) (f Found, ok bool) {
 	for i := range rules {
 		if f, ok = rules[i].find(body, segs); ok {
+			f.Prefix = f.Prefix && i == 0 // a rule before it read every text, finding nothing
 			if f.Rule = rules[i].Label; f.Rule == "" {
 				f.Rule = ruleLabel(i, rules[i])
 			}
@@ -143,15 +150,17 @@ func (r *TaskRule) find(body []byte, segs []Segment) (Found, bool) {
 				continue
 			}
 			if task, end, ok := RegexTask(r.Regex, e.text); ok {
-				return Found{Task: task, Seg: k, End: e.origOffset(end)}, true
+				return Found{Task: task, Seg: k, End: e.origOffset(end), Prefix: true}, true
 			}
 		}
 	case r.FirstUserMessage:
 		// A leading setup preamble is not the task; when nothing follows it, it is
 		// read as any text.
 		if f, ok := r.userMessage(segs, false, !r.NoEnvelopes); ok {
+			f.Prefix = true
 			return f, true
 		}
+		// Only preambles: which text is the task depends on every text.
 		return r.userMessage(segs, false, false)
 	case r.LastUserMessage:
 		return r.userMessage(segs, true, false)
@@ -163,10 +172,10 @@ func (r *TaskRule) find(body []byte, segs []Segment) (Found, bool) {
 
 // read cleans a text per the rule; ok is false when the rule does not read it
 // (skipped, or nothing but whitespace left).
-func (r *TaskRule) read(text string) (*edited, bool) {
+func (r *TaskRule) read(text string) (edited, bool) {
 	for _, re := range r.Skip {
 		if re.MatchString(text) {
-			return nil, false
+			return edited{}, false
 		}
 	}
 	e := cleanText(text, !r.NoEnvelopes, r.Strip)
@@ -191,7 +200,8 @@ func (r *TaskRule) userMessage(segs []Segment, last, preambles bool) (Found, boo
 			break
 		}
 		if s.Role == "user" && s.Msg >= 0 {
-			var text []string
+			var buf [4]string // a message's texts: mostly one, on the stack
+			text := buf[:0]
 			endSeg, end := -1, 0
 			for k := i; k < j; k++ {
 				e, read := r.read(segs[k].Text)

@@ -130,6 +130,72 @@ func TestFindTaskNone(t *testing.T) {
 	}
 }
 
+// TestFindTaskAllocs: the default rule reading a call whose texts lose nothing to
+// cleaning (the usual call) allocates nothing: it runs on every call.
+func TestFindTaskAllocs(t *testing.T) {
+	rules := DefaultTaskRules()
+	segs := []Segment{seg(-1, "system", "You are an airline agent.\nBe brief.", 0),
+		seg(0, "user", "Hi, I want to change my flight to Boston.", 0), seg(2, "user", "Yes please.", 1)}
+	allocs := testing.AllocsPerRun(100, func() {
+		if f, ok := FindTask(rules, nil, segs); !ok || f.Seg != 1 || f.End != len(segs[1].Text) {
+			t.Fatalf("found %+v, %v", f, ok)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("FindTask allocated %v times a call, want 0", allocs)
+	}
+}
+
+// TestFoundPrefix: Found.Prefix holds exactly when the task depends on no text after
+// its own message: found by the first rule, a regex or first_user_message rule that
+// stopped at it; not by a later rule, a first user message that only preambles were,
+// the last user message of a turn or a json path.
+func TestFoundPrefix(t *testing.T) {
+	task := seg(1, "user", "Book the flight.", 0)
+	pre := seg(0, "user", "Working directory: /srv/app\nDate: 2026-11-27\nOS: linux", 0)
+	regex := TaskRule{Regex: regexp.MustCompile(`Book (.+)`)}
+	for _, tt := range []struct {
+		name  string
+		rules []TaskRule
+		segs  []Segment
+		want  bool
+	}{
+		{"first user message", DefaultTaskRules(), []Segment{seg(-1, "system", "sys", 0), task}, true},
+		{"after a preamble", DefaultTaskRules(), []Segment{pre, task}, true},
+		{"only a preamble", DefaultTaskRules(), []Segment{pre}, false},
+		{"regex", []TaskRule{regex}, []Segment{task}, true},
+		{"a later rule", []TaskRule{{Regex: regexp.MustCompile(`Task: (.+)`)}, {FirstUserMessage: true}}, []Segment{task}, false},
+		{"last user message", []TaskRule{{LastUserMessage: true}}, []Segment{task}, false},
+		{"json path", []TaskRule{{JSONPath: "task"}}, []Segment{task}, false},
+	} {
+		f, ok := FindTask(tt.rules, []byte(`{"task":"Book the flight."}`), tt.segs)
+		if !ok || f.Prefix != tt.want {
+			t.Errorf("%s: found %v, Prefix %v, want %v", tt.name, ok, f.Prefix, tt.want)
+		}
+	}
+}
+
+// TestEditedOffsets: a text nothing was cut from maps offsets to themselves (past its
+// end, to its end), as the one span of the whole text did.
+func TestEditedOffsets(t *testing.T) {
+	e := cleanText("  plain task  ", true, nil)
+	if !e.whole || e.text != "  plain task  " {
+		t.Fatalf("cleaned to %+v", e)
+	}
+	for p, want := range map[int]int{0: 0, 5: 5, 14: 14, 20: 14} {
+		if got := e.origOffset(p); got != want {
+			t.Errorf("origOffset(%d) = %d, want %d", p, got, want)
+		}
+	}
+	e = cleanText("<system-reminder>r</system-reminder> book it ", true, nil)
+	if e.whole || e.text != "book it" || e.origOffset(len(e.text)) != len("<system-reminder>r</system-reminder> book it") {
+		t.Errorf("cleaned to %+v, end at %d", e, e.origOffset(len(e.text)))
+	}
+	if e = cleanText("<system-reminder>r</system-reminder>", true, nil); e.whole || e.text != "" || e.origOffset(3) != 0 {
+		t.Errorf("all scaffolding cleaned to %+v", e)
+	}
+}
+
 func TestCleanTextIdempotent(t *testing.T) {
 	strip := []*regexp.Regexp{regexp.MustCompile(`ab`)}
 	for _, s := range []string{"aabb", "aaaabbbb", "<system-<system-reminder>x</system-reminder>reminder>y</system-reminder> z",

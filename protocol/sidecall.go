@@ -337,7 +337,7 @@ func (s *SideReader) Member(key string, v gjson.Result) {
 func (s *SideReader) Facts() SideFacts {
 	f := SideFacts{known: true}
 	f.tools = offersTools(s.tools, s.toolConfig, s.input)
-	caps := [4]gjson.Result{s.caps[0], s.caps[1], s.caps[2], s.inference.Get("maxTokens")}
+	caps := [4]gjson.Result{s.caps[0], s.caps[1], s.caps[2], getIn(s.inference, "maxTokens")}
 	f.maxTokens, f.hasMax = maxTokens(caps[:])
 	return f
 }
@@ -358,8 +358,17 @@ func ReadSideFacts(body []byte) SideFacts {
 // Responses input item additional_tools (Codex's code mode offers its tools there
 // and leaves tools empty).
 func offersTools(tools, toolConfig, input gjson.Result) bool {
-	return nonEmpty(tools) || nonEmpty(toolConfig.Get("tools")) ||
+	return nonEmpty(tools) || nonEmpty(getIn(toolConfig, "tools")) ||
 		input.IsArray() && input.Get(`#(type=="additional_tools")`).Exists()
+}
+
+// getIn is v.Get(path), without parsing the path when v is absent (most bodies send
+// neither toolConfig nor inferenceConfig, and Facts runs on every call).
+func getIn(v gjson.Result, path string) gjson.Result {
+	if v.Raw == "" {
+		return gjson.Result{}
+	}
+	return v.Get(path)
 }
 
 // nonEmpty is len(v.Array()) > 0 without building the array: a value other than null

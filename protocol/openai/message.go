@@ -1,7 +1,7 @@
 package openai
 
 import (
-	"slices"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/camproxy/camproxy/protocol"
@@ -254,6 +254,11 @@ func isTaskRole(role string) bool {
 // message, the texts task rules read and where System appends were it the first
 // message. Offsets count from the element's first byte. Shared: never modified.
 type element struct {
+	// id tells the element from every other read (elementIDs), and tasks are the tasks
+	// found in it (findTask; nil while none): first, in the cache line of the message
+	// that a call copies, so that findTask's look at them costs no miss.
+	id    uint64
+	tasks atomic.Pointer[elementTasks]
 	msg   protocol.Message
 	texts []segment // msg and msgEnd unset
 	sys   anchor    // meaningful when sysIn
@@ -264,11 +269,15 @@ type element struct {
 // memo remembers the elements of this adapter's calls (protocol.MemoBytes at most).
 var memo = protocol.NewMemo[*element](protocol.MemoBytes)
 
+// elementIDs numbers the elements read, from 1: an id is never given twice, so a
+// remembered task tells the elements before it by id without keeping them alive.
+var elementIDs atomic.Uint64
+
 // readElement reads one element of a messages array: raw is the element's own copy,
 // which what it returns may alias.
 func readElement(raw string) *element {
 	b := unsafe.Slice(unsafe.StringData(raw), len(raw)) // read only
-	e := &element{}
+	e := &element{id: elementIDs.Add(1)}
 	var f fields
 	if b[0] == '{' {
 		f, _ = scanFields(b, raw, 0, nil)
@@ -301,32 +310,19 @@ func (r *Request) readMessages(body []byte, hits *protocol.Hits[*element]) int {
 }
 
 // setMessages sets the messages of the view from the elements of the messages array
-// (the last one, on a duplicate key), records the texts task rules may match and
-// where the System placement appends, and returns those texts appended to segs.
-func (r *Request) setMessages(els []protocol.Placed[*element], segs []segment) []segment {
-	n := 0
-	for _, p := range els {
-		n += len(p.V.texts)
-	}
-	segs = slices.Grow(segs, n) // one allocation at most, not one per doubling
+// (the last one, on a duplicate key) and where the System placement appends.
+func (r *Request) setMessages(els []protocol.Placed[*element]) {
 	// An empty array gets the system message as its only element.
 	r.sys = anchor{at: r.arrOpen + 1, kind: insSystemMessage}
-	for k, p := range els {
-		e := p.V
-		for _, t := range e.texts {
-			t.msg, t.idx, t.msgEnd = k, p.At+t.idx, p.End
-			segs = append(segs, t)
-		}
-		if k == 0 {
-			r.sys = anchor{at: r.arrOpen + 1, kind: insSystemMessage, comma: true}
-			if e.sysIn {
-				r.sys = e.sys
-				r.sys.at += p.At
-			}
+	if len(els) > 0 {
+		p := els[0]
+		r.sys = anchor{at: r.arrOpen + 1, kind: insSystemMessage, comma: true}
+		if p.V.sysIn {
+			r.sys = p.V.sys
+			r.sys.at += p.At
 		}
 	}
 	protocol.Collect(&r.View, nil, els)
-	return segs
 }
 
 // scanFields is readFields on the message object at b[i] of the valid body, reading

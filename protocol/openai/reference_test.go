@@ -78,7 +78,7 @@ func parseReference(body []byte, rules []protocol.TaskRule) (*Request, error) {
 		return true
 	})
 	r.Side = protocol.ReadSideFacts(body) // by gjson's walk of the top-level members
-	r.findTask(rules, body, segs, nil)
+	r.findIn(rules, body, segs, nil)
 	return r, nil
 }
 

@@ -86,9 +86,10 @@ func Parse(body []byte, rules []protocol.TaskRule) (*Request, error) {
 	}
 	r.Side = side.Facts()
 	// The texts task rules read live only for this call: their slices are reused.
+	els := hits.Walked()
+	r.setMessages(els)
 	sc := scratchPool.Get().(*scratch)
-	sc.segs = r.setMessages(hits.Walked(), sc.segs[:0])
-	sc.ps = r.findTask(rules, body, sc.segs, sc.ps[:0])
+	sc.segs, sc.ps = r.findTask(rules, body, els, hits.Remembered, sc.segs[:0], sc.ps[:0])
 	clear(sc.segs) // they alias remembered elements: not kept alive by the pool
 	clear(sc.ps)
 	scratchPool.Put(sc)
