@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -63,30 +64,13 @@ const storeTimeout = 500 * time.Millisecond
 // storeCtx is the context of one episode-store call: storeTimeout, unless the store is
 // in this process (episode.Memory), which never waits and needs no timer.
 func (s *Server) storeCtx() (context.Context, context.CancelFunc) {
-	if s.localEpisodes() {
+	if l, ok := s.episodes.(interface{ Local() bool }); ok && l.Local() {
 		return s.base, noCancel
 	}
 	return context.WithTimeout(s.base, storeTimeout)
 }
 
 func noCancel() {}
-
-// localEpisodes reports whether the episode store is in this process (episode.Memory).
-func (s *Server) localEpisodes() bool {
-	l, ok := s.episodes.(interface{ Local() bool })
-	return ok && l.Local()
-}
-
-// render is a placement's template with the episode's context in: remembered
-// (renders) when the episode store is in this process, which gives every call of an
-// episode the same context string; rendered on each call otherwise (a store across
-// the network decodes a new string each time: it would only churn the slots).
-func (s *Server) render(template, context string) string {
-	if s.localEpisodes() {
-		return s.renders.render(template, context)
-	}
-	return renderText(template, context)
-}
 
 // serveAugmented is the pipeline of DESIGN.md, one named step per line: parse the
 // call and choose its experiment, relay a side call as it came (sideCall), find or
@@ -310,7 +294,7 @@ func (c *call) splice(body []byte) (out []byte, buf *[]byte) {
 	if c.ep.Context == "" || !respliced(c.req, pl.Mode) {
 		return body, nil
 	}
-	text := c.s.render(pl.Template, c.ep.Context)
+	text := strings.ReplaceAll(pl.Template, "{{context}}", c.ep.Context)
 	buf = c.s.spliceBuf(len(body) + len(text) + len(text)/8 + 64) // escaping grows the text a little
 	*buf = c.r.SpliceTo((*buf)[:0], body, pl.Mode, text)
 	return *buf, buf

@@ -127,7 +127,6 @@ type Server struct {
 	cancelBase context.CancelFunc
 	bufs       sync.Pool
 	spliced    sync.Pool // *[]byte: spliced request bodies of at most maxPooledBody
-	renders    renders   // placement templates rendered with contexts (render.go)
 	tr         *tracing.Tracing
 	// sockets are the open WebSocket sessions (websocket.go), drained by Shutdown.
 	sockets wsSockets
