@@ -3,6 +3,7 @@ package episode
 import (
 	"context"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -96,6 +97,16 @@ func NewMemory(idle time.Duration, now func() time.Time) *Memory {
 // when now's readings carry it (time.Time.Sub), as time.Time's comparisons do.
 func (m *Memory) clock() int64 { return int64(m.now().Sub(m.base)) }
 
+// expiry is when an entry used at now (clock) expires: now + idle, saturated, so that
+// an idle timeout of years ("never") does not wrap past the int64 clock into the past
+// and expire every entry at once, as time.Time's Add does not.
+func (m *Memory) expiry(now int64) int64 {
+	if now > math.MaxInt64-int64(m.idle) {
+		return math.MaxInt64
+	}
+	return now + int64(m.idle)
+}
+
 // Local reports that the store never waits on I/O: its callers need no deadline.
 func (m *Memory) Local() bool { return true }
 
@@ -188,7 +199,7 @@ func (m *Memory) read(id string, dst *Episode) bool {
 	if !ok || now > e.expires {
 		return false
 	}
-	e.expires = now + int64(m.idle)
+	e.expires = m.expiry(now)
 	*dst = e.ep
 	return true
 }
@@ -202,7 +213,7 @@ func (m *Memory) Create(_ context.Context, ep *Episode) (*Episode, bool, error) 
 		cp := e.ep
 		return &cp, false, nil
 	}
-	s.m[ep.ID] = &memEpisode{ep: *ep, expires: now + int64(m.idle)}
+	s.m[ep.ID] = &memEpisode{ep: *ep, expires: m.expiry(now)}
 	cp := *ep
 	return &cp, true, nil
 }
@@ -217,10 +228,10 @@ func (m *Memory) update(now int64, ep *Episode) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e, ok := s.m[ep.ID]; ok {
-		e.ep, e.expires = *ep, now+int64(m.idle) // in place: Get and Create hand out copies
+		e.ep, e.expires = *ep, m.expiry(now) // in place: Get and Create hand out copies
 		return
 	}
-	s.m[ep.ID] = &memEpisode{ep: *ep, expires: now + int64(m.idle)}
+	s.m[ep.ID] = &memEpisode{ep: *ep, expires: m.expiry(now)}
 }
 
 func (m *Memory) SetTip(_ context.Context, tip uint64, id string) error {
@@ -251,7 +262,7 @@ func (m *Memory) setTip(now int64, tip uint64, id string) {
 		t.queue = append(t.queue, t.last)
 	}
 	t.last, t.pending = id, true
-	t.expires = now + int64(m.idle)
+	t.expires = m.expiry(now)
 	s.m[tip] = t
 	s.mu.Unlock()
 }
@@ -372,7 +383,7 @@ func (m *Memory) Release(_ context.Context, tip uint64, id string) error {
 	default:
 		t.queue = append([]string{id}, t.queue...)
 	}
-	t.expires = now + int64(m.idle)
+	t.expires = m.expiry(now)
 	s.m[tip] = t
 	return nil
 }

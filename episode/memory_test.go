@@ -271,3 +271,30 @@ func TestMemoryGetInto(t *testing.T) {
 		t.Fatalf("unknown: GetInto = %v, dst %+v", err, keep)
 	}
 }
+
+// An idle timeout of years ("never expire") must not wrap the store's int64 clock:
+// now + idle past MaxInt64 made every entry look expired, so each call started a new
+// episode (found in review).
+func TestMemoryIdleTimeoutNeverWraps(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	idle, err := time.ParseDuration("2562047h") // the largest time.ParseDuration takes
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMemory(idle, func() time.Time { return now })
+	defer m.Close()
+	now = now.Add(time.Hour)
+	ctx := context.Background()
+	if _, _, err := m.Create(ctx, &Episode{ID: "e1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Advance(ctx, &Episode{ID: "e1", Turns: 1}, 42); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Get(ctx, "e1"); err != nil {
+		t.Fatalf("episode created a moment ago not found: %v", err)
+	}
+	if id, _, ok, err := m.Claim(ctx, []uint64{42}); err != nil || !ok || id != "e1" {
+		t.Fatalf("tip set a moment ago: Claim = %q, %v, %v; want e1", id, ok, err)
+	}
+}
