@@ -93,8 +93,11 @@ type memoGen[V any] struct {
 	entries map[uint64]*memoEntry[V]
 	prefix  map[uint64][memoWays]uint64 // hash+1 of the entries, newest first; 0 empty
 	// tails holds entries, not hashes: found by its tail key, an element costs one
-	// lookup, not two. It keeps no entry alive longer than the generation, as entries.
-	tails map[uint64]*memoEntry[V]
+	// lookup, not two. Weak pointers (memoEntry.self), as runs hold: a tail key is filed
+	// in another shard than its entry, whose generations turn over apart from the
+	// entry's, and a strong pointer kept an entry the memo had let go alive,
+	// unaccounted, until that other shard turned over twice (TestMemoTailsHoldNothing).
+	tails map[uint64]weak.Pointer[memoEntry[V]]
 	bytes int
 }
 
@@ -246,7 +249,7 @@ func (m *Memo[V]) fileTail(k uint64, e *memoEntry[V]) {
 		sh.room(memoPrefixCost, m.shardMax)
 		sh.cur.bytes += memoPrefixCost
 	}
-	sh.cur.tails[k] = e
+	sh.cur.tails[k] = e.self
 	sh.mu.Unlock()
 }
 
@@ -263,16 +266,17 @@ func (m *Memo[V]) file(k, h uint64) {
 // generation holds them (else the older does, or neither).
 func (m *Memo[V]) filed(k uint64, tail bool) (ways [memoWays]uint64, e *memoEntry[V], cur bool) {
 	sh := &m.shards[k%memoShards]
+	var w weak.Pointer[memoEntry[V]]
 	sh.mu.Lock()
 	if tail {
-		if e, cur = sh.cur.tails[k]; !cur {
-			e = sh.old.tails[k]
+		if w, cur = sh.cur.tails[k]; !cur {
+			w = sh.old.tails[k]
 		}
 	} else if ways, cur = sh.cur.prefix[k]; !cur {
 		ways = sh.old.prefix[k]
 	}
 	sh.mu.Unlock()
-	return ways, e, cur
+	return ways, w.Value(), cur
 }
 
 // memoLong is the length from which an element is also filed under its tail key: a
@@ -347,7 +351,7 @@ func (sh *memoShard[V]) room(cost, limit int) bool {
 	sh.old = sh.cur
 	sh.gen.Add(1)
 	sh.cur = memoGen[V]{entries: make(map[uint64]*memoEntry[V]), prefix: make(map[uint64][memoWays]uint64),
-		tails: make(map[uint64]*memoEntry[V])}
+		tails: make(map[uint64]weak.Pointer[memoEntry[V]])}
 	return true
 }
 
