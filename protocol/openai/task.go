@@ -3,6 +3,7 @@ package openai
 import (
 	"slices"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/camproxy/camproxy/protocol"
 	"github.com/camproxy/camproxy/protocol/jsontext"
@@ -170,6 +171,12 @@ func (r *Request) rememberTask(rules []protocol.TaskRule, els []protocol.Placed[
 			return
 		}
 	}
+	// A task the rules built (parts joined, an envelope cut out) is a copy that the
+	// memo's bound does not count, up to taskWays of them per element: only a task that
+	// is a slice of the element's own text, which the memo accounts for, is kept.
+	if !sliceOfTexts(r.Task, els[k].V.texts) {
+		return
+	}
 	m := &taskMemo{rules: rules, n: k, task: r.Task, rule: r.TaskRule, part: r.task.part, at: r.task.at - els[k].At}
 	for i := range k {
 		m.before[i] = els[i].V.id
@@ -183,6 +190,25 @@ func (r *Request) rememberTask(rules []protocol.TaskRule, els []protocol.Placed[
 	w := (t.next.Add(1) - 1) % taskWays
 	t.keys[w].Store(taskKey(els, k))
 	t.ways[w].Store(m)
+}
+
+// sliceOfTexts reports whether s is empty or lies within the decoded text of one of
+// texts (shares its memory).
+func sliceOfTexts(s string, texts []segment) bool {
+	if s == "" {
+		return true
+	}
+	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	for _, t := range texts {
+		if t.text == "" {
+			continue
+		}
+		b := uintptr(unsafe.Pointer(unsafe.StringData(t.text)))
+		if p >= b && p+uintptr(len(s)) <= b+uintptr(len(t.text)) {
+			return true
+		}
+	}
+	return false
 }
 
 // sameRules says whether a and b are the same compiled rules (one slice).

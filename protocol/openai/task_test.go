@@ -95,3 +95,45 @@ func TestTaskNotRemembered(t *testing.T) {
 		}
 	}
 }
+
+// A task the rules build (text parts joined, an envelope cut out) is a copy the
+// memo's bound does not count, as large as its element and up to taskWays of them per
+// element: it is found again on each call rather than remembered. A task that is a
+// slice of the element's own text still is (found in review: a 100 KiB message of two
+// text parts after four system prompts held 400 KiB of remembered copies).
+func TestTaskMemoHoldsNoCopies(t *testing.T) {
+	rules := protocol.DefaultTaskRules()
+	part := strings.Repeat("word ", 2<<10)
+	joined := `{"role":"user","content":[{"type":"text","text":"` + part + `"},{"type":"text","text":"` + part + `"}]}`
+	plain := `{"role":"user","content":"` + part + `"}`
+	for i := range 4 {
+		sys := `{"role":"system","content":"You are agent number ` + string(rune('A'+i)) + `, with a long enough prompt"}`
+		for _, user := range []string{joined, plain} {
+			r, err := Parse(chatBody(sys, user), rules)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Task == "" {
+				t.Fatalf("no task found in %.40s…", user)
+			}
+		}
+	}
+	if ts := remembered(joined).tasks.Load(); ts != nil {
+		for w := range ts.ways {
+			if m := ts.ways[w].Load(); m != nil {
+				t.Fatalf("a joined task of %d bytes is remembered: a copy the memo does not account for", len(m.task))
+			}
+		}
+	}
+	ts, kept := remembered(plain).tasks.Load(), 0
+	if ts != nil {
+		for w := range ts.ways {
+			if ts.ways[w].Load() != nil {
+				kept++
+			}
+		}
+	}
+	if kept == 0 {
+		t.Fatal("a task that is a slice of its element's text is no longer remembered")
+	}
+}
