@@ -24,16 +24,19 @@ import (
 // trajectory, the context it ran with and its verdict. Reward and Success are nil for
 // an episode that never got feedback, which is not the same as a failure.
 type Row struct {
-	EpisodeID string             `json:"episode_id"`
-	TaskID    string             `json:"task_id"`
-	Task      string             `json:"task"`
-	Arm       string             `json:"arm"`
-	Context   string             `json:"context"`
-	Messages  []protocol.Message `json:"messages"`
-	Turns     int                `json:"turns"`
-	Reward    *float64           `json:"reward"`
-	Success   *bool              `json:"success"`
-	StartedAt time.Time          `json:"started_at"`
+	EpisodeID string `json:"episode_id"`
+	TaskID    string `json:"task_id"`
+	Task      string `json:"task"`
+	// Experiment is the experiment the episode ran in (replay.ExperimentOf): two
+	// experiments may name their arms alike, so an arm alone does not say which.
+	Experiment string             `json:"experiment"`
+	Arm        string             `json:"arm"`
+	Context    string             `json:"context"`
+	Messages   []protocol.Message `json:"messages"`
+	Turns      int                `json:"turns"`
+	Reward     *float64           `json:"reward"`
+	Success    *bool              `json:"success"`
+	StartedAt  time.Time          `json:"started_at"`
 }
 
 // Rows flattens the buffer's episodes, in Buffer order.
@@ -48,7 +51,7 @@ func Rows(b *replay.Buffer) []Row {
 // rowOf flattens one episode.
 func rowOf(e *replay.Episode) Row {
 	return Row{
-		EpisodeID: e.ID, TaskID: e.TaskID, Task: e.Task, Arm: e.Arm, Context: e.Context,
+		EpisodeID: e.ID, TaskID: e.TaskID, Task: e.Task, Experiment: replay.ExperimentOf(e), Arm: e.Arm, Context: e.Context,
 		Messages: nonNil(e.Messages), Turns: e.Steps, Reward: e.Reward, Success: e.Success,
 		StartedAt: e.StartedAt.UTC(),
 	}
@@ -70,16 +73,18 @@ func ExportJSONL(w io.Writer, b *replay.Buffer) error {
 // of STRUCT (so pandas/Arrow see list<struct>), optional reward and success so that
 // "no feedback" stays null, and a millisecond UTC timestamp.
 type parquetRow struct {
-	EpisodeID string           `parquet:"episode_id"`
-	TaskID    string           `parquet:"task_id"`
-	Task      string           `parquet:"task"`
-	Arm       string           `parquet:"arm"`
-	Context   string           `parquet:"context"`
-	Messages  []parquetMessage `parquet:"messages,list"`
-	Turns     int64            `parquet:"turns"`
-	Reward    *float64         `parquet:"reward,optional"`
-	Success   *bool            `parquet:"success,optional"`
-	StartedAt time.Time        `parquet:"started_at,timestamp(millisecond)"`
+	EpisodeID string `parquet:"episode_id"`
+	TaskID    string `parquet:"task_id"`
+	Task      string `parquet:"task"`
+	// Experiment is absent from files written before it was exported: read as "".
+	Experiment string           `parquet:"experiment"`
+	Arm        string           `parquet:"arm"`
+	Context    string           `parquet:"context"`
+	Messages   []parquetMessage `parquet:"messages,list"`
+	Turns      int64            `parquet:"turns"`
+	Reward     *float64         `parquet:"reward,optional"`
+	Success    *bool            `parquet:"success,optional"`
+	StartedAt  time.Time        `parquet:"started_at,timestamp(millisecond)"`
 }
 
 // parquetMessage is protocol.Message in the OpenAI chat shape. Parquet has no
@@ -178,7 +183,7 @@ func toParquet(r Row) parquetRow {
 		msgs[i] = pm
 	}
 	return parquetRow{
-		EpisodeID: r.EpisodeID, TaskID: r.TaskID, Task: r.Task, Arm: r.Arm, Context: r.Context,
+		EpisodeID: r.EpisodeID, TaskID: r.TaskID, Task: r.Task, Experiment: r.Experiment, Arm: r.Arm, Context: r.Context,
 		Messages: msgs, Turns: int64(r.Turns), Reward: r.Reward, Success: r.Success, StartedAt: r.StartedAt,
 	}
 }

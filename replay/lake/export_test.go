@@ -81,7 +81,7 @@ func TestExportJSONLRoundTrip(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &raw); err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range []string{"episode_id", "task_id", "task", "arm", "context", "messages", "turns", "reward", "success", "started_at"} {
+		for _, k := range []string{"episode_id", "task_id", "task", "experiment", "arm", "context", "messages", "turns", "reward", "success", "started_at"} {
 			if _, ok := raw[k]; !ok {
 				t.Errorf("line lacks %q: %s", k, sc.Bytes())
 			}
@@ -196,7 +196,7 @@ func TestExportParquet(t *testing.T) {
 func checkParquetSchema(t *testing.T, s *parquet.Schema) {
 	t.Helper()
 	want := map[string]bool{
-		"episode_id": false, "task_id": false, "task": false, "arm": false, "context": false,
+		"episode_id": false, "task_id": false, "task": false, "experiment": false, "arm": false, "context": false,
 		"messages": false, "turns": false, "reward": true, "success": true, "started_at": false,
 	}
 	fields := s.Fields()

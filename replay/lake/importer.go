@@ -403,9 +403,9 @@ func importRowLine(line []byte, emit func([]byte) error) (int, error) {
 }
 
 // ImportParquetPart reads a `replay export --format parquet` file, or a part file of
-// a partitioned export, and emits the events of each row (see RowEvents): the arm
-// and task id that its path names (…/arm=cam/task_id=t1/part-00000.parquet) and the
-// file does not repeat fill its rows. Parquet needs random access: the footer holds
+// a partitioned export, and emits the events of each row (see RowEvents): the arm,
+// task id and experiment that its path names (…/arm=cam/task_id=t1/part-00000.parquet)
+// and the file does not repeat fill its rows. Parquet needs random access: the footer holds
 // the schema.
 func ImportParquetPart(path string, r io.ReaderAt, size int64, emit func(line []byte) error) (episodes, events int, err error) {
 	fill := func(*Row) {}
@@ -423,6 +423,8 @@ func ImportParquetPart(path string, r io.ReaderAt, size int64, emit func(line []
 			fill = func(r *Row) { prev(r); r.Arm = cmp.Or(r.Arm, v) }
 		case PartitionTask:
 			fill = func(r *Row) { prev(r); r.TaskID = cmp.Or(r.TaskID, v) }
+		case PartitionExperiment:
+			fill = func(r *Row) { prev(r); r.Experiment = cmp.Or(r.Experiment, v) }
 		}
 	}
 	return importParquet(r, size, fill, emit)
@@ -497,7 +499,7 @@ func RowEvents(row Row) ([]any, error) {
 	started := row.StartedAt.UTC()
 	events := []any{&replay.EpisodeEvent{
 		V: replay.Version, Type: replay.TypeEpisode, ID: importEventID(id, replay.TypeEpisode, 0), EpisodeID: id,
-		TaskID: row.TaskID, Task: row.Task, Arm: row.Arm, Context: row.Context, StartedAt: started,
+		TaskID: row.TaskID, Task: row.Task, Experiment: row.Experiment, Arm: row.Arm, Context: row.Context, StartedAt: started,
 	}}
 	steps := rowSteps(row.Messages, row.Turns)
 	for turn, s := range steps {
@@ -544,7 +546,7 @@ func rowSteps(msgs []protocol.Message, turns int) []*replay.StepEvent {
 
 // fromParquet is toParquet's inverse.
 func fromParquet(p parquetRow) Row {
-	r := Row{EpisodeID: p.EpisodeID, TaskID: p.TaskID, Task: p.Task, Arm: p.Arm, Context: p.Context,
+	r := Row{EpisodeID: p.EpisodeID, TaskID: p.TaskID, Task: p.Task, Experiment: p.Experiment, Arm: p.Arm, Context: p.Context,
 		Turns: int(p.Turns), Reward: p.Reward, Success: p.Success, StartedAt: p.StartedAt,
 		Messages: make([]protocol.Message, len(p.Messages))}
 	for i, pm := range p.Messages {

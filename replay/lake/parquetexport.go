@@ -22,10 +22,10 @@ import (
 )
 
 // Partition columns of ExportParquetPartitioned. dt and hr (UTC) come from the
-// episode's started_at, experiment is ExperimentOf's (the null partition for an
-// episode that records none); they are not columns of the files. arm and
-// task_id are, and leave the files when they become directories (the Hive
-// convention: an engine reading the directory tree adds them back from the path).
+// episode's started_at; they are not columns of the files. arm, task_id and
+// experiment (ExperimentOf's: the null partition for an episode that records none)
+// are, and leave the files when they become directories (the Hive convention: an
+// engine reading the directory tree adds them back from the path).
 const (
 	PartitionDate       = "dt"
 	PartitionHour       = "hr"
@@ -191,9 +191,9 @@ type EpisodeIter func(yield func(*replay.Episode) error) error
 //
 //	dt=2026-03-04/arm=control/part-00000.parquet
 //
-// in the schema of ExportParquet minus the partition columns arm and task_id (dt and
-// hr are the episode's start, UTC). Values are escaped as Hive does ("/" is %2F, an
-// empty value __HIVE_DEFAULT_PARTITION__). Part files are numbered across the
+// in the schema of ExportParquet minus the partition columns arm, task_id and
+// experiment (dt and hr are the episode's start, UTC). Values are escaped as Hive
+// does ("/" is %2F, an empty value __HIVE_DEFAULT_PARTITION__). Part files are numbered across the
 // export; each shows at its path only when complete, and the manifest (ManifestName)
 // is written last. The destination must be empty: ErrExportNotEmpty otherwise.
 //
@@ -556,7 +556,7 @@ func (n fieldsNode) Fields() []parquet.Field { return n.fields }
 // parquetRowBytes estimates the text a row adds to a row group before encoding:
 // enough to bound a row group's memory, not an exact size.
 func parquetRowBytes(r *parquetRow) int64 {
-	n := len(r.EpisodeID) + len(r.TaskID) + len(r.Task) + len(r.Arm) + len(r.Context) + 64
+	n := len(r.EpisodeID) + len(r.TaskID) + len(r.Task) + len(r.Experiment) + len(r.Arm) + len(r.Context) + 64
 	for _, m := range r.Messages {
 		n += len(m.Role) + len(m.Content) + len(m.ToolCallID) + len(m.Name) + 32
 		for _, tc := range m.ToolCalls {

@@ -145,13 +145,13 @@ func TestParquetPartitionedInDuckDB(t *testing.T) {
 	for _, c := range d.Columns {
 		types[c.Name] = c.Type
 	}
-	for _, c := range []string{"episode_id", "task_id", "task", "arm", "context", "messages", "turns", "reward", "success", "started_at", "dt"} {
+	for _, c := range []string{"episode_id", "task_id", "task", "experiment", "arm", "context", "messages", "turns", "reward", "success", "started_at", "dt"} {
 		if types[c] == "" {
 			t.Errorf("column %s missing: %v", c, types)
 		}
 	}
-	if len(types) != 11 {
-		t.Errorf("%d columns, want 11: %v", len(types), types)
+	if len(types) != 12 {
+		t.Errorf("%d columns, want 12: %v", len(types), types)
 	}
 	if mt := types["messages"]; !strings.HasPrefix(mt, "STRUCT(") || !strings.HasSuffix(mt, "[]") ||
 		!strings.Contains(mt, "tool_calls STRUCT(id VARCHAR, \"type\" VARCHAR, \"function\" STRUCT(\"name\" VARCHAR, arguments VARCHAR)") {
